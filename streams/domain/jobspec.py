@@ -1,0 +1,110 @@
+"""Complete job-spec records (records.md ``JobItem``/``PodSpec``) from possibly partial dicts.
+
+Items decoded by fastavro already carry every field, but items built by the REST API, the CLI or
+tests often omit defaults. Validation works on the completed form so that the ``JobSubmitted``
+payload it emits always has every field the Avro schema needs, and fields not in the contract are
+dropped rather than smuggled onto the log.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _opt(source: dict[str, Any], key: str) -> Any:
+    return source.get(key)
+
+
+def _list(source: dict[str, Any], key: str) -> list[Any]:
+    return list(source.get(key) or [])
+
+
+def _map(source: dict[str, Any], key: str) -> dict[str, Any]:
+    return dict(source.get(key) or {})
+
+
+def container(raw: dict[str, Any]) -> dict[str, Any]:
+    resources = raw.get("resources") or {}
+    return {
+        "name": raw.get("name") or "",
+        "image": raw.get("image") or "",
+        "command": _list(raw, "command"),
+        "args": _list(raw, "args"),
+        "env": [{"name": e["name"], "value": e.get("value") or ""} for e in _list(raw, "env")],
+        "working_dir": _opt(raw, "working_dir"),
+        "resources": {"requests": _map(resources, "requests"), "limits": _map(resources, "limits")},
+        "ports": [
+            {
+                "container_port": p["container_port"],
+                "protocol": p.get("protocol") or "TCP",
+                "name": p.get("name"),
+            }
+            for p in _list(raw, "ports")
+        ],
+    }
+
+
+def _toleration(raw: dict[str, Any]) -> dict[str, Any]:
+    return {k: raw.get(k) for k in ("key", "operator", "value", "effect", "toleration_seconds")}
+
+
+def _affinity(raw: dict[str, Any] | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    node = raw.get("node_affinity")
+    if node is None:
+        return {"node_affinity": None}
+    terms = [
+        {
+            "match_expressions": [
+                {"key": e["key"], "operator": e["operator"], "values": list(e.get("values") or [])}
+                for e in term.get("match_expressions") or []
+            ]
+        }
+        for term in node.get("required") or []
+    ]
+    return {"node_affinity": {"required": terms}}
+
+
+def pod_spec(raw: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "containers": [container(c) for c in _list(raw, "containers")],
+        "init_containers": [container(c) for c in _list(raw, "init_containers")],
+        "node_selector": _map(raw, "node_selector"),
+        "tolerations": [_toleration(t) for t in _list(raw, "tolerations")],
+        "affinity": _affinity(raw.get("affinity")),
+        "termination_grace_period_seconds": _opt(raw, "termination_grace_period_seconds"),
+        "active_deadline_seconds": _opt(raw, "active_deadline_seconds"),
+        "priority_class_name": _opt(raw, "priority_class_name"),
+        "restart_policy": _opt(raw, "restart_policy"),
+        "service_account_name": _opt(raw, "service_account_name"),
+    }
+
+
+def _service(raw: dict[str, Any]) -> dict[str, Any]:
+    return {"type": raw.get("type") or "", "ports": _list(raw, "ports"), "name": raw.get("name")}
+
+
+def _ingress(raw: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "ports": _list(raw, "ports"),
+        "annotations": _map(raw, "annotations"),
+        "tls_enabled": bool(raw.get("tls_enabled", False)),
+        "cert_name": raw.get("cert_name"),
+        "use_cluster_ip": bool(raw.get("use_cluster_ip", False)),
+    }
+
+
+def job_item(raw: dict[str, Any]) -> dict[str, Any]:
+    """The item with every contract field present; ``pod_spec`` stays ``None`` when absent."""
+    spec = raw.get("pod_spec")
+    return {
+        "client_id": raw.get("client_id") or None,
+        "priority": raw.get("priority", 0.0),
+        "namespace": raw.get("namespace") or "default",
+        "labels": _map(raw, "labels"),
+        "annotations": _map(raw, "annotations"),
+        "pod_spec": None if spec is None else pod_spec(spec),
+        "services": [_service(s) for s in _list(raw, "services")],
+        "ingresses": [_ingress(i) for i in _list(raw, "ingresses")],
+    }
