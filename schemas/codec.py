@@ -1,0 +1,257 @@
+"""Binary Avro codec for Flotilla's public records.
+
+Wire format of every message: one magic byte (0xF1), one byte giving the release of the schema the
+writer used, then the Avro binary body without a header (fastavro's ``schemaless_writer``). The
+version byte lets a reader resolve old data against its current schema instead of guessing, and the
+magic byte makes a message that is not ours (JSON, another codec) fail loudly at the first byte.
+
+Schemas are parsed once per process and cached; ``encode``/``decode`` sit on the hot path.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from fastavro.schema import UnknownType
+from fastavro.validation import ValidationError, validate
+
+MAGIC = 0xF1
+CURRENT_VERSION = 1
+SCHEMA_NAMES: tuple[str, ...] = (
+    "submit_request",
+    "event_sequence",
+    "job_state",
+    "queue",
+    "executor_command",
+    "executor_report",
+    "rejection",
+)
+
+SCHEMA_DIR = Path(__file__).parent
+FROZEN_DIR = SCHEMA_DIR / "frozen"
+
+_HEADER_SIZE = 2
+_PathStep = str  # a field name, or "[]" for array items / "{}" for map values
+
+
+class SchemaError(ValueError):
+    """A record or message that does not fit the Flotilla Avro contract."""
+
+
+def parse_directory(directory: Path) -> dict[str, dict]:
+    """Parse every ``.avsc`` in ``directory`` into one namespace of named types.
+
+    Files reference named types defined in other files, so each file is parsed only once the
+    files it depends on are; the order is discovered rather than listed so that a frozen release
+    with a different set of files loads the same way.
+    """
+    pending = {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.avsc"))}
+    named: dict[str, Any] = {}
+    parsed: dict[str, dict] = {}
+    while pending:
+        progressed = False
+        for stem, raw in list(pending.items()):
+            attempt = dict(named)  # a failed parse leaves partial definitions behind
+            try:
+                parsed[stem] = parse_schema(raw, attempt)
+            except UnknownType:
+                continue
+            named = attempt
+            del pending[stem]
+            progressed = True
+        if not progressed:
+            raise SchemaError(f"{directory}: unresolvable named types in {sorted(pending)}")
+    return parsed
+
+
+@functools.cache
+def _current() -> dict[str, dict]:
+    return parse_directory(SCHEMA_DIR)
+
+
+@functools.cache
+def _frozen(version: int) -> dict[str, dict]:
+    return parse_directory(FROZEN_DIR / f"v{version}")
+
+
+@functools.cache
+def frozen_versions() -> tuple[int, ...]:
+    """Releases that have a frozen copy under ``schemas/frozen/v<N>/``."""
+    found = (re.fullmatch(r"v(\d+)", p.name) for p in FROZEN_DIR.iterdir() if p.is_dir())
+    return tuple(sorted(int(m.group(1)) for m in found if m))
+
+
+def known_versions(name: str) -> tuple[int, ...]:
+    """Versions of schema ``name`` that ``decode`` can read."""
+    versions = {v for v in frozen_versions() if (FROZEN_DIR / f"v{v}" / f"{name}.avsc").exists()}
+    versions.add(CURRENT_VERSION)
+    return tuple(sorted(versions))
+
+
+def schema(name: str) -> dict:
+    """The current parsed schema of top-level record ``name``."""
+    if name not in SCHEMA_NAMES:
+        raise SchemaError(f"unknown schema {name!r} (known: {', '.join(SCHEMA_NAMES)})")
+    return _current()[name]
+
+
+@functools.cache
+def _writer_schema(name: str, version: int) -> dict:
+    if version == CURRENT_VERSION:
+        return schema(name)
+    if version in frozen_versions():
+        frozen = _frozen(version)
+        if name in frozen:
+            return frozen[name]
+    known = ", ".join(map(str, known_versions(name)))
+    raise SchemaError(f"unknown version {version} for schema {name!r} (known: {known})")
+
+
+@functools.cache
+def _tagged_union_paths(name: str) -> tuple[tuple[_PathStep, ...], ...]:
+    """Paths to unions with more than one record branch.
+
+    fastavro picks such a branch by shape when the datum is a bare dict, so two payloads with the
+    same fields (``JobRunPending`` and ``JobRunSucceeded``) would be confused silently; encode
+    therefore insists on the ``(full_name, record)`` tuple that decode also returns there.
+    """
+    named = schema(name)["__named_schemas"]
+    paths: list[tuple[_PathStep, ...]] = []
+
+    def walk(node: Any, path: tuple[_PathStep, ...], seen: frozenset[str]) -> None:
+        if isinstance(node, str):
+            if node in named and node not in seen:
+                walk(named[node], path, seen | {node})
+        elif isinstance(node, list):
+            records = [b for b in node if _is_record(b, named)]
+            if len(records) > 1:
+                paths.append(path)
+            for branch in node:
+                walk(branch, path, seen)
+        elif node["type"] == "record":
+            for field in node["fields"]:
+                walk(field["type"], path + (field["name"],), seen | {node["name"]})
+        elif node["type"] == "array":
+            walk(node["items"], path + ("[]",), seen)
+        elif node["type"] == "map":
+            walk(node["values"], path + ("{}",), seen)
+
+    walk(schema(name), (), frozenset())
+    return tuple(paths)
+
+
+def _is_record(node: Any, named: Mapping[str, Any]) -> bool:
+    if isinstance(node, str):
+        node = named.get(node)
+    return isinstance(node, dict) and node.get("type") == "record"
+
+
+def _untagged(value: Any, path: tuple[_PathStep, ...], trail: str) -> str | None:
+    """The location of the first bare dict at ``path`` inside ``value``, if any."""
+    if not path:
+        return trail if isinstance(value, dict) else None
+    step, rest = path[0], path[1:]
+    if step == "[]":
+        children = enumerate(value) if isinstance(value, list) else ()
+    elif step == "{}":
+        children = value.items() if isinstance(value, dict) else ()
+    else:
+        children = [(step, value.get(step))] if isinstance(value, dict) else ()
+    for key, child in children:
+        found = _untagged(child, rest, f"{trail}[{key}]" if step in ("[]", "{}") else f"{trail}.{key}")
+        if found:
+            return found
+    return None
+
+
+def _describe(schema_node: Any) -> str:
+    if isinstance(schema_node, list):
+        return " | ".join(_describe(b) for b in schema_node)
+    if isinstance(schema_node, dict):
+        return schema_node.get("name") or schema_node["type"]
+    return str(schema_node)
+
+
+def _validation_message(name: str, error: ValidationError) -> str:
+    problems = []
+    for data in error.errors:
+        shown = "None (or missing)" if data.datum is None else repr(data.datum)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        problems.append(f"field {data.field}: got {shown}, expected {_describe(data.schema)}")
+    return f"cannot encode {name}: " + "; ".join(problems)
+
+
+def encode(name: str, record: Mapping[str, Any]) -> bytes:
+    """Validate ``record`` against the current schema ``name`` and serialise it.
+
+    Validation runs before writing because the writer alone silently coerces some mismatches
+    (a float into a long, an int into a boolean).
+    """
+    parsed = schema(name)
+    if not isinstance(record, Mapping):
+        raise SchemaError(f"cannot encode {name}: expected a mapping, got {type(record).__name__}")
+    for path in _tagged_union_paths(name):
+        where = _untagged(record, path, name)
+        if where:
+            raise SchemaError(
+                f"cannot encode {name}: field {where} is a union of records; "
+                "give it as a (full_name, record) tuple, e.g. ('flotilla.JobLeased', {...})"
+            )
+    try:
+        validate(record, parsed)
+    except ValidationError as exc:
+        raise SchemaError(_validation_message(name, exc)) from exc
+    buffer = io.BytesIO()
+    buffer.write(bytes((MAGIC, CURRENT_VERSION)))
+    try:
+        schemaless_writer(buffer, parsed, record)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise SchemaError(f"cannot encode {name}: {exc}") from exc
+    return buffer.getvalue()
+
+
+def decode(name: str, data: bytes) -> dict:
+    """Deserialise a message, resolving its writer's version against the current schema.
+
+    Unions of several records decode to ``(full_name, record)`` tuples (see ``encode``).
+    """
+    reader = schema(name)
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise SchemaError(f"cannot decode {name}: expected bytes, got {type(data).__name__}")
+    if len(data) < _HEADER_SIZE:
+        raise SchemaError(f"cannot decode {name}: truncated message of {len(data)} byte(s), no header")
+    if data[0] != MAGIC:
+        raise SchemaError(
+            f"cannot decode {name}: wrong magic byte 0x{data[0]:02x} (expected 0x{MAGIC:02x}); "
+            "not a Flotilla Avro message"
+        )
+    version = data[1]
+    writer = _writer_schema(name, version)
+    stream = io.BytesIO(data)
+    stream.seek(_HEADER_SIZE)
+    try:
+        record = schemaless_reader(
+            stream,
+            writer,
+            None if writer is reader else reader,
+            return_record_name=True,
+            return_record_name_override=True,
+        )
+    except Exception as exc:  # fastavro signals corrupt input with many exception types
+        raise SchemaError(
+            f"cannot decode {name} v{version}: truncated or corrupt body ({type(exc).__name__}: {exc})"
+        ) from exc
+    leftover = len(data) - stream.tell()
+    if leftover:
+        raise SchemaError(
+            f"cannot decode {name} v{version}: {leftover} unread trailing byte(s); "
+            "corrupt body or a message of another schema"
+        )
+    return record
