@@ -10,7 +10,6 @@ Schemas are parsed once per process and cached; ``encode``/``decode`` sit on the
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import re
@@ -70,58 +69,141 @@ def parse_directory(directory: Path) -> dict[str, dict]:
     return parsed
 
 
-@functools.cache
-def _current() -> dict[str, dict]:
-    return parse_directory(SCHEMA_DIR)
+class Registry:
+    """Current schemas plus the frozen releases, parsed lazily once each.
 
-
-@functools.cache
-def _frozen(version: int) -> dict[str, dict]:
-    return parse_directory(FROZEN_DIR / f"v{version}")
-
-
-@functools.cache
-def frozen_versions() -> tuple[int, ...]:
-    """Releases that have a frozen copy under ``schemas/frozen/v<N>/``."""
-    found = (re.fullmatch(r"v(\d+)", p.name) for p in FROZEN_DIR.iterdir() if p.is_dir())
-    return tuple(sorted(int(m.group(1)) for m in found if m))
-
-
-def known_versions(name: str) -> tuple[int, ...]:
-    """Versions of schema ``name`` that ``decode`` can read."""
-    versions = {v for v in frozen_versions() if (FROZEN_DIR / f"v{v}" / f"{name}.avsc").exists()}
-    versions.add(CURRENT_VERSION)
-    return tuple(sorted(versions))
-
-
-def schema(name: str) -> dict:
-    """The current parsed schema of top-level record ``name``."""
-    if name not in SCHEMA_NAMES:
-        raise SchemaError(f"unknown schema {name!r} (known: {', '.join(SCHEMA_NAMES)})")
-    return _current()[name]
-
-
-@functools.cache
-def _writer_schema(name: str, version: int) -> dict:
-    if version == CURRENT_VERSION:
-        return schema(name)
-    if version in frozen_versions():
-        frozen = _frozen(version)
-        if name in frozen:
-            return frozen[name]
-    known = ", ".join(map(str, known_versions(name)))
-    raise SchemaError(f"unknown version {version} for schema {name!r} (known: {known})")
-
-
-@functools.cache
-def _tagged_union_paths(name: str) -> tuple[tuple[_PathStep, ...], ...]:
-    """Paths to unions with more than one record branch.
-
-    fastavro picks such a branch by shape when the datum is a bare dict, so two payloads with the
-    same fields (``JobRunPending`` and ``JobRunSucceeded``) would be confused silently; encode
-    therefore insists on the ``(full_name, record)`` tuple that decode also returns there.
+    Separate from the module-level functions so that tests can point one at a scratch copy of the
+    schemas and exercise resolution between releases that do not exist yet.
     """
-    named = schema(name)["__named_schemas"]
+
+    def __init__(self, current_dir: Path, frozen_dir: Path, current_version: int) -> None:
+        self.current_dir = current_dir
+        self.frozen_dir = frozen_dir
+        self.current_version = current_version
+        self._current: dict[str, dict] | None = None
+        self._frozen: dict[int, dict[str, dict]] = {}
+        self._writers: dict[tuple[str, int], dict] = {}
+        self._union_paths: dict[str, tuple[tuple[_PathStep, ...], ...]] = {}
+
+    def schema(self, name: str) -> dict:
+        """The current parsed schema of top-level record ``name``."""
+        if name not in SCHEMA_NAMES:
+            raise SchemaError(f"unknown schema {name!r} (known: {', '.join(SCHEMA_NAMES)})")
+        if self._current is None:
+            self._current = parse_directory(self.current_dir)
+        return self._current[name]
+
+    def frozen_versions(self) -> tuple[int, ...]:
+        """Releases that have a frozen copy under ``<frozen_dir>/v<N>/``."""
+        found = (re.fullmatch(r"v(\d+)", p.name) for p in self.frozen_dir.iterdir() if p.is_dir())
+        return tuple(sorted(int(m.group(1)) for m in found if m))
+
+    def known_versions(self, name: str) -> tuple[int, ...]:
+        """Versions of schema ``name`` that ``decode`` can read."""
+        versions = {
+            v for v in self.frozen_versions() if (self.frozen_dir / f"v{v}" / f"{name}.avsc").exists()
+        }
+        versions.add(self.current_version)
+        return tuple(sorted(versions))
+
+    def writer_schema(self, name: str, version: int) -> dict:
+        """The schema that wrote a ``name`` message stamped with ``version``."""
+        cached = self._writers.get((name, version))
+        if cached is not None:
+            return cached
+        if version == self.current_version:
+            found = self.schema(name)
+        elif version in self.known_versions(name):
+            if version not in self._frozen:
+                self._frozen[version] = parse_directory(self.frozen_dir / f"v{version}")
+            found = self._frozen[version][name]
+        else:
+            known = ", ".join(map(str, self.known_versions(name)))
+            raise SchemaError(f"unknown version {version} for schema {name!r} (known: {known})")
+        self._writers[(name, version)] = found
+        return found
+
+    def tagged_union_paths(self, name: str) -> tuple[tuple[_PathStep, ...], ...]:
+        """Paths to unions with more than one record branch.
+
+        fastavro picks such a branch by shape when the datum is a bare dict, so two payloads with
+        the same fields (``JobRunPending`` and ``JobRunSucceeded``) would be confused silently;
+        encode therefore insists on the ``(full_name, record)`` tuple that decode also returns.
+        """
+        if name not in self._union_paths:
+            self._union_paths[name] = _find_record_unions(self.schema(name))
+        return self._union_paths[name]
+
+    def encode(self, name: str, record: Mapping[str, Any]) -> bytes:
+        """Validate ``record`` against the current schema ``name`` and serialise it.
+
+        Validation runs before writing because the writer alone silently coerces some mismatches
+        (a float into a long, an int into a boolean).
+        """
+        parsed = self.schema(name)
+        if not isinstance(record, Mapping):
+            raise SchemaError(f"cannot encode {name}: expected a mapping, got {type(record).__name__}")
+        for path in self.tagged_union_paths(name):
+            where = _untagged(record, path, name)
+            if where:
+                raise SchemaError(
+                    f"cannot encode {name}: field {where} is a union of records; "
+                    "give it as a (full_name, record) tuple, e.g. ('flotilla.JobLeased', {...})"
+                )
+        try:
+            validate(record, parsed)
+        except ValidationError as exc:
+            raise SchemaError(_validation_message(name, exc)) from exc
+        buffer = io.BytesIO()
+        buffer.write(bytes((MAGIC, self.current_version)))
+        try:
+            schemaless_writer(buffer, parsed, record)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise SchemaError(f"cannot encode {name}: {exc}") from exc
+        return buffer.getvalue()
+
+    def decode(self, name: str, data: bytes) -> dict:
+        """Deserialise a message, resolving its writer's version against the current schema.
+
+        Unions of several records decode to ``(full_name, record)`` tuples (see ``encode``).
+        """
+        reader = self.schema(name)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise SchemaError(f"cannot decode {name}: expected bytes, got {type(data).__name__}")
+        if len(data) < _HEADER_SIZE:
+            raise SchemaError(f"cannot decode {name}: truncated message of {len(data)} byte(s), no header")
+        if data[0] != MAGIC:
+            raise SchemaError(
+                f"cannot decode {name}: wrong magic byte 0x{data[0]:02x} (expected 0x{MAGIC:02x}); "
+                "not a Flotilla Avro message"
+            )
+        version = data[1]
+        writer = self.writer_schema(name, version)
+        stream = io.BytesIO(data)
+        stream.seek(_HEADER_SIZE)
+        try:
+            record = schemaless_reader(
+                stream,
+                writer,
+                None if writer is reader else reader,
+                return_record_name=True,
+                return_record_name_override=True,
+            )
+        except Exception as exc:  # fastavro signals corrupt input with many exception types
+            raise SchemaError(
+                f"cannot decode {name} v{version}: truncated or corrupt body ({type(exc).__name__}: {exc})"
+            ) from exc
+        leftover = len(data) - stream.tell()
+        if leftover:
+            raise SchemaError(
+                f"cannot decode {name} v{version}: {leftover} unread trailing byte(s); "
+                "corrupt body or a message of another schema"
+            )
+        return record
+
+
+def _find_record_unions(root: dict) -> tuple[tuple[_PathStep, ...], ...]:
+    named = root["__named_schemas"]
     paths: list[tuple[_PathStep, ...]] = []
 
     def walk(node: Any, path: tuple[_PathStep, ...], seen: frozenset[str]) -> None:
@@ -142,7 +224,7 @@ def _tagged_union_paths(name: str) -> tuple[tuple[_PathStep, ...], ...]:
         elif node["type"] == "map":
             walk(node["values"], path + ("{}",), seen)
 
-    walk(schema(name), (), frozenset())
+    walk(root, (), frozenset())
     return tuple(paths)
 
 
@@ -188,70 +270,8 @@ def _validation_message(name: str, error: ValidationError) -> str:
     return f"cannot encode {name}: " + "; ".join(problems)
 
 
-def encode(name: str, record: Mapping[str, Any]) -> bytes:
-    """Validate ``record`` against the current schema ``name`` and serialise it.
-
-    Validation runs before writing because the writer alone silently coerces some mismatches
-    (a float into a long, an int into a boolean).
-    """
-    parsed = schema(name)
-    if not isinstance(record, Mapping):
-        raise SchemaError(f"cannot encode {name}: expected a mapping, got {type(record).__name__}")
-    for path in _tagged_union_paths(name):
-        where = _untagged(record, path, name)
-        if where:
-            raise SchemaError(
-                f"cannot encode {name}: field {where} is a union of records; "
-                "give it as a (full_name, record) tuple, e.g. ('flotilla.JobLeased', {...})"
-            )
-    try:
-        validate(record, parsed)
-    except ValidationError as exc:
-        raise SchemaError(_validation_message(name, exc)) from exc
-    buffer = io.BytesIO()
-    buffer.write(bytes((MAGIC, CURRENT_VERSION)))
-    try:
-        schemaless_writer(buffer, parsed, record)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise SchemaError(f"cannot encode {name}: {exc}") from exc
-    return buffer.getvalue()
-
-
-def decode(name: str, data: bytes) -> dict:
-    """Deserialise a message, resolving its writer's version against the current schema.
-
-    Unions of several records decode to ``(full_name, record)`` tuples (see ``encode``).
-    """
-    reader = schema(name)
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise SchemaError(f"cannot decode {name}: expected bytes, got {type(data).__name__}")
-    if len(data) < _HEADER_SIZE:
-        raise SchemaError(f"cannot decode {name}: truncated message of {len(data)} byte(s), no header")
-    if data[0] != MAGIC:
-        raise SchemaError(
-            f"cannot decode {name}: wrong magic byte 0x{data[0]:02x} (expected 0x{MAGIC:02x}); "
-            "not a Flotilla Avro message"
-        )
-    version = data[1]
-    writer = _writer_schema(name, version)
-    stream = io.BytesIO(data)
-    stream.seek(_HEADER_SIZE)
-    try:
-        record = schemaless_reader(
-            stream,
-            writer,
-            None if writer is reader else reader,
-            return_record_name=True,
-            return_record_name_override=True,
-        )
-    except Exception as exc:  # fastavro signals corrupt input with many exception types
-        raise SchemaError(
-            f"cannot decode {name} v{version}: truncated or corrupt body ({type(exc).__name__}: {exc})"
-        ) from exc
-    leftover = len(data) - stream.tell()
-    if leftover:
-        raise SchemaError(
-            f"cannot decode {name} v{version}: {leftover} unread trailing byte(s); "
-            "corrupt body or a message of another schema"
-        )
-    return record
+_default = Registry(SCHEMA_DIR, FROZEN_DIR, CURRENT_VERSION)
+schema = _default.schema
+known_versions = _default.known_versions
+encode = _default.encode
+decode = _default.decode
