@@ -1,0 +1,262 @@
+"""The fold of job events into the ``job_state`` record.
+
+Delivery is at least once, so applying an event twice must change nothing. The last
+``RECENT_EVENT_IDS`` applied event ids catch re-deliveries cheaply; behind that window the state
+machines do the work: a lease names a run that already exists, a run report names a state the
+run has passed, a flag is already set. Reprioritisation is the exception (last writer wins): a
+re-delivery of an old one more than ``RECENT_EVENT_IDS`` events later would win again.
+
+The input job is never mutated. When an event changes nothing the same object is returned, so
+the caller can skip publishing with ``new is old``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from streams.domain.states import JOB_TERMINAL, RUN_TERMINAL, TransitionRefused, job_transition, run_transition
+
+RECENT_EVENT_IDS = 32
+
+Job = dict[str, Any]
+
+# JobRunFailed categories that name their own run state; every other category means "failed".
+_RUN_STATE_BY_CATEGORY = {
+    "lease_expired": "lease_expired",
+    "lease_returned": "lease_returned",
+    "preempted": "preempted",
+    "cancelled": "cancelled",
+}
+
+
+def event_kind(kind: str) -> str:
+    """``flotilla.JobLeased`` and ``JobLeased`` name the same payload."""
+    return kind.rsplit(".", 1)[-1]
+
+
+def apply_event(job: Job | None, kind: str, event: dict[str, Any], envelope: dict[str, Any]) -> Job | None:
+    """The job after ``event`` (an ``Event`` record of kind ``kind``) from sequence ``envelope``.
+
+    Returns ``None`` for an event about a job that was never submitted, ``job`` itself when the
+    event is a duplicate, stale or about a finished job, and a new dict otherwise. Raises
+    ``TransitionRefused`` when the event contradicts the job's state, and for unknown kinds.
+    """
+    name = event_kind(kind)
+    handler = _HANDLERS.get(name)
+    if handler is None:
+        raise TransitionRefused(f"unknown event kind {kind!r}")
+    payload = event["payload"]
+    if isinstance(payload, tuple):  # fastavro's return_record_name=True form
+        payload = payload[1]
+    if job is None:
+        return _submitted(event, payload, envelope) if name == "JobSubmitted" else None
+    if event["event_id"] in job["recent_event_ids"] or job["state"] in JOB_TERMINAL:
+        return job
+    draft = {**job, "runs": [dict(run) for run in job["runs"]]}
+    if not handler(draft, event["created"], payload):
+        return job
+    if draft["state"] != job["state"]:
+        draft["last_transition"] = event["created"]
+    draft["recent_event_ids"] = [*job["recent_event_ids"], event["event_id"]][-RECENT_EVENT_IDS:]
+    return draft
+
+
+def _submitted(event: dict[str, Any], payload: dict[str, Any], envelope: dict[str, Any]) -> Job:
+    return {
+        "job_id": event["job_id"],
+        "queue": envelope["queue"],
+        "job_set_id": envelope["job_set_id"],
+        "client_id": payload.get("client_id"),
+        "state": "queued",
+        "priority": payload["priority"],
+        "priority_class": payload["priority_class"],
+        "submitted": event["created"],
+        "last_transition": event["created"],
+        "cancel_requested": False,
+        "preempt_requested": False,
+        "spec": copy.deepcopy(payload),
+        "runs": [],
+        "reason": None,
+        "recent_event_ids": [event["event_id"]],
+    }
+
+
+def _find_run(job: Job, run_id: str | None) -> dict[str, Any] | None:
+    return next((run for run in job["runs"] if run["run_id"] == run_id), None)
+
+
+def _latest_run(job: Job) -> dict[str, Any] | None:
+    return job["runs"][-1] if job["runs"] else None
+
+
+def _move_job(job: Job, target: str) -> bool:
+    if not job_transition(job["job_id"], job["state"], target):
+        return False
+    job["state"] = target
+    return True
+
+
+def _move_run(job: Job, run_id: str | None, target: str, at: int) -> dict[str, Any] | None:
+    """The run moved to ``target``, or ``None`` when the run was already there or past it."""
+    run = _find_run(job, run_id)
+    if run is None:
+        raise TransitionRefused(f"job {job['job_id']}: no run {run_id}")
+    if not run_transition(run_id or "", run["state"], target):
+        return None
+    run["state"] = target
+    if target == "running":
+        run["started_at"] = at
+    if target in RUN_TERMINAL:
+        run["finished_at"] = at
+    return run
+
+
+def _close_active_runs(job: Job, target: str, at: int) -> None:
+    for run in job["runs"]:
+        if run["state"] not in RUN_TERMINAL:
+            _move_run(job, run["run_id"], target, at)
+
+
+def _with_message(reason: str, message: str | None) -> str:
+    return f"{reason}: {message}" if message else reason
+
+
+def _leased(job: Job, at: int, payload: dict[str, Any]) -> bool:
+    if _find_run(job, payload["run_id"]) is not None:
+        return False
+    if job["state"] != "queued":
+        raise TransitionRefused(f"job {job['job_id']}: new run {payload['run_id']} leased while {job['state']}")
+    _move_job(job, "leased")
+    job["runs"].append(
+        {
+            "run_id": payload["run_id"],
+            "executor": payload["executor"],
+            "node": payload["node"],
+            "state": "leased",
+            "exit_code": None,
+            "reason": None,
+            "leased_at": at,
+            "started_at": None,
+            "finished_at": None,
+        }
+    )
+    return True
+
+
+def _run_progress(target: str) -> Callable[[Job, int, dict[str, Any]], bool]:
+    """Pending and running reports move the run, and the job with it when it is the latest run."""
+
+    def handle(job: Job, at: int, payload: dict[str, Any]) -> bool:
+        run = _move_run(job, payload["run_id"], target, at)
+        if run is None:
+            return False
+        if payload.get("node"):
+            run["node"] = payload["node"]
+        if run is _latest_run(job):
+            _move_job(job, target)
+        return True
+
+    return handle
+
+
+def _run_succeeded(job: Job, at: int, payload: dict[str, Any]) -> bool:
+    return _move_run(job, payload["run_id"], "succeeded", at) is not None
+
+
+def _run_failed(job: Job, at: int, payload: dict[str, Any]) -> bool:
+    reason = _with_message(payload["reason"], payload.get("message"))
+    if payload.get("run_id") is None:
+        if job["reason"] == reason:
+            return False
+        job["reason"] = reason
+        return True
+    target = _RUN_STATE_BY_CATEGORY.get(payload.get("category", ""), "failed")
+    run = _move_run(job, payload["run_id"], target, at)
+    if run is None:
+        return False
+    run["exit_code"] = payload.get("exit_code")
+    run["reason"] = reason
+    job["reason"] = reason
+    return True
+
+
+def _run_preempted(job: Job, at: int, payload: dict[str, Any]) -> bool:
+    run = _move_run(job, payload["run_id"], "preempted", at)
+    if run is None:
+        return False
+    run["reason"] = job["reason"] = payload["reason"]
+    return True
+
+
+def _job_ending(target: str, run_target: str) -> Callable[[Job, int, dict[str, Any]], bool]:
+    """Job-level terminal events end the job and whatever run is still active."""
+
+    def handle(job: Job, at: int, payload: dict[str, Any]) -> bool:
+        _move_job(job, target)
+        _close_active_runs(job, run_target, at)
+        if "reason" in payload:
+            job["reason"] = _with_message(payload["reason"], payload.get("message"))
+        latest = _latest_run(job)
+        if latest is not None and latest["exit_code"] is None:
+            latest["exit_code"] = payload.get("exit_code")
+        return True
+
+    return handle
+
+
+def _requeued(job: Job, at: int, payload: dict[str, Any]) -> bool:
+    latest = _latest_run(job)
+    stale = payload.get("run_id") is not None and (latest is None or latest["run_id"] != payload["run_id"])
+    if job["state"] == "queued" or stale:
+        return False
+    _move_job(job, "queued")
+    _close_active_runs(job, "lease_returned", at)
+    job["reason"] = payload["reason"]
+    return True
+
+
+def _flag(name: str) -> Callable[[Job, int, dict[str, Any]], bool]:
+    """Requests are sticky: once asked, a job stays asked, which keeps re-delivery harmless."""
+
+    def handle(job: Job, at: int, payload: dict[str, Any]) -> bool:
+        if job[name]:
+            return False
+        job[name] = True
+        job["reason"] = payload.get("reason") or job["reason"]
+        return True
+
+    return handle
+
+
+def _reprioritised(job: Job, at: int, payload: dict[str, Any]) -> bool:
+    if job["priority"] == payload["new_priority"]:
+        return False
+    job["priority"] = payload["new_priority"]
+    return True
+
+
+def _no_change(job: Job, at: int, payload: dict[str, Any]) -> bool:
+    return False
+
+
+_HANDLERS: dict[str, Callable[[Job, int, dict[str, Any]], bool]] = {
+    "JobSubmitted": _no_change,  # only creates; a second one for a known job is a re-delivery
+    "JobValidated": _no_change,
+    "SchedulingCycle": _no_change,
+    "JobLeased": _leased,
+    "JobRunPending": _run_progress("pending"),
+    "JobRunRunning": _run_progress("running"),
+    "JobRunSucceeded": _run_succeeded,
+    "JobRunFailed": _run_failed,
+    "JobRunPreempted": _run_preempted,
+    "JobSucceeded": _job_ending("succeeded", "succeeded"),
+    "JobFailed": _job_ending("failed", "failed"),
+    "JobCancelled": _job_ending("cancelled", "cancelled"),
+    "JobPreempted": _job_ending("preempted", "preempted"),
+    "JobRequeued": _requeued,
+    "JobCancelRequested": _flag("cancel_requested"),
+    "JobPreemptRequested": _flag("preempt_requested"),
+    "JobReprioritised": _reprioritised,
+}
