@@ -1,0 +1,309 @@
+import math
+
+import pytest
+
+from streams.domain.validation import SubmitPolicy, validate_item, validate_request
+from tests.domain.builders import QUEUE, container, item, request
+
+POLICY = SubmitPolicy()
+
+
+def reason_of(raw_item, policy=POLICY):
+    job, reason = validate_item(raw_item, policy)
+    assert job is None
+    return reason
+
+
+def accepted(raw_item, policy=POLICY):
+    job, reason = validate_item(raw_item, policy)
+    assert reason is None, reason
+    return job
+
+
+# --- envelope ---------------------------------------------------------------------------------
+
+
+def test_unknown_queue_rejects_every_item():
+    results = validate_request(request(item(), item(client_id="b")), None, POLICY)
+    assert [r.reason for r in results] == ["queue 'team-a' does not exist"] * 2
+    assert [r.client_id for r in results] == [None, "b"]
+
+
+def test_empty_queue_name_is_rejected():
+    results = validate_request(request(item(), queue=""), None, POLICY)
+    assert results[0].reason == "queue is empty"
+
+
+def test_empty_job_set_rejects_every_item():
+    results = validate_request(request(item(), item(), job_set_id=""), QUEUE, POLICY)
+    assert [r.reason for r in results] == ["job_set_id is empty"] * 2
+
+
+def test_cordoned_queue_rejects():
+    results = validate_request(request(item()), {**QUEUE, "cordoned": True}, POLICY)
+    assert results[0].reason == "queue 'team-a' is cordoned and accepts no new jobs"
+
+
+def test_ownership_checked_only_when_enabled():
+    owned = {**QUEUE, "user_owners": ["bob"], "group_owners": ["ml"]}
+    strict = SubmitPolicy(check_ownership=True)
+    assert validate_request(request(item()), owned, POLICY)[0].accepted
+    assert validate_request(request(item()), owned, strict)[0].reason == (
+        "user 'alice' may not submit to queue 'team-a': not an owner or in an owner group"
+    )
+    assert validate_request(request(item(), groups=["ml"]), owned, strict)[0].accepted
+
+
+def test_valid_request_answers_item_by_item():
+    bad = item(pod_spec=None, client_id="bad")
+    results = validate_request(request(item(client_id="good"), bad), QUEUE, POLICY)
+    assert [(r.index, r.client_id, r.accepted) for r in results] == [(0, "good", True), (1, "bad", False)]
+    assert results[0].job is not None and results[1].job is None
+    assert results[1].reason == "pod_spec is missing"
+
+
+# --- pod spec and containers ------------------------------------------------------------------
+
+
+def test_missing_pod_spec():
+    assert reason_of(item(pod_spec=None)) == "pod_spec is missing"
+
+
+def test_no_containers():
+    assert reason_of(item(pod_spec__containers=[])) == "pod spec has no containers"
+
+
+def test_container_without_image():
+    raw = container()
+    raw["image"] = ""
+    assert reason_of(item(pod_spec__containers=[raw])) == "container 'main' has no image"
+
+
+@pytest.mark.parametrize(
+    ("resources", "missing"),
+    [
+        ({"requests": {"cpu": "1"}}, "limits"),
+        ({"limits": {"cpu": "1"}}, "requests"),
+        ({}, "requests, limits"),
+    ],
+)
+def test_missing_requests_or_limits(resources, missing):
+    raw = {**container(), "resources": resources}
+    assert reason_of(item(pod_spec__containers=[raw])) == (
+        f"container 'main' must set resources.requests and resources.limits (missing: {missing})"
+    )
+
+
+def test_requests_and_limits_must_name_the_same_resources():
+    raw = {**container(), "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "gpu": "1"}}}
+    assert reason_of(item(pod_spec__containers=[raw])) == (
+        "container 'main': requests and limits must name the same resources "
+        "(only in requests: memory; only in limits: gpu)"
+    )
+
+
+def test_limits_must_equal_requests():
+    raw = {**container(), "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}}
+    assert reason_of(item(pod_spec__containers=[raw])) == (
+        "container 'main': limits['cpu'] = '2' differs from requests['cpu'] = '1' (limits must equal requests)"
+    )
+
+
+def test_equal_quantities_in_different_units_are_equal():
+    raw = {**container(), "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1000m", "memory": "1024Mi"}}}
+    accepted(item(pod_spec__containers=[raw]))
+
+
+def test_non_numeric_quantity():
+    raw = container(cpu="lots")
+    assert reason_of(item(pod_spec__containers=[raw])) == (
+        "container 'main': requests['cpu'] = 'lots' is not a quantity; "
+        "container 'main': limits['cpu'] = 'lots' is not a quantity"
+    )
+
+
+def test_negative_quantity():
+    raw = container(memory="-1Gi")
+    assert reason_of(item(pod_spec__containers=[raw])) == (
+        "container 'main': requests['memory'] = '-1Gi' is negative; "
+        "container 'main': limits['memory'] = '-1Gi' is negative"
+    )
+
+
+def test_init_container_without_resources_is_allowed_but_partial_resources_are_not():
+    accepted(item(pod_spec__init_containers=[{"name": "setup", "image": "busybox"}]))
+    partial = {"name": "setup", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
+    assert reason_of(item(pod_spec__init_containers=[partial])) == (
+        "init container 'setup' must set resources.requests and resources.limits (missing: limits)"
+    )
+
+
+def test_every_problem_is_reported_in_one_reason():
+    raw = container(cpu="x")
+    reason = reason_of(item(priority=-1.0, pod_spec__containers=[raw], pod_spec__priority_class_name="gold"))
+    assert reason.split("; ") == [
+        "priority -1.0 must be a finite number >= 0",
+        "container 'main': requests['cpu'] = 'x' is not a quantity",
+        "container 'main': limits['cpu'] = 'x' is not a quantity",
+        "priority class 'gold' is not one of: armada-default, armada-preemptible",
+    ]
+
+
+def test_malformed_item_is_answered_not_raised():
+    raw = {**container(), "env": [{"value": "no name"}]}
+    assert reason_of(item(pod_spec__containers=[raw])) == "malformed job item: missing field 'name'"
+    assert reason_of("not a dict").startswith("malformed job item: ")
+
+
+# --- priority and priority class --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("priority", [-0.5, math.inf, math.nan])
+def test_priority_must_be_finite_and_non_negative(priority):
+    assert reason_of(item(priority=priority)) == f"priority {priority!r} must be a finite number >= 0"
+
+
+def test_priority_must_be_a_number():
+    assert reason_of(item(priority="high")) == "priority 'high' is not a number"
+
+
+def test_unknown_priority_class():
+    assert reason_of(item(pod_spec__priority_class_name="urgent")) == (
+        "priority class 'urgent' is not one of: armada-default, armada-preemptible"
+    )
+
+
+def test_default_priority_class_applied():
+    job = accepted(item())
+    assert job["priority_class"] == "armada-default"
+    assert job["pod_spec"]["priority_class_name"] == "armada-default"
+
+
+def test_configured_priority_classes():
+    policy = SubmitPolicy(priority_classes=frozenset({"batch", "urgent"}), default_priority_class="batch")
+    assert accepted(item(), policy)["priority_class"] == "batch"
+    assert accepted(item(pod_spec__priority_class_name="urgent"), policy)["priority_class"] == "urgent"
+    with pytest.raises(ValueError, match="default priority class 'x' is not a known class"):
+        SubmitPolicy(default_priority_class="x")
+
+
+# --- termination grace period -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("given", [None, 0])
+def test_grace_period_unset_or_zero_becomes_minimum(given):
+    job = accepted(item(pod_spec__termination_grace_period_seconds=given))
+    assert job["pod_spec"]["termination_grace_period_seconds"] == 1
+
+
+def test_grace_period_within_bounds_is_kept():
+    assert accepted(item(pod_spec__termination_grace_period_seconds=300))["pod_spec"][
+        "termination_grace_period_seconds"
+    ] == 300
+
+
+def test_grace_period_between_zero_and_minimum_rejected():
+    assert reason_of(item(pod_spec__termination_grace_period_seconds=0.5)) == (
+        "termination_grace_period_seconds 0.5 is below the minimum of 1 s (use 0 for the minimum)"
+    )
+    policy = SubmitPolicy(min_termination_grace_period_s=5)
+    assert reason_of(item(pod_spec__termination_grace_period_seconds=3), policy) == (
+        "termination_grace_period_seconds 3 is below the minimum of 5 s (use 0 for the minimum)"
+    )
+
+
+def test_grace_period_above_maximum_rejected():
+    assert reason_of(item(pod_spec__termination_grace_period_seconds=301)) == (
+        "termination_grace_period_seconds 301 is above the maximum of 300 s"
+    )
+    policy = SubmitPolicy(max_termination_grace_period_s=30)
+    assert reason_of(item(pod_spec__termination_grace_period_seconds=31), policy) == (
+        "termination_grace_period_seconds 31 is above the maximum of 30 s"
+    )
+
+
+def test_grace_period_negative_or_fractional_rejected():
+    assert reason_of(item(pod_spec__termination_grace_period_seconds=-3)) == (
+        "termination_grace_period_seconds -3 is negative"
+    )
+    assert reason_of(item(pod_spec__termination_grace_period_seconds=2.5)) == (
+        "termination_grace_period_seconds 2.5 is not a whole number of seconds"
+    )
+
+
+# --- active deadline --------------------------------------------------------------------------
+
+
+def test_cpu_job_gets_three_day_deadline():
+    assert accepted(item())["pod_spec"]["active_deadline_seconds"] == 3 * 24 * 3600
+
+
+def test_gpu_job_gets_fourteen_day_deadline():
+    gpu = container(cpu="4", memory="8Gi", **{"nvidia.com/gpu": "1"})
+    assert accepted(item(pod_spec__containers=[gpu]))["pod_spec"]["active_deadline_seconds"] == 14 * 24 * 3600
+
+
+def test_zero_gpu_request_is_a_cpu_job():
+    gpu = container(cpu="4", **{"nvidia.com/gpu": "0"})
+    assert accepted(item(pod_spec__containers=[gpu]))["pod_spec"]["active_deadline_seconds"] == 3 * 24 * 3600
+
+
+def test_deadline_defaults_are_configurable_and_largest_match_wins():
+    policy = SubmitPolicy(default_active_deadline_s=60, active_deadline_by_resource={"nvidia.com/gpu": 600, "fpga": 900})
+    both = container(cpu="1", fpga="1", **{"nvidia.com/gpu": "1"})
+    assert accepted(item(), policy)["pod_spec"]["active_deadline_seconds"] == 60
+    assert accepted(item(pod_spec__containers=[both]), policy)["pod_spec"]["active_deadline_seconds"] == 900
+
+
+def test_explicit_deadline_kept_and_non_positive_rejected():
+    assert accepted(item(pod_spec__active_deadline_seconds=120))["pod_spec"]["active_deadline_seconds"] == 120
+    assert reason_of(item(pod_spec__active_deadline_seconds=0)) == (
+        "active_deadline_seconds 0 must be a positive whole number of seconds"
+    )
+
+
+# --- size, services ---------------------------------------------------------------------------
+
+
+def test_pod_spec_over_64_kib_rejected_with_its_size():
+    big = {**container(), "args": ["x" * 70_000]}
+    reason = reason_of(item(pod_spec__containers=[big]))
+    assert reason.startswith("pod spec is 70")
+    assert reason.endswith(" bytes serialized, over the limit of 65536 bytes")
+    size = int(reason.split()[3])
+    assert 70_000 < size < 71_000
+
+
+def test_pod_spec_just_under_limit_accepted():
+    filler = {**container(), "args": ["x" * 64_000]}
+    accepted(item(pod_spec__containers=[filler]))
+
+
+def test_service_type_and_ports_checked():
+    services = [{"type": "LoadBalancer", "ports": [80]}, {"type": "NodePort", "ports": [0]}]
+    assert reason_of(item(services=services)) == (
+        "service type 'LoadBalancer' is not one of: NodePort, Headless; port 0 is not in 1..65535"
+    )
+
+
+# --- the payload ------------------------------------------------------------------------------
+
+
+def test_payload_is_complete_job_submitted_record():
+    job = accepted(item(client_id="c-1", priority=5, labels={"a": "b"}))
+    assert set(job) == {
+        "priority", "priority_class", "client_id", "namespace", "labels", "annotations",
+        "pod_spec", "services", "ingresses",
+    }
+    assert job["priority"] == 5.0 and isinstance(job["priority"], float)
+    assert job["namespace"] == "default" and job["client_id"] == "c-1" and job["labels"] == {"a": "b"}
+    assert set(job["pod_spec"]["containers"][0]) == {
+        "name", "image", "command", "args", "env", "working_dir", "resources", "ports",
+    }
+
+
+def test_validation_does_not_mutate_its_input():
+    raw = item(pod_spec__termination_grace_period_seconds=None)
+    before = repr(raw)
+    accepted(raw)
+    assert repr(raw) == before
