@@ -261,12 +261,14 @@ def _describe(schema_node: Any) -> str:
 
 
 def _validation_message(name: str, error: ValidationError) -> str:
-    problems = []
+    # fastavro reports a union mismatch once per branch; fold those into one "expected a | b"
+    expected: dict[tuple[str, str], list[str]] = {}
     for data in error.errors:
         shown = "None (or missing)" if data.datum is None else repr(data.datum)
         if len(shown) > 80:
             shown = shown[:77] + "..."
-        problems.append(f"field {data.field}: got {shown}, expected {_describe(data.schema)}")
+        expected.setdefault((data.field, shown), []).append(_describe(data.schema))
+    problems = [f"field {field}: got {shown}, expected {' | '.join(types)}" for (field, shown), types in expected.items()]
     return f"cannot encode {name}: " + "; ".join(problems)
 
 
