@@ -30,7 +30,7 @@ def parse_gang(annotations: dict[str, str]) -> GangMembership | None:
     if raw is None:
         raise ValueError(f"gang {gang_id!r}: annotation {GANG_CARDINALITY} is missing")
     try:
-        cardinality = int(raw.strip())
+        cardinality = int(str(raw).strip())
     except ValueError:
         cardinality = 0
     if cardinality <= 0:

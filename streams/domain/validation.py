@@ -134,6 +134,7 @@ def _check_item(raw: Any, policy: SubmitPolicy) -> _Check:
     problems: list[str] = []
     problems += _priority_problems(item["priority"])
     problems += _container_problems(spec)
+    problems += _string_map_problems(item)
     problems += _exposure_problems(item)
     priority_class = spec["priority_class_name"] or policy.default_priority_class
     if priority_class not in policy.priority_classes:
@@ -235,6 +236,17 @@ def _resource_problems(label: str, requests: dict[str, Any], limits: dict[str, A
                 f"{requests[name]!r} (limits must equal requests)"
             )
     return problems
+
+
+def _string_map_problems(item: dict[str, Any]) -> list[str]:
+    """YAML and JSON turn ``version: 2`` into a number; the contract only carries strings."""
+    maps = (("labels", item["labels"]), ("annotations", item["annotations"]), ("node_selector", item["pod_spec"]["node_selector"]))
+    return [
+        f"{where}[{key!r}] = {value!r} must be a string"
+        for where, values in maps
+        for key, value in values.items()
+        if not isinstance(key, str) or not isinstance(value, str)
+    ]
 
 
 def _exposure_problems(item: dict[str, Any]) -> list[str]:

@@ -286,6 +286,14 @@ def test_service_type_and_ports_checked():
     )
 
 
+def test_label_annotation_and_node_selector_values_must_be_strings():
+    raw = item(labels={"version": 2}, annotations={"a": True}, pod_spec__node_selector={"zone": 1})
+    assert reason_of(raw) == (
+        "labels['version'] = 2 must be a string; annotations['a'] = True must be a string; "
+        "node_selector['zone'] = 1 must be a string"
+    )
+
+
 # --- the payload ------------------------------------------------------------------------------
 
 
