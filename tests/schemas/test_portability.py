@@ -1,0 +1,64 @@
+"""The .avsc files work with nothing but an Avro library and the load order in README.md."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import fastavro
+import pytest
+
+from schemas import codec
+
+README = codec.SCHEMA_DIR / "README.md"
+ROW = re.compile(r"^\| (\d+) \| `([a-z_]+\.avsc)` \| (.+) \|$", re.MULTILINE)
+
+
+def documented_order() -> list[tuple[str, set[str]]]:
+    """(file, named types it defines) per row of the README's load-order table."""
+    rows = ROW.findall(README.read_text())
+    assert [int(number) for number, _, _ in rows] == list(range(1, len(rows) + 1))
+    return [(file_name, set(re.findall(r"\b([A-Z][A-Za-z]+)\b", defines.split("(uses")[0]))) for _, file_name, defines in rows]
+
+
+@pytest.mark.parametrize("directory", [codec.SCHEMA_DIR, *sorted((codec.FROZEN_DIR).glob("v*"))], ids=lambda p: p.name)
+def test_files_parse_in_documented_order_with_plain_fastavro(directory: Path) -> None:
+    order = documented_order()
+    assert sorted(name for name, _ in order) == sorted(p.name for p in directory.glob("*.avsc"))
+    named: dict = {}
+    for file_name, documented in order:
+        before = set(named)
+        fastavro.parse_schema(json.loads((directory / file_name).read_text()), named)
+        defined = {full.removeprefix("flotilla.") for full in set(named) - before}
+        assert defined == documented, f"{file_name} defines {sorted(defined)}, README says {sorted(documented)}"
+
+
+def test_top_level_files_are_the_codec_schemas() -> None:
+    names = [Path(file_name).stem for file_name, _ in documented_order()]
+    assert names[-len(codec.SCHEMA_NAMES):] == list(codec.SCHEMA_NAMES)
+
+
+def test_a_file_alone_fails_without_its_dependencies() -> None:
+    """Guards the claim that the order matters, so the README is not documenting a no-op."""
+    with pytest.raises(fastavro.schema.UnknownType):
+        fastavro.parse_schema(json.loads((codec.SCHEMA_DIR / "job_submitted.avsc").read_text()), {})
+
+
+def test_every_named_type_is_in_the_flotilla_namespace() -> None:
+    named: dict = {}
+    for file_name, _ in documented_order():
+        fastavro.parse_schema(json.loads((codec.SCHEMA_DIR / file_name).read_text()), named)
+    assert named and all(name.startswith("flotilla.") for name in named)
+
+
+def test_wire_format_is_magic_version_then_plain_avro_body() -> None:
+    """What a non-Python consumer does: skip two bytes, read the body with the frozen schema."""
+    named: dict = {}
+    for file_name, _ in documented_order():
+        parsed = fastavro.parse_schema(json.loads((codec.FROZEN_DIR / "v1" / file_name).read_text()), named)
+    record = {"request_key": "q/s", "reason": "bad", "payload": b"\x00", "rejected_at": 5}
+    data = codec.encode("rejection", record)
+    assert data[:2] == b"\xf1\x01"
+    assert fastavro.schemaless_reader(io.BytesIO(data[2:]), parsed)["payload"] == b"\x00"
