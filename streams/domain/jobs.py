@@ -168,9 +168,7 @@ def _run_succeeded(job: Job, at: int, payload: dict[str, Any]) -> bool:
 def _run_failed(job: Job, at: int, payload: dict[str, Any]) -> bool:
     reason = _with_message(payload["reason"], payload.get("message"))
     if payload.get("run_id") is None:
-        if job["reason"] == reason:
-            return False
-        job["reason"] = reason
+        job["reason"] = reason  # last writer wins: see _reprioritised
         return True
     target = _RUN_STATE_BY_CATEGORY.get(payload.get("category", ""), "failed")
     run = _move_run(job, payload["run_id"], target, at)
@@ -231,8 +229,11 @@ def _flag(name: str) -> Callable[[Job, int, dict[str, Any]], bool]:
 
 
 def _reprioritised(job: Job, at: int, payload: dict[str, Any]) -> bool:
-    if job["priority"] == payload["new_priority"]:
-        return False
+    """Always counts as applied, even to the current value, so that its id is remembered.
+
+    Otherwise a re-delivery arriving after a later reprioritisation would not be recognised
+    and would put the old priority back.
+    """
     job["priority"] = payload["new_priority"]
     return True
 

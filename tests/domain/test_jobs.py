@@ -219,3 +219,10 @@ def test_job_view(ev):
             }
         ],
     }
+
+
+def test_reprioritisation_to_the_current_value_is_remembered(ev):
+    same = ev("JobReprioritised", new_priority=0.0)
+    job = fold([ev.submitted(), same, ev("JobReprioritised", new_priority=4.0)])
+    assert "job-1-e002" in job["recent_event_ids"]
+    assert apply_event(job, *same, ENVELOPE) is job
