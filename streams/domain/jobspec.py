@@ -11,10 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 
-def _opt(source: dict[str, Any], key: str) -> Any:
-    return source.get(key)
-
-
 def _list(source: dict[str, Any], key: str) -> list[Any]:
     return list(source.get(key) or [])
 
@@ -31,7 +27,7 @@ def container(raw: dict[str, Any]) -> dict[str, Any]:
         "command": _list(raw, "command"),
         "args": _list(raw, "args"),
         "env": [{"name": e["name"], "value": e.get("value") or ""} for e in _list(raw, "env")],
-        "working_dir": _opt(raw, "working_dir"),
+        "working_dir": raw.get("working_dir"),
         "resources": {"requests": _map(resources, "requests"), "limits": _map(resources, "limits")},
         "ports": [
             {
@@ -73,11 +69,11 @@ def pod_spec(raw: dict[str, Any]) -> dict[str, Any]:
         "node_selector": _map(raw, "node_selector"),
         "tolerations": [_toleration(t) for t in _list(raw, "tolerations")],
         "affinity": _affinity(raw.get("affinity")),
-        "termination_grace_period_seconds": _opt(raw, "termination_grace_period_seconds"),
-        "active_deadline_seconds": _opt(raw, "active_deadline_seconds"),
-        "priority_class_name": _opt(raw, "priority_class_name"),
-        "restart_policy": _opt(raw, "restart_policy"),
-        "service_account_name": _opt(raw, "service_account_name"),
+        "termination_grace_period_seconds": raw.get("termination_grace_period_seconds"),
+        "active_deadline_seconds": raw.get("active_deadline_seconds"),
+        "priority_class_name": raw.get("priority_class_name"),
+        "restart_policy": raw.get("restart_policy"),
+        "service_account_name": raw.get("service_account_name"),
     }
 
 
