@@ -1,0 +1,1 @@
+"""Replay of the acceptance scenarios (Armada's scheduler test cases) through the scheduler."""

@@ -1,0 +1,299 @@
+"""Load a scenario file, emulate the Go test harness it was transcribed from, compare outcomes.
+
+The harnesses and the `testfixtures` base configuration are described in the scenarios'
+README (sections 2 and 3); this module is their executable form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from streams.domain.quantity import to_milli
+from streams.scheduling.cycle import schedule
+from streams.scheduling.model import (
+    AwayNodeType, CycleInput, CycleResult, Job, LimiterState, Node, NodeAllocation, PriorityClass,
+    Queue, RateLimit, RunningJob, SchedulingConfig, Taint, Toleration, UNLIMITED, WellKnownNodeType,
+)
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+NODE_ID_LABEL = "armadaproject.io/nodeId"
+DEFAULT_POOL = "testPool"
+
+_FIXTURE_CLASSES = (
+    PriorityClass("priority-0", 0, True),
+    PriorityClass("priority-1", 1, True),
+    PriorityClass("priority-2", 2, True),
+    PriorityClass("priority-2-non-preemptible", 2, False),
+    PriorityClass("priority-3", 3, False),
+    PriorityClass("armada-preemptible-away", 30000, True,
+                  (AwayNodeType(29000, "gpu"), AwayNodeType(29000, "large"))),
+    PriorityClass("armada-preemptible-away-lower", 30000, True,
+                  (AwayNodeType(28000, "gpu"), AwayNodeType(28000, "large"))),
+    PriorityClass("armada-preemptible", 30000, True),
+)
+_FIXTURE_NODE_TYPES = (
+    WellKnownNodeType("gpu", (Taint("gpu", "true", "NoSchedule"),)),
+    WellKnownNodeType("large", (Taint("largeJobsOnly", "true", "NoSchedule"),)),
+)
+_FIXTURE_INDEXED_LABELS = ("largeJobsOnly", "gpu", "cluster", "pool", "nodetype")
+# Keys of `config` that only document the Go test set-up and need no emulation here.
+_DESCRIPTIVE_CONFIG = {"base", "queue_demand", "queue_weights_direct", "priority_classes_used"}
+
+
+class ScenarioError(ValueError):
+    """A scenario file this runner cannot replay faithfully."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoundOutcome:
+    round: int
+    scheduled: tuple[str, ...]
+    preempted: tuple[str, ...]
+    still_queued: tuple[str, ...]
+    never_attempted: tuple[str, ...]
+    counts: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioOutcome:
+    name: str
+    rounds: tuple[RoundOutcome, ...]
+
+    def to_json(self, expected_counts: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
+        rounds = []
+        for outcome, wanted in zip(self.rounds, expected_counts):
+            entry: dict[str, Any] = {
+                "round": outcome.round,
+                "scheduled": sorted(outcome.scheduled),
+                "preempted": sorted(outcome.preempted),
+                "still_queued": sorted(outcome.still_queued),
+            }
+            if wanted is not None:
+                entry["counts"] = {key: outcome.counts[key] for key in wanted}
+            rounds.append(entry)
+        return {"name": self.name, "rounds": rounds}
+
+
+def load(path: Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+# -- configuration ---------------------------------------------------------------------------
+def _rate(config: Mapping[str, Any], rate_key: str, burst_key: str) -> RateLimit:
+    if rate_key not in config and burst_key not in config:
+        return UNLIMITED
+    rate = config.get(rate_key)
+    return RateLimit(rate=None if rate is None else float(rate), burst=int(config.get(burst_key, UNLIMITED.burst)))
+
+
+def _taints(raw: Sequence[Mapping[str, str]] | None) -> tuple[Taint, ...]:
+    return tuple(Taint(t["key"], str(t.get("value", "")), t.get("effect", "NoSchedule")) for t in raw or ())
+
+
+def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
+    """The testfixtures configuration with the scenario's overrides; also the default class."""
+    raw = dict(doc.get("config") or {})
+    classes = {pc.name: pc for pc in _FIXTURE_CLASSES}
+    for name, spec in (raw.get("priority_classes_used") or {}).items():
+        away = tuple(AwayNodeType(int(a["priority"]), a["well_known_node_type"]) for a in spec.get("away_node_types", ()))
+        base = classes.get(name)
+        classes[name] = PriorityClass(name, int(spec["priority"]), bool(spec["preemptible"]),
+                                      away or (base.away_node_types if base else ()))
+    for name, spec in (raw.get("priority_class_overrides") or {}).items():
+        classes[name] = replace(classes[name], maximum_resource_fraction_per_queue=dict(spec["maximum_resource_fraction_per_queue"]))
+    node_types = {t.name: t for t in _FIXTURE_NODE_TYPES}
+    if "well_known_node_types" in raw:
+        node_types = {t["name"]: WellKnownNodeType(t["name"], _taints(t.get("taints"))) for t in raw["well_known_node_types"]}
+    harness = doc["harness"]
+    fair = raw.get("fairshare_preemption_rate_limit")
+    known = _DESCRIPTIVE_CONFIG | {
+        "maximum_scheduling_rate", "maximum_scheduling_burst", "maximum_per_queue_scheduling_rate",
+        "maximum_per_queue_scheduling_burst", "max_queue_lookback", "maximum_resource_fraction_to_schedule",
+        "protected_fraction_of_fair_share", "enable_prefer_large_job_ordering", "priority_class_overrides",
+        "default_priority_class", "well_known_node_types", "indexed_node_labels_add",
+        "fairshare_preemption_rate_limit", "pool",
+    }
+    unknown = set(raw) - known
+    if unknown:
+        raise ScenarioError(f"unsupported config keys {sorted(unknown)}")
+    config = SchedulingConfig(
+        priority_classes=classes,
+        indexed_node_labels=_FIXTURE_INDEXED_LABELS + tuple(raw.get("indexed_node_labels_add", ())),
+        well_known_node_types=node_types,
+        scheduling_rate=_rate(raw, "maximum_scheduling_rate", "maximum_scheduling_burst"),
+        per_queue_scheduling_rate=_rate(raw, "maximum_per_queue_scheduling_rate", "maximum_per_queue_scheduling_burst"),
+        fairshare_preemption_rate=RateLimit(float(fair["rate"]), int(fair["burst"])) if fair else None,
+        max_queue_lookback=int(raw.get("max_queue_lookback", 0)),
+        maximum_resource_fraction_to_schedule=dict(raw.get("maximum_resource_fraction_to_schedule", {})),
+        protected_fraction_of_fair_share=float(raw.get("protected_fraction_of_fair_share", 0.0)),
+        enable_prefer_large_job_ordering=(harness == "preempting_multi_round"
+                                          or bool(raw.get("enable_prefer_large_job_ordering", True))),
+    )
+    return config, raw.get("default_priority_class", "priority-3")
+
+
+def _pool(doc: Mapping[str, Any]) -> str:
+    return (doc.get("config") or {}).get("pool", DEFAULT_POOL)
+
+
+def build_nodes(doc: Mapping[str, Any]) -> tuple[Node, ...]:
+    nodes = []
+    for spec in doc["nodes"]:
+        labels = {HOSTNAME_LABEL: spec["id"], NODE_ID_LABEL: spec["id"], **{k: str(v) for k, v in (spec.get("labels") or {}).items()}}
+        used = spec.get("used")
+        allocated = (NodeAllocation(int(used["priority"]), {k: to_milli(v) for k, v in used["resources"].items()}),) if used else ()
+        nodes.append(Node(
+            id=spec["id"],
+            resources={k: to_milli(v) for k, v in spec["resources"].items()},
+            labels=labels,
+            taints=_taints(spec.get("taints")),
+            unschedulable=bool(spec.get("unschedulable", False)),
+            allocated=allocated,
+        ))
+    return tuple(nodes)
+
+
+def build_queues(doc: Mapping[str, Any]) -> tuple[Queue, ...]:
+    pool = _pool(doc)
+    queues = []
+    for spec in doc["queues"]:
+        limits: dict[str, dict[str, float]] = {}
+        for pc, raw in (spec.get("resource_limits_by_priority_class_name") or {}).items():
+            merged = dict(raw.get("maximum_resource_fraction", {}))
+            merged.update(((raw.get("maximum_resource_fraction_by_pool") or {}).get(pool) or {}).get("maximum_resource_fraction", {}))
+            limits[pc] = merged
+        weight = float(spec["weight"]) if "weight" in spec else 1.0 / float(spec["priority_factor"])
+        queues.append(Queue(name=spec["name"], weight=weight, cordoned=bool(spec.get("cordoned", False)), resource_limits=limits))
+    return tuple(queues)
+
+
+def build_job(spec: Mapping[str, Any], default_class: str, submit_time: float) -> Job:
+    tolerations = tuple(
+        Toleration(t.get("key", ""), t.get("operator", "Equal"), str(t.get("value", "")), t.get("effect", ""))
+        for t in spec.get("tolerations") or ()
+    )
+    return Job(
+        id=spec["id"],
+        queue=spec["queue"],
+        priority_class=spec.get("priority_class", default_class),
+        requests={k: to_milli(v) for k, v in spec["requests"].items()},
+        submit_time=submit_time,
+        priority=int(spec.get("priority", 1000)),
+        node_selector={k: str(v) for k, v in (spec.get("node_selector") or {}).items()},
+        tolerations=tolerations,
+        annotations={k: str(v) for k, v in (spec.get("annotations") or {}).items()},
+    )
+
+
+# -- harnesses -------------------------------------------------------------------------------
+def _add(total: dict[str, int], requests: Mapping[str, int]) -> None:
+    for name, amount in requests.items():
+        total[name] = total.get(name, 0) + amount
+
+
+def _outcome(number: int, result: CycleResult, submitted: Sequence[Job]) -> RoundOutcome:
+    scheduled = tuple(s.job_id for s in result.scheduled)
+    scheduled_set = set(scheduled)
+    unscheduled = {u.job_id: u for u in result.unscheduled}
+    gangs: dict[str, list[Job]] = {}
+    for job in submitted:
+        if job.gang_id:
+            gangs.setdefault(job.gang_id, []).append(job)
+    gangs_ok = all(sum(j.id in scheduled_set for j in members) >= members[0].gang_min_cardinality
+                   for members in gangs.values())
+    still = tuple(j.id for j in submitted if j.id not in scheduled_set)
+    counts = {
+        "new_jobs_scheduled": len(scheduled),
+        "running_jobs_preempted": len(result.preempted),
+        "jobs_scheduled": len(scheduled),
+        "jobs_failed": len(still),
+        "gang_scheduled": gangs_ok,
+    }
+    return RoundOutcome(
+        round=number,
+        scheduled=scheduled,
+        preempted=tuple(p.job_id for p in result.preempted),
+        still_queued=still,
+        never_attempted=tuple(i for i in still if i in unscheduled and not unscheduled[i].attempted),
+        counts=counts,
+    )
+
+
+def run(doc: Mapping[str, Any]) -> ScenarioOutcome:
+    """Replay every round of a scenario document under its harness."""
+    harness = doc["harness"]
+    unsupported = {"initial_allocation", "executors"} & set(doc)
+    if unsupported or harness == "scheduling_algo":
+        raise ScenarioError(f"harness {harness} / keys {sorted(unsupported)} are not supported")
+    config, default_class = build_config(doc)
+    nodes, queues = build_nodes(doc), build_queues(doc)
+    running: list[RunningJob] = []
+    for group in doc.get("initial_running") or ():
+        for spec in group["jobs"]:
+            job = build_job(spec, default_class, 0.0)
+            running.append(RunningJob(job, group["node"], config.priority_classes[job.priority_class].priority))
+    demand: dict[str, dict[str, int]] = {q.name: {} for q in queues}
+    limiters = LimiterState()
+    submitted_count = 0
+    outcomes = []
+    for round_spec in doc["rounds"]:
+        number = int(round_spec["round"])
+        submitted = []
+        for spec in round_spec.get("submit") or ():
+            submitted.append(build_job(spec, default_class, float(submitted_count)))
+            submitted_count += 1
+        for job in submitted:
+            _add(demand.setdefault(job.queue, {}), job.requests)
+        if harness == "preempting_multi_round":
+            # The Go test passes every job ever submitted as demand, never reduced.
+            round_demand: Mapping[str, Mapping[str, int]] | None = {q: dict(d) for q, d in demand.items()}
+        elif harness == "queue_scheduler_with_evicted_running_jobs":
+            round_demand = {q.name: {} for q in queues}
+        else:
+            round_demand = None
+        inputs = CycleInput(
+            queues=queues, nodes=nodes, running=tuple(running), queued=tuple(submitted),
+            now=float(number), seed=number, limiters=limiters, demand=round_demand,
+        )
+        result = schedule(inputs, config)
+        outcomes.append(_outcome(number, result, submitted))
+        limiters = result.limiters
+        preempted = {p.job_id for p in result.preempted}
+        by_id = {j.id: j for j in submitted}
+        running = [r for r in running if r.job.id not in preempted]
+        running += [RunningJob(by_id[s.job_id], s.node, s.priority, float(number)) for s in result.scheduled]
+    return ScenarioOutcome(name=doc["name"], rounds=tuple(outcomes))
+
+
+def expected_counts(doc: Mapping[str, Any]) -> list[Mapping[str, Any] | None]:
+    return [(r.get("expected") or {}).get("counts") for r in doc["rounds"]]
+
+
+def differences(doc: Mapping[str, Any], outcome: ScenarioOutcome) -> list[str]:
+    """Every way the outcome departs from the file's expectations (empty when it matches)."""
+    problems = []
+    for spec, got in zip(doc["rounds"], outcome.rounds):
+        expected = spec.get("expected") or {}
+        if "counts" in expected:
+            for key, value in expected["counts"].items():
+                if got.counts[key] != value:
+                    problems.append(f"round {got.round}: {key} = {got.counts[key]!r}, expected {value!r}")
+            continue
+        attempted_unsuccessful = tuple(i for i in got.still_queued if i not in set(got.never_attempted))
+        actual = {
+            "scheduled": got.scheduled, "preempted": got.preempted, "still_queued": got.still_queued,
+            "never_attempted": got.never_attempted, "attempted_unsuccessful": attempted_unsuccessful,
+        }
+        for key, ids in actual.items():
+            if key not in expected:
+                continue
+            want, have = set(expected[key] or ()), set(ids)
+            if want != have:
+                problems.append(f"round {got.round}: {key} missing {sorted(want - have)} unexpected {sorted(have - want)}")
+    return problems

@@ -1,0 +1,424 @@
+"""One scheduling cycle: evict, put back and schedule, evict the oversubscribed, put back.
+
+The steps follow Armada's preempting queue scheduler:
+1. fair-share eviction: preemptible running jobs of queues above their protected share are
+   taken off their nodes (gangs as a unit); they keep their place at the "evicted" level;
+2. one pass over all queues in fair-share order puts evicted jobs back (only onto their own
+   node) and schedules new jobs, which may displace evicted jobs (fair-share preemption) or
+   lower-priority running jobs (urgency preemption);
+3. preemptible jobs on nodes that are now over-allocated at their priority are evicted;
+4. a second pass, highest priority class first, puts those back where they still fit.
+Evicted jobs that were not put back are preempted.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from streams.scheduling import reasons
+from streams.scheduling.fairness import DrfCost, fair_shares
+from streams.scheduling.limits import Bucket, absolute_limits, exceeds, queue_class_limits
+from streams.scheduling.model import (
+    CycleInput, CycleResult, LimiterState, PreemptedJob, QueueShare, ScheduledJob,
+    SchedulingConfig, UnscheduledJob,
+)
+from streams.scheduling.nodedb import NO_PREEMPTION, NodeDb, Placement
+from streams.scheduling.queue_order import CandidateGangs, rescheduling_order
+from streams.scheduling.state import JobState
+
+
+def schedule(inputs: CycleInput, config: SchedulingConfig) -> CycleResult:
+    """Decide one cycle. Pure: the result depends only on the arguments."""
+    return _Cycle(inputs, config).run()
+
+
+class _Cycle:
+    def __init__(self, inputs: CycleInput, config: SchedulingConfig) -> None:
+        self.inputs, self.config = inputs, config
+        self.queues = {q.name: q for q in sorted(inputs.queues, key=lambda q: q.name)}
+        nodes = sorted(inputs.nodes, key=lambda n: n.id)
+        all_jobs = [r.job for r in inputs.running] + list(inputs.queued)
+        names = sorted({*(r for n in nodes for r in n.resources), *(r for j in all_jobs for r in j.requests)})
+        self.names = names
+        self.pos = {name: i for i, name in enumerate(names)}
+        self.totals = [sum(n.resources.get(name, 0) for n in nodes) for name in names]
+        self.cost = DrfCost(self.totals, [self.pos[r] for r in config.dominant_resource_fairness_resources if r in self.pos])
+        priorities = {pc.priority for pc in config.priority_classes.values()}
+        priorities |= {a.priority for pc in config.priority_classes.values() for a in pc.away_node_types}
+        priorities |= {a.priority for n in nodes for a in n.allocated} | {r.scheduled_priority for r in inputs.running}
+        self.nodedb = NodeDb(nodes, names, sorted(priorities), config, config.fairshare_preemption_rate is not None)
+        self.allocation: dict[str, list[int]] = {name: [0] * len(names) for name in self.queues}
+        self.class_allocation: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * len(names))
+        self.running: list[JobState] = []
+        self.queued: list[JobState] = []
+        self.lost: list[PreemptedJob] = []
+        self.unknown: list[UnscheduledJob] = []
+        self._load_jobs(inputs)
+        self._compute_shares(inputs)
+        self.global_bucket = Bucket(config.scheduling_rate, inputs.limiters.scheduling, inputs.now)
+        self.queue_buckets = {name: Bucket(config.per_queue_scheduling_rate, inputs.limiters.per_queue.get(name), inputs.now)
+                              for name in self.queues}
+        self.fair_bucket = (Bucket(config.fairshare_preemption_rate, inputs.limiters.fairshare_preemption, inputs.now)
+                            if config.fairshare_preemption_rate is not None else None)
+        self.round_limits = self._limit_pairs(absolute_limits(self._total_map(), config.maximum_resource_fraction_to_schedule))
+        self.scheduled_now = [0] * len(names)
+        self.termination: str = ""
+        self.queue_termination: dict[str, str] = {}
+
+    # -- set-up ---------------------------------------------------------------------------
+    def _total_map(self) -> dict[str, int]:
+        return dict(zip(self.names, self.totals))
+
+    def _limit_pairs(self, limits: dict[str, int]) -> list[tuple[int, int]]:
+        return sorted((self.pos[name], amount) for name, amount in limits.items() if name in self.pos)
+
+    def _vector(self, resources: Iterable[tuple[str, int]]) -> tuple[int, ...]:
+        vec = [0] * len(self.names)
+        for name, amount in resources:
+            vec[self.pos[name]] += amount
+        return tuple(vec)
+
+    def _load_jobs(self, inputs: CycleInput) -> None:
+        classes = self.config.priority_classes
+        gang_members: dict[str, list[JobState]] = defaultdict(list)
+        for run in sorted(inputs.running, key=lambda r: r.job.id):
+            node = self.nodedb.index_of.get(run.node)
+            pc = classes.get(run.job.priority_class)
+            if node is None or pc is None:
+                self.lost.append(PreemptedJob(run.job.id, run.node, reasons.node_or_class_gone(run.node, run.job.priority_class)))
+                continue
+            js = JobState(run.job, pc, self._vector(run.job.requests.items()), True, run.started_at, node, run.scheduled_priority)
+            self.nodedb.bind(js, Placement(node, run.scheduled_priority, NO_PREEMPTION))
+            self.running.append(js)
+            if run.job.queue in self.queues:
+                self._account(js, +1)
+            if run.job.gang_id:
+                gang_members[run.job.gang_id].append(js)
+        for members in gang_members.values():
+            for js in members:
+                js.gang_size = len(members)
+        self.running_gangs = dict(gang_members)
+        for job in sorted(inputs.queued, key=lambda j: j.id):
+            pc = classes.get(job.priority_class)
+            if pc is None:
+                self.unknown.append(UnscheduledJob(job.id, reasons.unknown_class(job.priority_class), False))
+                continue
+            js = JobState(job, pc, self._vector(job.requests.items()), False, 0.0, None, pc.priority)
+            if job.queue not in self.queues:
+                js.reason = reasons.inactive_queue(job.queue)
+            self.queued.append(js)
+
+    def _account(self, js: JobState, sign: int) -> None:
+        queue_alloc = self.allocation[js.queue]
+        class_alloc = self.class_allocation[(js.queue, js.pc.name)]
+        for i, amount in js.pairs:
+            queue_alloc[i] += sign * amount
+            class_alloc[i] += sign * amount
+
+    def _compute_shares(self, inputs: CycleInput) -> None:
+        totals = self._total_map()
+        self.class_limits = {
+            (q, pc.name): self._limit_pairs(absolute_limits(totals, queue_class_limits(queue, pc)))
+            for q, queue in self.queues.items() for pc in self.config.priority_classes.values()
+        }
+        if inputs.demand is not None:
+            capped = {q: list(self._vector(inputs.demand.get(q, {}).items())) for q in self.queues}
+        else:
+            by_class: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * len(self.names))
+            for js in self.running + self.queued:
+                if js.queue in self.queues:
+                    demand = by_class[(js.queue, js.pc.name)]
+                    for i, amount in js.pairs:
+                        demand[i] += amount
+            capped = {q: [0] * len(self.names) for q in self.queues}
+            for (q, pc_name), demand in sorted(by_class.items()):
+                for i, limit in self.class_limits[(q, pc_name)]:
+                    demand[i] = min(demand[i], limit)
+                capped[q] = [a + b for a, b in zip(capped[q], demand)]
+        names = list(self.queues)
+        raw, adjusted = fair_shares([self.queues[q].weight for q in names], [self.cost.unweighted(capped[q]) for q in names])
+        self.fair_share = dict(zip(names, raw))
+        self.adjusted_share = dict(zip(names, adjusted))
+
+    # -- the cycle --------------------------------------------------------------------------
+    def run(self) -> CycleResult:
+        evicted = self._evict_for_fair_share()
+        self._pass(evicted + [js for js in self.queued if not js.reason], consider_priority=False, first=True)
+        evicted = self._evict_oversubscribed()
+        if evicted:
+            self._pass(evicted, consider_priority=True, first=False)
+        return self._result()
+
+    def _evict_for_fair_share(self) -> list[JobState]:
+        config = self.config
+        if not config.enable_fairshare_preemption:
+            return []
+        share = {q: self.cost.unweighted(self.allocation[q]) for q in self.queues}
+        chosen_nodes = self._nodes_open_to_eviction()
+        victims = []
+        for js in sorted(self.running, key=lambda s: (s.node, s.id)):
+            if not js.pc.preemptible or js.queue not in self.queues or js.node not in chosen_nodes:
+                continue
+            fair = max(self.adjusted_share[js.queue], self.fair_share[js.queue])
+            fraction = share[js.queue] / fair if fair > 0 else math.inf
+            if fraction > config.protected_fraction_of_fair_share:
+                victims.append(js)
+        return self._evict(victims, self.running_gangs, reasons.FAIR_SHARE_PREEMPTED)
+
+    def _nodes_open_to_eviction(self) -> set[int]:
+        """Nodes whose jobs may be evicted this cycle; a random subset, seeded, when configured."""
+        every = range(len(self.nodedb.nodes))
+        probability = self.config.node_eviction_probability
+        if probability >= 1.0:
+            return set(every)
+        rng = random.Random(self.inputs.seed)
+        return {n for n in every if rng.random() < probability}
+
+    def _evict(self, victims: list[JobState], gangs: dict[str, list[JobState]], reason: str) -> list[JobState]:
+        chosen = {js.id: js for js in victims}
+        for js in victims:
+            for member in gangs.get(js.job.gang_id, ()) if js.job.gang_id else ():
+                if member.bound and not member.evicted:
+                    chosen.setdefault(member.id, member)
+        evicted = sorted(chosen.values(), key=lambda s: s.id)
+        counts: dict[str, int] = defaultdict(int)
+        for js in evicted:
+            if js.job.gang_id:
+                counts[js.job.gang_id] += 1
+        for js in evicted:
+            self.nodedb.evict(js)
+            if js.queue in self.queues:
+                self._account(js, -1)
+            js.reason = reason if js.running else js.reason
+            js.gang_size = counts[js.job.gang_id] if js.job.gang_id else 1
+        return evicted
+
+    def _evict_oversubscribed(self) -> list[JobState]:
+        over = self.nodedb.oversubscribed_levels()
+        if not over:
+            return []
+        nodedb = self.nodedb
+        bound = [js for js in self.running + self.queued if js.bound and not js.evicted]
+        victims = [
+            js for js in bound
+            if js.node in over and js.pc.preemptible and js.queue in self.queues
+            and nodedb.priorities[nodedb.level(js.sched_priority) - 1] in over[js.node]  # type: ignore[index]
+        ]
+        gangs: dict[str, list[JobState]] = defaultdict(list)
+        for js in bound:
+            if js.job.gang_id:
+                gangs[js.job.gang_id].append(js)
+        return self._evict(victims, gangs, reasons.URGENCY_PREEMPTED)
+
+    def _pass(self, states: Sequence[JobState], *, consider_priority: bool, first: bool) -> None:
+        by_queue: dict[str, list[JobState]] = defaultdict(list)
+        for js in states:
+            by_queue[js.queue].append(js)
+        for items in by_queue.values():
+            items.sort(key=lambda s: (not s.evicted, s.order_key))
+        queues = [(q, self.queues[q].weight, self._budget(q), by_queue.get(q, [])) for q in self.queues]
+        if first:
+            evicted_only = [(q, w, b, [js for js in items if js.evicted]) for q, w, b, items in queues]
+            allocation = {q: list(v) for q, v in self.allocation.items()}
+            prefer = self.config.enable_prefer_large_job_ordering
+            self.nodedb.reset_evicted_order(lambda: rescheduling_order(evicted_only, allocation, self.cost, prefer))
+        else:
+            self.nodedb.reset_evicted_order(None)
+        unfeasible: dict[tuple[object, ...], str] = {}
+
+        def skip(js: JobState) -> bool:
+            reason = unfeasible.get(js.scheduling_key) if first else None
+            if reason is None:
+                return False
+            js.attempted, js.reason = True, reason
+            return True
+
+        candidates = CandidateGangs(queues, self.allocation, self.cost, consider_priority=consider_priority,
+                                    prefer_large=self.config.enable_prefer_large_job_ordering,
+                                    lookback=self.config.max_queue_lookback, skip=skip)
+        while (cursor := candidates.pop()) is not None:
+            gang = cursor.gang
+            assert gang is not None
+            if self.fair_bucket is not None and self.fair_bucket.tokens < 1:
+                self.nodedb.fair_preemption_enabled = False
+            reason = self._try_gang(cursor.name, gang)
+            if reason in reasons.TERMINAL:
+                self.termination = reason
+                candidates.only_evicted()
+            elif reason in reasons.QUEUE_TERMINAL:
+                self.queue_termination[cursor.name] = reason
+                candidates.only_evicted(cursor.name)
+            elif reason in reasons.PROPERTY_OF_GANG and first and len(gang) == 1 and not gang[0].evicted:
+                unfeasible.setdefault(gang[0].scheduling_key, reason)
+            candidates.done(cursor)
+        self.nodedb.fair_preemption_enabled = True
+
+    def _budget(self, queue: str) -> float:
+        return self.adjusted_share[queue] / self.queues[queue].weight
+
+    # -- one gang ---------------------------------------------------------------------------
+    def _try_gang(self, queue: str, gang: list[JobState]) -> str:
+        """Try to place the whole gang; returns "" on success, else why not."""
+        new = not all(js.evicted for js in gang)
+        if new and exceeds(self.scheduled_now, self.round_limits):
+            for js in gang:
+                js.reason = reasons.ROUND_LIMIT
+            return reasons.ROUND_LIMIT
+        for js in gang:
+            js.attempted = True
+        for js in gang:
+            self._account(js, +1)
+        reason = self._check_constraints(queue, gang) if new else ""
+        if not reason:
+            reason = self._place_gang(gang)
+        if reason:
+            for js in gang:
+                self._account(js, -1)
+                if not js.running or not js.reason:
+                    js.reason = reason
+            return reason
+        for js in gang:
+            if not js.bound or js.evicted:
+                self._account(js, -1)
+                js.reason = reasons.JOB_DOES_NOT_FIT
+        if new:
+            self.global_bucket.reserve(len(gang))
+            self.queue_buckets[queue].reserve(len(gang))
+            for js in gang:
+                if js.bound and not js.evicted:
+                    for i, amount in js.pairs:
+                        self.scheduled_now[i] += amount
+        return ""
+
+    def _check_constraints(self, queue: str, gang: list[JobState]) -> str:
+        size = len(gang)
+        bucket = self.global_bucket
+        if bucket.tokens <= 0:
+            return reasons.GLOBAL_RATE_LIMIT
+        if bucket.burst < size:
+            return reasons.GANG_EXCEEDS_GLOBAL_BURST
+        if bucket.tokens < size:
+            return reasons.GANG_EXCEEDS_GLOBAL_RATE
+        if self.queues[queue].cordoned:
+            return reasons.QUEUE_CORDONED
+        bucket = self.queue_buckets[queue]
+        if bucket.tokens <= 0:
+            return reasons.QUEUE_RATE_LIMIT
+        if bucket.burst < size:
+            return reasons.GANG_EXCEEDS_QUEUE_BURST
+        if bucket.tokens < size:
+            return reasons.GANG_EXCEEDS_QUEUE_RATE
+        pc_name = gang[0].pc.name
+        if exceeds(self.class_allocation[(queue, pc_name)], self.class_limits[(queue, pc_name)]):
+            return reasons.QUEUE_CLASS_LIMIT
+        return ""
+
+    def _place_gang(self, gang: list[JobState]) -> str:
+        nodedb = self.nodedb
+        label = gang[0].job.gang_uniformity_label
+        if not label:
+            if len(gang) == 1:
+                return "" if self._place(gang, {})[0] else reasons.JOB_DOES_NOT_FIT
+            nodedb.begin()
+            if self._place(gang, {})[0]:
+                nodedb.commit()
+                return ""
+            nodedb.rollback()
+            return reasons.GANG_DOES_NOT_FIT
+        if label not in self.config.indexed_node_labels:
+            return reasons.uniformity_not_indexed(label)
+        values = nodedb.label_values(label)
+        if not values:
+            return reasons.uniformity_no_nodes(label)
+        best: tuple[int, float, str] | None = None
+        for value in values:
+            nodedb.begin()
+            ok, placed, mean = self._place(gang, {label: value})
+            if ok and placed == len(gang) and mean == NO_PREEMPTION:
+                nodedb.commit()
+                return ""
+            nodedb.rollback()
+            if ok and (best is None or (placed, -mean) > (best[0], -best[1])):
+                best = (placed, mean, value)
+        if best is None:
+            return reasons.GANG_DOES_NOT_FIT
+        nodedb.begin()
+        self._place(gang, {label: best[2]})
+        nodedb.commit()
+        return ""
+
+    def _place(self, gang: list[JobState], selector: dict[str, str]) -> tuple[bool, int, float]:
+        """Bind members one by one; ok when at least the gang's minimum were placed."""
+        nodedb = self.nodedb
+        minimum = gang[0].job.gang_min_cardinality if gang[0].job.gang_id and not gang[0].evicted else len(gang)
+        placed, preempted_at, displaced = 0, 0.0, 0
+        for js in gang:
+            placement = nodedb.select(js, selector)
+            if placement is None:
+                if minimum >= len(gang):
+                    return False, placed, 0.0
+                continue
+            nodedb.bind(js, placement)
+            placed += 1
+            preempted_at += placement.preempted_at
+            displaced += placement.displaced
+        if placed < minimum:
+            return False, placed, 0.0
+        if self.fair_bucket is not None and displaced:
+            self.fair_bucket.reserve(displaced)
+        return True, placed, preempted_at / max(placed, 1)
+
+    # -- result -----------------------------------------------------------------------------
+    def _result(self) -> CycleResult:
+        nodes = self.nodedb.nodes
+        scheduled = tuple(
+            ScheduledJob(js.id, nodes[js.node].id, js.sched_priority)  # type: ignore[index]
+            for js in sorted(self.queued, key=lambda s: s.id) if js.bound and not js.evicted
+        )
+        preempted = [
+            PreemptedJob(js.id, nodes[js.node].id, js.reason or reasons.FAIR_SHARE_PREEMPTED)  # type: ignore[index]
+            for js in self.running if not js.bound or js.evicted
+        ] + self.lost
+        incomplete = self._incomplete_gangs()
+        unscheduled = [
+            UnscheduledJob(js.id, js.reason or self._not_considered(js, incomplete), js.attempted)
+            for js in self.queued if not (js.bound and not js.evicted)
+        ] + self.unknown
+        limiters = LimiterState(
+            scheduling=self.global_bucket.state(self.inputs.now),
+            per_queue={q: s for q, b in sorted(self.queue_buckets.items()) if (s := b.state(self.inputs.now)) is not None},
+            fairshare_preemption=self.fair_bucket.state(self.inputs.now) if self.fair_bucket else None,
+        )
+        shares = tuple(
+            QueueShare(q, self.fair_share[q], self.adjusted_share[q], self.cost.unweighted(self.allocation[q]))
+            for q in self.queues
+        )
+        return CycleResult(
+            scheduled=scheduled,
+            preempted=tuple(sorted(preempted, key=lambda p: p.job_id)),
+            unscheduled=tuple(sorted(unscheduled, key=lambda u: u.job_id)),
+            limiters=limiters,
+            shares=shares,
+        )
+
+    def _incomplete_gangs(self) -> dict[str, tuple[int, int]]:
+        counts: dict[str, int] = defaultdict(int)
+        cardinality: dict[str, int] = {}
+        for js in self.queued:
+            if js.job.gang_id:
+                counts[js.job.gang_id] += 1
+                cardinality[js.job.gang_id] = js.job.gang_cardinality
+        return {g: (n, cardinality[g]) for g, n in counts.items() if n < cardinality[g]}
+
+    def _not_considered(self, js: JobState, incomplete: dict[str, tuple[int, int]]) -> str:
+        if js.job.gang_id in incomplete:
+            return reasons.gang_incomplete(js.job.gang_id, *incomplete[js.job.gang_id])
+        why = self.queue_termination.get(js.queue) or self.termination
+        if why:
+            return reasons.not_considered(why)
+        if self.config.max_queue_lookback:
+            return reasons.LOOKBACK
+        return reasons.not_considered("round ended")
