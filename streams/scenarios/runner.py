@@ -234,13 +234,14 @@ def run(doc: Mapping[str, Any]) -> ScenarioOutcome:
     config, default_class = build_config(doc)
     nodes, queues = build_nodes(doc), build_queues(doc)
     running: list[RunningJob] = []
+    submitted_count = 0
     for group in doc.get("initial_running") or ():
         for spec in group["jobs"]:
-            job = build_job(spec, default_class, 0.0)
+            job = build_job(spec, default_class, float(submitted_count))
+            submitted_count += 1
             running.append(RunningJob(job, group["node"], config.priority_classes[job.priority_class].priority))
     demand: dict[str, dict[str, int]] = {q.name: {} for q in queues}
     limiters = LimiterState()
-    submitted_count = 0
     outcomes = []
     for round_spec in doc["rounds"]:
         number = int(round_spec["round"])
