@@ -1,4 +1,8 @@
-"""The `flotilla` command line: one parser, each command group registered by its own module."""
+"""The `flotilla` command line: one parser, each command group registered by its own module.
+
+Command modules import their heavy dependencies (Faust, the broker) inside their handlers so that
+client commands start quickly.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +10,29 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from streams.client import ClientError
+from streams.commands import jobs, queues, services
+from streams.jobfile import JobFileError
 from streams.scenarios import cli as scenario_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flotilla", description="Flotilla batch-job scheduler")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    services.register(commands)
+    queues.register(commands)
+    jobs.register(commands)
     scenario_cli.register(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except (ClientError, JobFileError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,106 @@
+"""The ingest agent: submit requests in, `submitted` events and rejections out.
+
+Idempotent under at-least-once delivery: job and event ids are drawn from a generator seeded
+with the message's position on the log, so re-processing a submission after a crash yields the
+same ids, the job-state fold ignores the repeat, and the client-id index maps to the same job.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import TYPE_CHECKING, Any
+
+from schemas.codec import SchemaError, decode, encode
+from streams.domain.ids import new_id
+from streams.domain.validation import ItemResult, validate_request
+from streams.tables.client_ids import client_id_key
+
+if TYPE_CHECKING:
+    from faust.types import Message
+
+    from streams.app import ControlPlane
+
+log = logging.getLogger(__name__)
+
+SUBMITTED = "flotilla.JobSubmitted"
+
+
+def register(plane: ControlPlane) -> None:
+    @plane.app.agent(plane.topics.submissions, name="ingest", concurrency=1)
+    async def ingest(stream: Any) -> None:
+        async for event in stream.events():
+            try:
+                await handle(plane, event.message)
+            except Exception as exc:  # a bug must not stop ingestion or lose the request silently
+                log.exception("ingest failed on %s[%s]@%s", event.message.topic, event.message.partition, event.message.offset)
+                await reject(plane, event.message, None, f"internal error while ingesting: {exc}")
+
+
+async def handle(plane: ControlPlane, message: Message) -> None:
+    try:
+        request = decode("submit_request", message.value)
+    except SchemaError as exc:
+        await reject(plane, message, None, f"malformed submission: {exc}")
+        return
+    now_ms = int(message.timestamp * 1000)
+    rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
+    results = validate_request(request, plane.queues.get(request["queue"]), plane.policy)
+
+    events: list[dict[str, Any]] = []
+    answers: list[dict[str, Any]] = []
+    for result in results:
+        job_id, event_id = new_id(now_ms, rng), new_id(now_ms, rng)
+        if not result.accepted:
+            await reject(plane, message, request, result.reason or "", result)
+            answers.append({"error": result.reason})
+            continue
+        if result.client_id:
+            key = client_id_key(request["queue"], result.client_id)
+            existing = plane.client_ids.get(key)
+            if existing is not None and existing != job_id:
+                answers.append({"job_id": existing, "duplicate": True})
+                continue
+            plane.client_ids[key] = job_id
+        events.append({"event_id": event_id, "created": now_ms, "job_id": job_id, "payload": (SUBMITTED, result.job)})
+        answers.append({"job_id": job_id})
+
+    if events:
+        sequence = {
+            "queue": request["queue"],
+            "job_set_id": request["job_set_id"],
+            "user": request["user"],
+            "groups": request["groups"],
+            "events": events,
+        }
+        await plane.topics.events.send(
+            key=f"{request['queue']}/{request['job_set_id']}", value=encode("event_sequence", sequence)
+        )
+    plane.replies.resolve(request["request_id"], answers)
+
+
+async def reject(
+    plane: ControlPlane,
+    message: Message,
+    request: dict[str, Any] | None,
+    reason: str,
+    item: ItemResult | None = None,
+) -> None:
+    request = request or {}
+    key = message.key if isinstance(message.key, str) else (message.key or b"unknown").decode(errors="replace")
+    await plane.topics.rejected.send(
+        key=key or "unknown",
+        value={
+            "request_key": key or "unknown",
+            "request_id": request.get("request_id"),
+            "queue": request.get("queue"),
+            "job_set_id": request.get("job_set_id"),
+            "item_index": item.index if item else None,
+            "client_id": item.client_id if item else None,
+            "reason": reason,
+            "payload": bytes(message.value or b""),
+            "rejected_at": int(message.timestamp * 1000),
+        },
+    )
+    if item is None and request.get("request_id"):
+        plane.replies.resolve(request["request_id"], [{"error": reason}] * max(1, len(request.get("items") or [])))

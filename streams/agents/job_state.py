@@ -1,0 +1,55 @@
+"""The job-state agent: folds `events` into the `jobs` table and publishes to `job-states`.
+
+All the logic is the pure fold in `streams.domain.jobs`; this agent only reads the table, applies
+the event and writes back. A message it cannot decode or an event the state machine refuses is
+logged and skipped: one bad message must not stop the fold for every other job.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from schemas.codec import SchemaError, decode
+from streams.domain.jobs import apply_event
+from streams.domain.states import TransitionRefused
+
+if TYPE_CHECKING:
+    from streams.app import ControlPlane
+
+log = logging.getLogger(__name__)
+
+
+def register(plane: ControlPlane) -> None:
+    @plane.app.agent(plane.topics.events, name="job-state", concurrency=1)
+    async def fold(stream: Any) -> None:
+        async for event in stream.events():
+            message = event.message
+            try:
+                sequence = decode("event_sequence", message.value)
+            except SchemaError as exc:
+                log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
+                continue
+            apply_sequence(plane, sequence)
+
+
+def apply_sequence(plane: ControlPlane, sequence: dict[str, Any]) -> None:
+    envelope = {key: sequence[key] for key in ("queue", "job_set_id", "user", "groups")}
+    for event in sequence["events"]:
+        job_id = event["job_id"]
+        if job_id is None:  # cycle records describe decisions, not a job
+            continue
+        kind = event["payload"][0]
+        before = plane.jobs.get(job_id)
+        try:
+            after = apply_event(before, kind, event, envelope)
+        except TransitionRefused as exc:
+            log.warning("event %s (%s) refused for job %s: %s", event["event_id"], kind, job_id, exc)
+            continue
+        if after is None:
+            log.warning("event %s (%s) for unknown job %s ignored", event["event_id"], kind, job_id)
+            continue
+        if after is before:
+            continue
+        plane.jobs[job_id] = after
+        plane.topics.job_states.send_soon(key=job_id, value=after)

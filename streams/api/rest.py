@@ -1,0 +1,187 @@
+"""The REST API, served by the Faust worker's web server.
+
+Every write goes to the log (queue definitions to `queues`, submissions to `submissions`); the API
+then waits until the effect is visible (the queue in the global table, the ingest agent's answer)
+so a caller that got 2xx can rely on it. Errors are JSON `{"error": reason}` with a 4xx status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from faust import web
+
+from schemas.codec import SchemaError, encode
+from streams.domain import jobspec
+from streams.domain.ids import IdFactory
+from streams.domain.queues import validate_queue
+from streams.domain.views import job_view
+
+if TYPE_CHECKING:
+    from streams.app import ControlPlane
+
+ANONYMOUS = "anonymous"
+_VISIBILITY_TIMEOUT_S = 10.0
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+Handler = Callable[..., Awaitable[web.Response]]
+
+
+def _answers_errors(handler: Handler) -> Handler:
+    async def wrapped(self: web.View, request: web.Request, **kwargs: Any) -> web.Response:
+        try:
+            return await handler(self, request, **kwargs)
+        except ApiError as exc:
+            return self.json({"error": exc.reason}, status=exc.status)
+
+    wrapped.__name__ = handler.__name__
+    return wrapped
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+        raise ApiError(400, f"request body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    return body
+
+
+async def _until(condition: Callable[[], bool], what: str) -> None:
+    """Wait until a write made through the log is visible to this worker."""
+    deadline = asyncio.get_running_loop().time() + _VISIBILITY_TIMEOUT_S
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise ApiError(504, f"{what} was written to the log but is not visible yet; retry the read")
+        await asyncio.sleep(0.02)
+
+
+def register(plane: ControlPlane) -> None:
+    app = plane.app
+    ids = IdFactory.system()
+
+    def queue_or_404(name: str) -> dict[str, Any]:
+        queue = plane.queues.get(name)
+        if queue is None:
+            raise ApiError(404, f"queue {name!r} does not exist")
+        return queue
+
+    async def write_queue(raw: dict[str, Any], *, exists: bool) -> dict[str, Any]:
+        queue, reason = validate_queue(raw)
+        if queue is None:
+            raise ApiError(400, f"invalid queue: {reason}")
+        current = plane.queues.get(queue["name"])
+        if exists and current is None:
+            raise ApiError(404, f"queue {queue['name']!r} does not exist")
+        if not exists and current is not None:
+            raise ApiError(409, f"queue {queue['name']!r} already exists")
+        await plane.topics.queues.send(key=queue["name"], value=encode("queue", queue))
+        await _until(lambda: plane.queues.get(queue["name"]) == queue, f"queue {queue['name']!r}")
+        return queue
+
+    @app.page("/health")
+    class Health(web.View):
+        async def get(self, request: web.Request) -> web.Response:
+            ready = plane.ready
+            return self.json({"status": "ok" if ready else "starting"}, status=200 if ready else 503)
+
+    @app.page("/api/v1/queues")
+    class Queues(web.View):
+        async def get(self, request: web.Request) -> web.Response:
+            return self.json({"queues": sorted((dict(q) for q in plane.queues.values()), key=lambda q: q["name"])})
+
+        @_answers_errors
+        async def post(self, request: web.Request) -> web.Response:
+            return self.json(await write_queue(await _body(request), exists=False), status=201)
+
+    @app.page("/api/v1/queues/{name}")
+    class Queue(web.View):
+        @_answers_errors
+        async def get(self, request: web.Request, name: str) -> web.Response:
+            return self.json(queue_or_404(name))
+
+        @_answers_errors
+        async def put(self, request: web.Request, name: str) -> web.Response:
+            body = await _body(request)
+            if body.setdefault("name", name) != name:
+                raise ApiError(400, f"queue name in the body ({body['name']!r}) differs from the URL ({name!r})")
+            return self.json(await write_queue(body, exists=True))
+
+        @_answers_errors
+        async def delete(self, request: web.Request, name: str) -> web.Response:
+            queue_or_404(name)
+            await plane.topics.queues.send(key=name, value=None)
+            await _until(lambda: plane.queues.get(name) is None, f"deletion of queue {name!r}")
+            return self.json({"deleted": name})
+
+    @app.page("/api/v1/jobs")
+    class Jobs(web.View):
+        @_answers_errors
+        async def post(self, request: web.Request) -> web.Response:
+            body = await _body(request)
+            submit = submit_request(body, request_id=ids.new(), user=ANONYMOUS, groups=[])
+            try:
+                message = encode("submit_request", submit)
+            except SchemaError as exc:
+                raise ApiError(400, f"invalid submit request: {exc}") from exc
+            answer = plane.replies.expect(submit["request_id"])
+            try:
+                await plane.topics.submissions.send(key=submit["queue"], value=message)
+                outcome = await asyncio.wait_for(answer, plane.settings.submit_timeout_s)
+            except asyncio.TimeoutError as exc:
+                raise ApiError(
+                    504, f"request {submit['request_id']} is on the log but was not processed in time; check its jobs later"
+                ) from exc
+            finally:
+                plane.replies.forget(submit["request_id"])
+            accepted = sum(1 for item in outcome if "job_id" in item)
+            status = 200 if accepted == len(outcome) else 422 if accepted == 0 else 207
+            return self.json(
+                {
+                    "request_id": submit["request_id"],
+                    "job_ids": [item.get("job_id") for item in outcome],
+                    "items": outcome,
+                },
+                status=status,
+            )
+
+    @app.page("/api/v1/jobs/{job_id}")
+    class Job(web.View):
+        @_answers_errors
+        async def get(self, request: web.Request, job_id: str) -> web.Response:
+            job = plane.jobs.get(job_id)
+            if job is None:
+                raise ApiError(404, f"job {job_id!r} not found")
+            return self.json(job_view(job))
+
+
+def submit_request(body: dict[str, Any], *, request_id: str, user: str, groups: list[str]) -> dict[str, Any]:
+    """The submit_request record for a REST body `{queue, job_set_id, items}`."""
+    items = body.get("items")
+    if not isinstance(items, list) or not items:
+        raise ApiError(400, "items must be a non-empty list of jobs")
+    if not all(isinstance(item, dict) for item in items):
+        raise ApiError(400, "every item must be a JSON object")
+    try:
+        completed = [jobspec.job_item(item) for item in items]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ApiError(400, f"invalid job item: {exc!r}") from exc
+    return {
+        "request_id": request_id,
+        "queue": str(body.get("queue") or ""),
+        "job_set_id": str(body.get("job_set_id") or ""),
+        "user": user,
+        "groups": groups,
+        "items": completed,
+    }

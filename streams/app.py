@@ -1,0 +1,109 @@
+"""The control plane: one Faust app with its topics, tables and agents.
+
+`create_control_plane` wires everything from a `Settings`; agents and web views receive the
+resulting `ControlPlane` instead of reaching for module globals, so tests can build several.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import faust
+
+from schemas.faust_codec import register_codecs
+from streams.agents import ingest, job_state, queues
+from streams.api import rest
+from streams.config import Settings
+from streams.domain.validation import SubmitPolicy
+from streams.replies import Replies
+from streams.tables.client_ids import client_ids_table
+from streams.tables.jobs import jobs_table
+from streams.tables.queues import queues_table
+from streams.tables.types import TEXT_CODEC, register_text_codec
+
+
+@dataclass
+class Topics:
+    submissions: faust.TopicT
+    events: faust.TopicT
+    job_states: faust.TopicT
+    rejected: faust.TopicT
+    queues: faust.TopicT
+
+
+@dataclass
+class ControlPlane:
+    settings: Settings
+    app: faust.App
+    topics: Topics
+    jobs: faust.Table
+    client_ids: faust.Table
+    queues: faust.GlobalTable
+    policy: SubmitPolicy = field(default_factory=SubmitPolicy)
+    replies: Replies = field(default_factory=Replies)
+
+    @property
+    def ready(self) -> bool:
+        """Tables recovered and no rebalance in progress: reads are current."""
+        return self.app.tables.recovery.completed.is_set() and not self.app.rebalancing
+
+
+def create_app(settings: Settings) -> faust.App:
+    return faust.App(
+        settings.app_id,
+        broker=settings.broker,
+        store=settings.store,
+        datadir=str(settings.data_dir),
+        autodiscover=False,
+        topic_partitions=settings.partitions,
+        topic_replication_factor=settings.replication_factor,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_rebalance_timeout=settings.rebalance_timeout_s,
+        broker_heartbeat_interval=settings.heartbeat_interval_s,
+        consumer_auto_offset_reset="earliest",
+        # Kafka transactions are optional (Tansu has none): handlers are idempotent instead.
+        processing_guarantee="at_least_once",
+        web_enabled=True,
+        web_bind=settings.web_host,
+        web_host=settings.web_host,
+        web_port=settings.web_port,
+        producer_linger_ms=5,
+    )
+
+
+def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None) -> ControlPlane:
+    register_codecs()
+    register_text_codec()
+    app = create_app(settings)
+
+    def topic(name: str, value_serializer: str, partitions: int | None = None) -> faust.TopicT:
+        return app.topic(
+            settings.topic(name),
+            key_serializer=TEXT_CODEC,
+            value_serializer=value_serializer,
+            partitions=partitions or settings.partitions,
+        )
+
+    topics = Topics(
+        # Raw bytes: the agents decode themselves so that a malformed message is answered
+        # (rejected with a reason) instead of being dropped by Faust's decoder.
+        submissions=topic("submissions", "raw"),
+        events=topic("events", "raw"),
+        job_states=topic("job-states", "flotilla.job_state"),
+        rejected=topic("rejected", "flotilla.rejection"),
+        queues=topic("queues", "raw", partitions=1),
+    )
+    plane = ControlPlane(
+        settings=settings,
+        app=app,
+        topics=topics,
+        jobs=jobs_table(app, settings),
+        client_ids=client_ids_table(app, settings),
+        queues=queues_table(app),
+        policy=policy or SubmitPolicy(),
+    )
+    ingest.register(plane)
+    job_state.register(plane)
+    queues.register(plane)
+    rest.register(plane)
+    return plane

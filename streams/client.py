@@ -1,0 +1,56 @@
+"""A small client of the REST API for the command line (standard library only: fast to start)."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+class ClientError(Exception):
+    """The server refused the call or could not be reached; the message is for the user."""
+
+    def __init__(self, message: str, status: int | None = None, body: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+@dataclass(frozen=True)
+class Client:
+    url: str = DEFAULT_URL
+    timeout_s: float = 60.0
+
+    @classmethod
+    def from_env(cls, url: str | None = None) -> Client:
+        return cls(url=(url or os.environ.get("FLOTILLA_URL") or DEFAULT_URL).rstrip("/"))
+
+    def call(self, method: str, path: str, body: Any = None, *, accept: tuple[int, ...] = ()) -> Any:
+        """JSON in, JSON out; statuses outside 2xx and `accept` raise ClientError with the server's reason."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"{self.url}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            payload = _json_or_text(exc.read())
+            if exc.code in accept:
+                return payload
+            reason = payload.get("error") if isinstance(payload, dict) else payload
+            raise ClientError(f"{reason or exc.reason} (HTTP {exc.code})", exc.code, payload) from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise ClientError(f"cannot reach Flotilla at {self.url}: {getattr(exc, 'reason', exc)}") from exc
+
+
+def _json_or_text(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")

@@ -1,0 +1,64 @@
+"""`flotilla submit FILE` and `flotilla job status ID`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from streams.client import Client
+from streams.jobfile import load_job_file
+
+
+def register(commands: Any) -> None:
+    submit = commands.add_parser("submit", help="submit an Armada-style job file (queue, jobSetId, jobs)")
+    submit.add_argument("file", type=Path)
+    submit.add_argument("--json", action="store_true", help='print {"job_ids": [...]}')
+    submit.add_argument("--url", help="REST API (default $FLOTILLA_URL or http://127.0.0.1:8080)")
+    submit.set_defaults(func=_submit)
+
+    job = commands.add_parser("job", help="inspect jobs")
+    actions = job.add_subparsers(dest="action", required=True, metavar="ACTION")
+    status = actions.add_parser("status", help="show a job's state and runs")
+    status.add_argument("job_id")
+    status.add_argument("--json", action="store_true", help="print the job as JSON")
+    status.add_argument("--url", help="REST API (default $FLOTILLA_URL or http://127.0.0.1:8080)")
+    status.set_defaults(func=_status)
+
+
+def _submit(args: argparse.Namespace) -> int:
+    try:
+        text = args.file.read_text()
+    except OSError as exc:
+        raise SystemExit(f"error: cannot read {args.file}: {exc.strerror}") from exc
+    request = load_job_file(text)
+    answer = Client.from_env(args.url).call("POST", "/api/v1/jobs", request, accept=(207, 422))
+    errors = [(i, item["error"]) for i, item in enumerate(answer["items"]) if "error" in item]
+    if args.json:
+        print(json.dumps({"job_ids": answer["job_ids"], **({"errors": dict(errors)} if errors else {})}))
+    else:
+        accepted = [job_id for job_id in answer["job_ids"] if job_id]
+        if accepted:
+            print(f"submitted {len(accepted)} job(s) to queue {request['queue']}, job set {request['job_set_id']}:")
+            for job_id in accepted:
+                print(f"  {job_id}")
+    for index, reason in errors:
+        print(f"error: jobs[{index}] rejected: {reason}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    job = Client.from_env(args.url).call("GET", f"/api/v1/jobs/{args.job_id}")
+    if args.json:
+        print(json.dumps(job, indent=2))
+        return 0
+    print(f"job {job['job_id']}  {job['state'].upper()}")
+    print(f"  queue {job['queue']}, job set {job['job_set']}, priority {job['priority']:g}, class {job['priority_class']}")
+    if job["reason"]:
+        print(f"  reason: {job['reason']}")
+    for run in job["runs"]:
+        exit_code = "" if run["exit_code"] is None else f" exit {run['exit_code']}"
+        print(f"  run {run['run_id']} on {run['executor']}/{run['node']}: {run['state']}{exit_code}")
+    return 0

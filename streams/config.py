@@ -1,0 +1,63 @@
+"""Control-plane settings: one frozen dataclass, filled from defaults, `FLOTILLA_*` variables and flags.
+
+Defaults are the embedded single-machine set-up (Tansu on 127.0.0.1:9092, REST on 127.0.0.1:8080);
+production overrides the broker URL, partitions and replication.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Settings:
+    broker: str = "kafka://127.0.0.1:9092"
+    app_id: str = "flotilla"
+    topic_prefix: str = "flotilla."
+    partitions: int = 1
+    replication_factor: int = 1
+    data_dir: Path = Path(".flotilla/data")
+    store: str = "rocksdb://"
+    web_host: str = "127.0.0.1"
+    web_port: int = 8080
+    # Tuned for Tansu and faust-streaming 0.15.3: with Kafka's defaults the first group join
+    # waits ~30 s and a rejoin after a crash stalls.
+    session_timeout_s: float = 10.0
+    rebalance_timeout_s: float = 10.0
+    heartbeat_interval_s: float = 1.0
+    submit_timeout_s: float = 30.0
+    log_level: str = "info"
+
+    @property
+    def bootstrap(self) -> str:
+        """host:port list for plain aiokafka clients (Faust wants the kafka:// URL)."""
+        return ",".join(part.removeprefix("kafka://") for part in self.broker.split(";"))
+
+    def topic(self, name: str) -> str:
+        return f"{self.topic_prefix}{name}"
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
+        """Defaults, then FLOTILLA_<FIELD> variables, then explicit (non-None) overrides."""
+        environ = dict(os.environ if environ is None else environ)
+        values: dict[str, Any] = {}
+        for spec in fields(cls):
+            raw = environ.get(f"FLOTILLA_{spec.name.upper()}")
+            if raw is not None:
+                values[spec.name] = _coerce(spec.type, raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return replace(cls(), **values)
+
+
+def _coerce(type_name: object, raw: str) -> Any:
+    kind = str(type_name)
+    if kind == "int":
+        return int(raw)
+    if kind == "float":
+        return float(raw)
+    if kind == "Path":
+        return Path(raw)
+    return raw

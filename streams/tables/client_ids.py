@@ -1,0 +1,25 @@
+"""The `client-ids` table: "queue/client id" -> job id, the submission de-duplication index.
+
+Submissions are keyed by queue, so one worker sees every client id of a queue.
+"""
+
+from __future__ import annotations
+
+import faust
+
+from streams.config import Settings
+from streams.tables.types import TextKey
+
+
+def client_id_key(queue: str, client_id: str) -> str:
+    return f"{queue}/{client_id}"
+
+
+def client_ids_table(app: faust.App, settings: Settings) -> faust.Table:
+    return app.Table(
+        "client-ids",
+        key_type=TextKey,
+        value_type=TextKey,
+        partitions=settings.partitions,
+        help="Job id of each (queue, client id) already submitted.",
+    )

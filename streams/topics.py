@@ -1,0 +1,93 @@
+"""The topics of the log: names, schemas, partitioning and retention, and their creation.
+
+Topics are created explicitly before anything produces: a broker that auto-creates topics
+(Tansu does, with 4 partitions) would otherwise give a source topic a partition count that
+differs from its table's changelog, which Faust refuses.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from streams.config import Settings
+
+log = logging.getLogger(__name__)
+
+_TOPIC_ALREADY_EXISTS = TopicAlreadyExistsError.errno
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str          # without the prefix
+    schema: str | None  # Avro schema of the value; None for raw bytes
+    compacted: bool = False
+    single_partition: bool = False
+
+
+TOPICS: tuple[TopicSpec, ...] = (
+    TopicSpec("submissions", "submit_request"),
+    TopicSpec("events", "event_sequence"),
+    TopicSpec("job-states", "job_state", compacted=True),
+    TopicSpec("scheduler-feed", None, single_partition=True),
+    TopicSpec("executor-commands", "executor_command"),
+    TopicSpec("executor-reports", "executor_report"),
+    TopicSpec("queues", "queue", compacted=True, single_partition=True),
+    TopicSpec("rejected", "rejection"),
+)
+
+# Table changelogs (Faust's names, `<app id>-<table>-changelog`), created with the partition counts
+# of their source topics: table name -> single partition?
+CHANGELOGS: dict[str, bool] = {"jobs": False, "client-ids": False, "queues": True}
+
+
+def changelog_name(settings: Settings, table: str) -> str:
+    return f"{settings.app_id}-{table}-changelog"
+
+
+def partitions_of(settings: Settings, spec: TopicSpec) -> int:
+    return 1 if spec.single_partition else settings.partitions
+
+
+def new_topics(settings: Settings) -> list[NewTopic]:
+    wanted = [
+        NewTopic(
+            settings.topic(spec.name),
+            partitions_of(settings, spec),
+            settings.replication_factor,
+            topic_configs={"cleanup.policy": "compact" if spec.compacted else "delete"},
+        )
+        for spec in TOPICS
+    ]
+    wanted += [
+        NewTopic(
+            changelog_name(settings, table),
+            1 if single else settings.partitions,
+            settings.replication_factor,
+            topic_configs={"cleanup.policy": "compact"},
+        )
+        for table, single in CHANGELOGS.items()
+    ]
+    return wanted
+
+
+async def ensure_topics(settings: Settings) -> list[str]:
+    """Create every missing topic; returns the names created. Existing topics are left alone."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+    await admin.start()
+    try:
+        response = await admin.create_topics(new_topics(settings))
+        created = []
+        for name, code, message in response.topic_errors:
+            if code == 0:
+                created.append(name)
+            elif code != _TOPIC_ALREADY_EXISTS:
+                raise RuntimeError(f"cannot create topic {name}: error {code} {message or ''}".strip())
+        if created:
+            log.info("created topics: %s", ", ".join(created))
+        return created
+    finally:
+        await admin.close()
