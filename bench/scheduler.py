@@ -1,0 +1,91 @@
+"""Scheduler benchmarks: prints one JSON line per case (not a timed test).
+
+Cases (after Armada's Go benchmarks): a full cycle that evicts and re-schedules 32,000 running
+1-cpu jobs on 1,000 32-cpu nodes (10 queues); one 32,000-member gang on 1,000 nodes; one job on
+each of 10,000 nearly full nodes; one cycle over 1,000,000 queued jobs (10 queues, 1,000 nodes).
+`seconds` times one `schedule()` call; `peak_mib` is the peak memory allocated inside that call
+(tracemalloc, measured in a separate run so that tracing does not distort the timing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import tracemalloc
+from collections.abc import Callable
+
+from streams.scheduling.cycle import schedule
+from streams.scheduling.model import (
+    CycleInput, Job, Node, NodeAllocation, PriorityClass, Queue, RunningJob, SchedulingConfig,
+)
+
+CPU = 1000
+GI = 2**30 * 1000
+CLASSES = {"preemptible": PriorityClass("preemptible", 1000, True), "pinned": PriorityClass("pinned", 2000, False)}
+CONFIG = SchedulingConfig(priority_classes=CLASSES, protected_fraction_of_fair_share=0.0,
+                          enable_prefer_large_job_ordering=True)
+QUEUES = tuple(Queue(f"queue-{i}") for i in range(10))
+
+
+def _nodes(count: int, cpu: int = 32, held_cpu: int = 0) -> tuple[Node, ...]:
+    held = (NodeAllocation(2000, {"cpu": held_cpu * CPU, "memory": held_cpu * 8 * GI}),) if held_cpu else ()
+    return tuple(Node(f"node-{i:05d}", {"cpu": cpu * CPU, "memory": cpu * 8 * GI}, allocated=held) for i in range(count))
+
+
+def _job(i: int, queue: str, **kwargs: object) -> Job:
+    return Job(f"job-{i:07d}", queue, "preemptible", {"cpu": CPU, "memory": 4 * GI}, submit_time=float(i), **kwargs)  # type: ignore[arg-type]
+
+
+def full_cycle() -> CycleInput:
+    nodes = _nodes(1000)
+    running = tuple(RunningJob(_job(i, QUEUES[i % 10].name), nodes[i // 32].id, 1000) for i in range(32_000))
+    return CycleInput(queues=QUEUES, nodes=nodes, running=running, queued=(), now=0.0)
+
+
+def gang_32k() -> CycleInput:
+    annotations = {"armadaproject.io/gangId": "big", "armadaproject.io/gangCardinality": "32000"}
+    queued = tuple(_job(i, "queue-0", annotations=annotations) for i in range(32_000))
+    return CycleInput(queues=QUEUES[:1], nodes=_nodes(1000), running=(), queued=queued, now=0.0)
+
+
+def nodes_10k() -> CycleInput:
+    queued = tuple(_job(i, QUEUES[i % 10].name) for i in range(10_000))
+    return CycleInput(queues=QUEUES, nodes=_nodes(10_000, held_cpu=31), running=(), queued=queued, now=0.0)
+
+
+def queued_1m() -> CycleInput:
+    queued = tuple(_job(i, QUEUES[i % 10].name) for i in range(1_000_000))
+    return CycleInput(queues=QUEUES, nodes=_nodes(1000), running=(), queued=queued, now=0.0)
+
+
+CASES: dict[str, Callable[[], CycleInput]] = {
+    "full_cycle": full_cycle, "gang_32k": gang_32k, "nodes_10k": nodes_10k, "queued_1m": queued_1m,
+}
+
+
+def measure(name: str) -> dict[str, object]:
+    inputs = CASES[name]()
+    start = time.perf_counter()
+    result = schedule(inputs, CONFIG)
+    seconds = time.perf_counter() - start
+    del result
+    tracemalloc.start()
+    schedule(inputs, CONFIG)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "case": name, "nodes": len(inputs.nodes), "jobs": len(inputs.running) + len(inputs.queued),
+        "queues": len(inputs.queues), "seconds": round(seconds, 3), "peak_mib": round(peak / 2**20, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("cases", nargs="*", choices=[*CASES, []], default=list(CASES))
+    for name in parser.parse_args().cases or CASES:
+        print(json.dumps(measure(name)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
