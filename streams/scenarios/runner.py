@@ -200,7 +200,7 @@ def _add(total: dict[str, int], requests: Mapping[str, int]) -> None:
 def _outcome(number: int, result: CycleResult, submitted: Sequence[Job]) -> RoundOutcome:
     scheduled = tuple(s.job_id for s in result.scheduled)
     scheduled_set = set(scheduled)
-    unscheduled = {u.job_id: u for u in result.unscheduled}
+    unscheduled = result.left_queued()
     gangs: dict[str, list[Job]] = {}
     for job in submitted:
         if job.gang_id:

@@ -13,21 +13,40 @@ Evicted jobs that were not put back are preempted.
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
+from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from streams.scheduling import reasons
 from streams.scheduling.fairness import DrfCost, fair_shares
 from streams.scheduling.limits import Bucket, absolute_limits, exceeds, queue_class_limits
 from streams.scheduling.model import (
-    CycleInput, CycleResult, LimiterState, PreemptedJob, QueueShare, ScheduledJob,
-    SchedulingConfig, UnscheduledJob,
+    CycleInput, CycleResult, Job, LimiterState, PreemptedJob, PriorityClass, QueueShare, ScheduledJob,
+    SchedulingConfig, Unscheduled,
 )
 from streams.scheduling.nodedb import NO_PREEMPTION, NodeDb, Placement
 from streams.scheduling.queue_order import CandidateGangs, rescheduling_order
-from streams.scheduling.state import JobState
+from streams.scheduling.state import JobState, Shape, order_key
+
+
+# Compares above every queued job's order key: the queue was walked to its end.
+_PAST_EVERY_KEY: tuple[object, ...] = (2,)
+
+
+class _Group:
+    """Queued jobs of one queue with the same shape, in queue order; states made when reached."""
+
+    __slots__ = ("queue", "shape", "jobs", "keys", "next")
+
+    def __init__(self, queue: str, shape: Shape, jobs: list[Job]) -> None:
+        self.queue, self.shape = queue, shape
+        self.keys = sorted(order_key(j, shape.pc, False, 0.0) for j in jobs)
+        by_id = {j.id: j for j in jobs}
+        self.jobs = [by_id[k[-1]] for k in self.keys]
+        self.next = 0
 
 
 def schedule(inputs: CycleInput, config: SchedulingConfig) -> CycleResult:
@@ -53,9 +72,12 @@ class _Cycle:
         self.allocation: dict[str, list[int]] = {name: [0] * len(names) for name in self.queues}
         self.class_allocation: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * len(names))
         self.running: list[JobState] = []
-        self.queued: list[JobState] = []
         self.lost: list[PreemptedJob] = []
-        self.unknown: list[UnscheduledJob] = []
+        self.unknown: dict[str, list[str]] = defaultdict(list)
+        self.shapes: dict[tuple[object, ...], Shape] = {}
+        self.created: list[JobState] = []
+        self.unfeasible: dict[tuple[object, ...], str] = {}
+        self.frontier: dict[str, tuple[object, ...]] = {}
         self._load_jobs(inputs)
         self._compute_shares(inputs)
         self.global_bucket = Bucket(config.scheduling_rate, inputs.limiters.scheduling, inputs.now)
@@ -90,7 +112,7 @@ class _Cycle:
             if node is None or pc is None:
                 self.lost.append(PreemptedJob(run.job.id, run.node, reasons.node_or_class_gone(run.node, run.job.priority_class)))
                 continue
-            js = JobState(run.job, pc, self._vector(run.job.requests.items()), True, run.started_at, node, run.scheduled_priority)
+            js = JobState(run.job, self._shape(run.job, pc), True, run.started_at, node, run.scheduled_priority)
             self.nodedb.bind(js, Placement(node, run.scheduled_priority, NO_PREEMPTION))
             self.running.append(js)
             if run.job.queue in self.queues:
@@ -101,15 +123,30 @@ class _Cycle:
             for js in members:
                 js.gang_size = len(members)
         self.running_gangs = dict(gang_members)
-        for job in sorted(inputs.queued, key=lambda j: j.id):
-            pc = classes.get(job.priority_class)
+        grouped: dict[tuple[object, ...], list[Job]] = defaultdict(list)
+        for job in inputs.queued:
+            grouped[(job.queue, job.priority_class, job.priority, tuple(job.requests.items()),
+                     tuple(job.node_selector.items()), job.tolerations, job.affinity, job.gang_id,
+                     tuple(job.annotations.items()) if job.gang_id else ())].append(job)
+        groups = []
+        for (queue, class_name, *_), jobs in grouped.items():
+            pc = classes.get(class_name)
             if pc is None:
-                self.unknown.append(UnscheduledJob(job.id, reasons.unknown_class(job.priority_class), False))
-                continue
-            js = JobState(job, pc, self._vector(job.requests.items()), False, 0.0, None, pc.priority)
-            if job.queue not in self.queues:
-                js.reason = reasons.inactive_queue(job.queue)
-            self.queued.append(js)
+                self.unknown[reasons.unknown_class(class_name)].extend(j.id for j in jobs)
+            elif queue not in self.queues:
+                self.unknown[reasons.inactive_queue(queue)].extend(j.id for j in jobs)
+            else:
+                groups.append(_Group(queue, self._shape(jobs[0], pc), jobs))
+        groups.sort(key=lambda g: g.keys[0])
+        self.groups = groups
+
+    def _shape(self, job: Job, pc: PriorityClass) -> Shape:
+        key = (pc.name, tuple(sorted(job.requests.items())), tuple(sorted(job.node_selector.items())), job.tolerations, job.affinity)
+        shape = self.shapes.get(key)
+        if shape is None:
+            shape = Shape(job, pc, self._vector(job.requests.items()))
+            self.shapes[key] = shape
+        return shape
 
     def _account(self, js: JobState, sign: int) -> None:
         queue_alloc = self.allocation[js.queue]
@@ -128,11 +165,15 @@ class _Cycle:
             capped = {q: list(self._vector(inputs.demand.get(q, {}).items())) for q in self.queues}
         else:
             by_class: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * len(self.names))
-            for js in self.running + self.queued:
+            for js in self.running:
                 if js.queue in self.queues:
                     demand = by_class[(js.queue, js.pc.name)]
                     for i, amount in js.pairs:
                         demand[i] += amount
+            for group in self.groups:
+                demand = by_class[(group.queue, group.shape.pc.name)]
+                for i, amount in group.shape.pairs:
+                    demand[i] += amount * len(group.jobs)
             capped = {q: [0] * len(self.names) for q in self.queues}
             for (q, pc_name), demand in sorted(by_class.items()):
                 for i, limit in self.class_limits[(q, pc_name)]:
@@ -146,7 +187,7 @@ class _Cycle:
     # -- the cycle --------------------------------------------------------------------------
     def run(self) -> CycleResult:
         evicted = self._evict_for_fair_share()
-        self._pass(evicted + [js for js in self.queued if not js.reason], consider_priority=False, first=True)
+        self._pass(evicted, consider_priority=False, first=True)
         evicted = self._evict_oversubscribed()
         if evicted:
             self._pass(evicted, consider_priority=True, first=False)
@@ -201,7 +242,7 @@ class _Cycle:
         if not over:
             return []
         nodedb = self.nodedb
-        bound = [js for js in self.running + self.queued if js.bound and not js.evicted]
+        bound = [js for js in self.running + self.created if js.bound and not js.evicted]
         victims = [
             js for js in bound
             if js.node in over and js.pc.preemptible and js.queue in self.queues
@@ -221,13 +262,16 @@ class _Cycle:
             items.sort(key=lambda s: (not s.evicted, s.order_key))
         queues = [(q, self.queues[q].weight, self._budget(q), by_queue.get(q, [])) for q in self.queues]
         if first:
-            evicted_only = [(q, w, b, [js for js in items if js.evicted]) for q, w, b, items in queues]
+            streams = {q: self._queued_stream(q) for q in self.queues}
+            queues = [(q, w, b, _chain(items, streams[q])) for q, w, b, items in queues]
+            evicted_only = [(q, w, b, by_queue.get(q, [])) for q, w, b, _ in queues]
             allocation = {q: list(v) for q, v in self.allocation.items()}
             prefer = self.config.enable_prefer_large_job_ordering
             self.nodedb.reset_evicted_order(lambda: rescheduling_order(evicted_only, allocation, self.cost, prefer))
         else:
             self.nodedb.reset_evicted_order(None)
-        unfeasible: dict[tuple[object, ...], str] = {}
+        unfeasible = self.unfeasible
+        unfeasible.clear()
 
         def skip(js: JobState) -> bool:
             reason = unfeasible.get(js.scheduling_key) if first else None
@@ -255,6 +299,28 @@ class _Cycle:
                 unfeasible.setdefault(gang[0].scheduling_key, reason)
             candidates.done(cursor)
         self.nodedb.fair_preemption_enabled = True
+
+    def _queued_stream(self, queue: str) -> Iterator[JobState]:
+        """The queue's new jobs in queue order, merging its groups; with no lookback limit a group
+        whose requirements proved unschedulable is dropped whole (reported in bulk at the end)."""
+        groups = [g for g in self.groups if g.queue == queue]
+        heap = [(g.keys[0], i) for i, g in enumerate(groups)]
+        heapq.heapify(heap)
+        bulk_skip = not self.config.max_queue_lookback
+        while heap:
+            key, i = heapq.heappop(heap)
+            group = groups[i]
+            if bulk_skip and group.shape.scheduling_key in self.unfeasible:
+                continue
+            job = group.jobs[group.next]
+            group.next += 1
+            if group.next < len(group.jobs):
+                heapq.heappush(heap, (group.keys[group.next], i))
+            self.frontier[queue] = key
+            js = JobState(job, group.shape, False, 0.0, None, group.shape.pc.priority)
+            self.created.append(js)
+            yield js
+        self.frontier[queue] = _PAST_EVERY_KEY
 
     def _budget(self, queue: str) -> float:
         return self.adjusted_share[queue] / self.queues[queue].weight
@@ -376,17 +442,33 @@ class _Cycle:
         nodes = self.nodedb.nodes
         scheduled = tuple(
             ScheduledJob(js.id, nodes[js.node].id, js.sched_priority)  # type: ignore[index]
-            for js in sorted(self.queued, key=lambda s: s.id) if js.bound and not js.evicted
+            for js in sorted(self.created, key=lambda s: s.id) if js.bound and not js.evicted
         )
         preempted = [
             PreemptedJob(js.id, nodes[js.node].id, js.reason or reasons.FAIR_SHARE_PREEMPTED)  # type: ignore[index]
             for js in self.running if not js.bound or js.evicted
         ] + self.lost
         incomplete = self._incomplete_gangs()
-        unscheduled = [
-            UnscheduledJob(js.id, js.reason or self._not_considered(js, incomplete), js.attempted)
-            for js in self.queued if not (js.bound and not js.evicted)
-        ] + self.unknown
+        left: dict[tuple[str, bool], list[str]] = defaultdict(list)
+        for js in self.created:
+            if not (js.bound and not js.evicted):
+                left[(js.reason or self._not_considered(js.queue, js.job.gang_id, incomplete), js.attempted)].append(js.id)
+        for group in self.groups:
+            rest = group.keys[group.next:]
+            if not rest:
+                continue
+            skipped_reason = self.unfeasible.get(group.shape.scheduling_key)
+            frontier = self.frontier.get(group.queue)
+            seen = bisect_right(rest, frontier) if skipped_reason and frontier is not None else 0
+            if seen:
+                left[(skipped_reason, True)].extend(k[-1] for k in rest[:seen])  # type: ignore[index]
+            if seen < len(rest):
+                why = self._not_considered(group.queue, group.jobs[0].gang_id, incomplete)
+                left[(why, False)].extend(k[-1] for k in rest[seen:])  # type: ignore[misc]
+        for why, ids in self.unknown.items():
+            left[(why, False)].extend(ids)
+        unscheduled = tuple(Unscheduled(reason, attempted, tuple(sorted(ids)))
+                            for (reason, attempted), ids in sorted(left.items()))
         limiters = LimiterState(
             scheduling=self.global_bucket.state(self.inputs.now),
             per_queue={q: s for q, b in sorted(self.queue_buckets.items()) if (s := b.state(self.inputs.now)) is not None},
@@ -399,7 +481,7 @@ class _Cycle:
         return CycleResult(
             scheduled=scheduled,
             preempted=tuple(sorted(preempted, key=lambda p: p.job_id)),
-            unscheduled=tuple(sorted(unscheduled, key=lambda u: u.job_id)),
+            unscheduled=unscheduled,
             limiters=limiters,
             shares=shares,
         )
@@ -407,18 +489,24 @@ class _Cycle:
     def _incomplete_gangs(self) -> dict[str, tuple[int, int]]:
         counts: dict[str, int] = defaultdict(int)
         cardinality: dict[str, int] = {}
-        for js in self.queued:
-            if js.job.gang_id:
-                counts[js.job.gang_id] += 1
-                cardinality[js.job.gang_id] = js.job.gang_cardinality
+        for group in self.groups:
+            gang_id = group.jobs[0].gang_id
+            if gang_id:
+                counts[gang_id] += len(group.jobs)
+                cardinality[gang_id] = group.jobs[0].gang_cardinality
         return {g: (n, cardinality[g]) for g, n in counts.items() if n < cardinality[g]}
 
-    def _not_considered(self, js: JobState, incomplete: dict[str, tuple[int, int]]) -> str:
-        if js.job.gang_id in incomplete:
-            return reasons.gang_incomplete(js.job.gang_id, *incomplete[js.job.gang_id])
-        why = self.queue_termination.get(js.queue) or self.termination
+    def _not_considered(self, queue: str, gang_id: str, incomplete: dict[str, tuple[int, int]]) -> str:
+        if gang_id in incomplete:
+            return reasons.gang_incomplete(gang_id, *incomplete[gang_id])
+        why = self.queue_termination.get(queue) or self.termination
         if why:
             return reasons.not_considered(why)
         if self.config.max_queue_lookback:
             return reasons.LOOKBACK
         return reasons.not_considered("round ended")
+
+
+def _chain(first: Sequence[JobState], rest: Iterator[JobState]) -> Iterator[JobState]:
+    yield from first
+    yield from rest

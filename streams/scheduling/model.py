@@ -232,12 +232,13 @@ class PreemptedJob:
 
 
 @dataclass(frozen=True, slots=True)
-class UnscheduledJob:
-    """A queued job left queued; `attempted` is False when the cycle never got to consider it."""
+class Unscheduled:
+    """Queued jobs left queued for the same reason; `attempted` is False when the cycle never
+    got to consider them. Grouped because a cycle may leave a million jobs queued."""
 
-    job_id: str
     reason: str
     attempted: bool
+    job_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +253,10 @@ class QueueShare:
 class CycleResult:
     scheduled: tuple[ScheduledJob, ...]
     preempted: tuple[PreemptedJob, ...]
-    unscheduled: tuple[UnscheduledJob, ...]
+    unscheduled: tuple[Unscheduled, ...]
     limiters: LimiterState
     shares: tuple[QueueShare, ...]
+
+    def left_queued(self) -> dict[str, Unscheduled]:
+        """Each job left queued, with the group that says why."""
+        return {job_id: group for group in self.unscheduled for job_id in group.job_ids}

@@ -5,6 +5,20 @@ from __future__ import annotations
 from streams.scheduling.model import Job, PriorityClass
 
 
+class Shape:
+    """What interchangeable jobs share: class, request vector and node requirements."""
+
+    __slots__ = ("pc", "req", "pairs", "static_key", "scheduling_key")
+
+    def __init__(self, job: Job, pc: PriorityClass, req: tuple[int, ...]) -> None:
+        self.pc = pc
+        self.req = req
+        self.pairs = tuple((i, amount) for i, amount in enumerate(req) if amount)
+        self.static_key = (tuple(sorted(job.node_selector.items())), job.tolerations, job.affinity)
+        # Jobs with equal keys fail alike: once one cannot fit, the rest are skipped this cycle.
+        self.scheduling_key = (self.static_key, req, pc.name)
+
+
 class JobState:
     """One job during a cycle.
 
@@ -15,15 +29,17 @@ class JobState:
 
     __slots__ = (
         "job", "pc", "req", "pairs", "running", "started_at", "node", "sched_priority",
-        "bound", "evicted", "attempted", "reason", "order_key", "static_key", "gang_size",
+        "bound", "evicted", "attempted", "reason", "order_key", "static_key", "gang_size", "scheduling_key",
     )
 
-    def __init__(self, job: Job, pc: PriorityClass, req: tuple[int, ...], running: bool,
-                 started_at: float, node: int | None, sched_priority: int) -> None:
+    def __init__(self, job: Job, shape: Shape, running: bool, started_at: float, node: int | None,
+                 sched_priority: int) -> None:
         self.job = job
-        self.pc = pc
-        self.req = req
-        self.pairs = tuple((i, amount) for i, amount in enumerate(req) if amount)
+        self.pc = shape.pc
+        self.req = shape.req
+        self.pairs = shape.pairs
+        self.static_key = shape.static_key
+        self.scheduling_key = shape.scheduling_key
         self.running = running
         self.started_at = started_at
         self.node = node
@@ -32,15 +48,7 @@ class JobState:
         self.evicted = False
         self.attempted = False
         self.reason = ""
-        # Running jobs first, then higher class priority, lower job priority, earlier start,
-        # earlier submission, id: the order in which a queue offers its jobs.
-        self.order_key = (
-            0 if running else 1, -pc.priority, job.priority, started_at if running else 0.0,
-            job.submit_time, job.id,
-        )
-        self.static_key = (
-            tuple(sorted(job.node_selector.items())), job.tolerations, job.affinity,
-        )
+        self.order_key = order_key(job, shape.pc, running, started_at)
         self.gang_size = job.gang_cardinality
 
     @property
@@ -51,7 +59,8 @@ class JobState:
     def queue(self) -> str:
         return self.job.queue
 
-    @property
-    def scheduling_key(self) -> tuple[object, ...]:
-        """Jobs with equal keys fail alike: once one cannot fit, the rest are skipped this cycle."""
-        return (self.static_key, self.req, self.pc.name)
+
+def order_key(job: Job, pc: PriorityClass, running: bool, started_at: float) -> tuple[object, ...]:
+    """Running jobs first, then higher class priority, lower job priority, earlier start,
+    earlier submission, id: the order in which a queue offers its jobs."""
+    return (0 if running else 1, -pc.priority, job.priority, started_at if running else 0.0, job.submit_time, job.id)

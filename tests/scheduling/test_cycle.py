@@ -17,7 +17,7 @@ def preempted(result):
 
 
 def unscheduled(result):
-    return {u.job_id: u for u in result.unscheduled}
+    return result.left_queued()
 
 
 def test_tightest_fit_prefers_the_fullest_node_that_fits():
@@ -259,4 +259,5 @@ def test_every_job_left_queued_has_a_reason_and_output_is_sorted():
     jobs = [job(f"j{i}", cpu=5, t=i) for i in range(12)]
     result = schedule(cycle(["A"], [node("n")], jobs), config())
     assert all(u.reason for u in result.unscheduled)
-    assert [u.job_id for u in result.unscheduled] == sorted(u.job_id for u in result.unscheduled)
+    assert set(result.left_queued()) == {f"j{i}" for i in range(6, 12)}
+    assert all(list(u.job_ids) == sorted(u.job_ids) for u in result.unscheduled)
