@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from operator import attrgetter
 import random
 from bisect import bisect_right
 from collections import defaultdict
@@ -24,7 +25,7 @@ from streams.scheduling import reasons
 from streams.scheduling.fairness import DrfCost, fair_shares
 from streams.scheduling.limits import Bucket, absolute_limits, exceeds, queue_class_limits
 from streams.scheduling.model import (
-    CycleInput, CycleResult, Job, LimiterState, PreemptedJob, PriorityClass, QueueShare, ScheduledJob,
+    GANG_ID_ANNOTATION, CycleInput, CycleResult, Job, LimiterState, PreemptedJob, PriorityClass, QueueShare, ScheduledJob,
     SchedulingConfig, Unscheduled,
 )
 from streams.scheduling.nodedb import NO_PREEMPTION, NodeDb, Placement
@@ -32,6 +33,7 @@ from streams.scheduling.queue_order import CandidateGangs, rescheduling_order
 from streams.scheduling.state import JobState, Shape, order_key
 
 
+_SUBMISSION = attrgetter("submit_time", "id")
 # Compares above every queued job's order key: the queue was walked to its end.
 _PAST_EVERY_KEY: tuple[object, ...] = (2,)
 
@@ -39,14 +41,26 @@ _PAST_EVERY_KEY: tuple[object, ...] = (2,)
 class _Group:
     """Queued jobs of one queue with the same shape, in queue order; states made when reached."""
 
-    __slots__ = ("queue", "shape", "jobs", "keys", "next")
+    __slots__ = ("queue", "shape", "jobs", "next")
 
     def __init__(self, queue: str, shape: Shape, jobs: list[Job]) -> None:
         self.queue, self.shape = queue, shape
-        self.keys = sorted(order_key(j, shape.pc, False, 0.0) for j in jobs)
-        by_id = {j.id: j for j in jobs}
-        self.jobs = [by_id[k[-1]] for k in self.keys]
+        # Class and job priority are the same for the whole group, so submission order decides.
+        jobs.sort(key=_SUBMISSION)
+        self.jobs = jobs
         self.next = 0
+
+    def key(self, index: int) -> tuple[object, ...]:
+        return order_key(self.jobs[index], self.shape.pc, False, 0.0)
+
+    def reached(self, frontier: tuple[object, ...] | None) -> int:
+        """How many of the jobs not yet taken lie at or before `frontier` in queue order."""
+        if frontier is None or self.next >= len(self.jobs):
+            return 0
+        prefix, first = self.key(self.next)[:4], frontier[:4]
+        if prefix != first:
+            return len(self.jobs) - self.next if first > prefix else 0
+        return bisect_right(self.jobs, frontier[4:], lo=self.next, key=_SUBMISSION) - self.next
 
 
 def schedule(inputs: CycleInput, config: SchedulingConfig) -> CycleResult:
@@ -125,9 +139,11 @@ class _Cycle:
         self.running_gangs = dict(gang_members)
         grouped: dict[tuple[object, ...], list[Job]] = defaultdict(list)
         for job in inputs.queued:
+            annotations, selector = job.annotations, job.node_selector
+            gang = annotations.get(GANG_ID_ANNOTATION, "") if annotations else ""
             grouped[(job.queue, job.priority_class, job.priority, tuple(job.requests.items()),
-                     tuple(job.node_selector.items()), job.tolerations, job.affinity, job.gang_id,
-                     tuple(job.annotations.items()) if job.gang_id else ())].append(job)
+                     tuple(selector.items()) if selector else (), job.tolerations, job.affinity,
+                     tuple(annotations.items()) if gang else ())].append(job)
         groups = []
         for (queue, class_name, *_), jobs in grouped.items():
             pc = classes.get(class_name)
@@ -137,7 +153,7 @@ class _Cycle:
                 self.unknown[reasons.inactive_queue(queue)].extend(j.id for j in jobs)
             else:
                 groups.append(_Group(queue, self._shape(jobs[0], pc), jobs))
-        groups.sort(key=lambda g: g.keys[0])
+        groups.sort(key=lambda g: g.key(0))
         self.groups = groups
 
     def _shape(self, job: Job, pc: PriorityClass) -> Shape:
@@ -304,7 +320,7 @@ class _Cycle:
         """The queue's new jobs in queue order, merging its groups; with no lookback limit a group
         whose requirements proved unschedulable is dropped whole (reported in bulk at the end)."""
         groups = [g for g in self.groups if g.queue == queue]
-        heap = [(g.keys[0], i) for i, g in enumerate(groups)]
+        heap = [(g.key(0), i) for i, g in enumerate(groups)]
         heapq.heapify(heap)
         bulk_skip = not self.config.max_queue_lookback
         while heap:
@@ -315,7 +331,7 @@ class _Cycle:
             job = group.jobs[group.next]
             group.next += 1
             if group.next < len(group.jobs):
-                heapq.heappush(heap, (group.keys[group.next], i))
+                heapq.heappush(heap, (group.key(group.next), i))
             self.frontier[queue] = key
             js = JobState(job, group.shape, False, 0.0, None, group.shape.pc.priority)
             self.created.append(js)
@@ -454,17 +470,15 @@ class _Cycle:
             if not (js.bound and not js.evicted):
                 left[(js.reason or self._not_considered(js.queue, js.job.gang_id, incomplete), js.attempted)].append(js.id)
         for group in self.groups:
-            rest = group.keys[group.next:]
-            if not rest:
+            if group.next >= len(group.jobs):
                 continue
             skipped_reason = self.unfeasible.get(group.shape.scheduling_key)
-            frontier = self.frontier.get(group.queue)
-            seen = bisect_right(rest, frontier) if skipped_reason and frontier is not None else 0
-            if seen:
-                left[(skipped_reason, True)].extend(k[-1] for k in rest[:seen])  # type: ignore[index]
-            if seen < len(rest):
+            seen = group.next + (group.reached(self.frontier.get(group.queue)) if skipped_reason else 0)
+            if seen > group.next:
+                left[(skipped_reason, True)].extend(j.id for j in group.jobs[group.next:seen])  # type: ignore[index]
+            if seen < len(group.jobs):
                 why = self._not_considered(group.queue, group.jobs[0].gang_id, incomplete)
-                left[(why, False)].extend(k[-1] for k in rest[seen:])  # type: ignore[misc]
+                left[(why, False)].extend(j.id for j in group.jobs[seen:])
         for why, ids in self.unknown.items():
             left[(why, False)].extend(ids)
         unscheduled = tuple(Unscheduled(reason, attempted, tuple(sorted(ids)))
