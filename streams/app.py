@@ -17,7 +17,7 @@ from streams.config import Settings
 from streams.domain.validation import SubmitPolicy
 from streams.replies import Replies
 from streams.tables.client_ids import client_ids_table
-from streams.tables.jobs import jobs_table
+from streams.tables.jobs import JobStore, jobs_table
 from streams.tables.queues import queues_table
 from streams.tables.types import TEXT_CODEC, register_text_codec
 
@@ -36,7 +36,7 @@ class ControlPlane:
     settings: Settings
     app: faust.App
     topics: Topics
-    jobs: faust.Table
+    jobs: JobStore
     client_ids: faust.Table
     queues: faust.GlobalTable
     policy: SubmitPolicy = field(default_factory=SubmitPolicy)
@@ -89,7 +89,7 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
         # (rejected with a reason) instead of being dropped by Faust's decoder.
         submissions=topic("submissions", "raw"),
         events=topic("events", "raw"),
-        job_states=topic("job-states", "flotilla.job_state"),
+        job_states=topic("job-states", "raw"),  # the jobs table's bytes, encoded once
         rejected=topic("rejected", "flotilla.rejection"),
         queues=topic("queues", "raw", partitions=1),
     )
@@ -97,7 +97,7 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
         settings=settings,
         app=app,
         topics=topics,
-        jobs=jobs_table(app, settings),
+        jobs=JobStore(jobs_table(app, settings)),
         client_ids=client_ids_table(app, settings),
         queues=queues_table(app),
         policy=policy or SubmitPolicy(),

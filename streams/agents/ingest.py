@@ -74,7 +74,8 @@ async def handle(plane: ControlPlane, message: Message) -> None:
             "events": events,
         }
         await plane.topics.events.send(
-            key=f"{request['queue']}/{request['job_set_id']}", value=encode("event_sequence", sequence)
+            key=f"{request['queue']}/{request['job_set_id']}",
+            value=encode("event_sequence", sequence, validate_record=False),  # built from validated items
         )
     plane.replies.resolve(request["request_id"], answers)
 

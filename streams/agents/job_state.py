@@ -51,5 +51,4 @@ def apply_sequence(plane: ControlPlane, sequence: dict[str, Any]) -> None:
             continue
         if after is before:
             continue
-        plane.jobs[job_id] = after
-        plane.topics.job_states.send_soon(key=job_id, value=after)
+        plane.topics.job_states.send_soon(key=job_id, value=plane.jobs.put(after))
