@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
 
-from streams.scheduling.cycle import schedule
-from streams.scheduling.model import (
+# Runnable as `python bench/scheduler.py` from anywhere: the repository root holds `streams`.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from streams.scheduling.cycle import schedule  # noqa: E402
+from streams.scheduling.model import (  # noqa: E402
     CycleInput, Job, Node, NodeAllocation, PriorityClass, Queue, RunningJob, SchedulingConfig,
 )
 
@@ -82,8 +87,12 @@ def measure(name: str) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("cases", nargs="*", choices=[*CASES, []], default=list(CASES))
-    for name in parser.parse_args().cases or CASES:
+    parser.add_argument("cases", nargs="*", metavar="CASE", help=f"any of {', '.join(CASES)} (default: all)")
+    names = parser.parse_args().cases or list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        parser.error(f"unknown cases {unknown}")
+    for name in names:
         print(json.dumps(measure(name)), flush=True)
 
 
