@@ -8,6 +8,7 @@ which keeps scheduling decisions byte-for-byte reproducible.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 _SUFFIXES: dict[str, Decimal] = {
@@ -56,8 +57,13 @@ def parse_quantity(text: str | int | float) -> Decimal:
     return number * _SUFFIXES[match["suffix"] or ""]
 
 
+@lru_cache(maxsize=4096)
 def to_milli(text: str | int | float) -> int:
-    """Quantity in milli-units, rounded up as Kubernetes rounds requests."""
+    """Quantity in milli-units, rounded up as Kubernetes rounds requests.
+
+    Memoised: the same few quantity strings recur in every job of a batch, and this sits on the
+    ingest and scheduling hot paths.
+    """
     return int((parse_quantity(text) * 1000).to_integral_value(rounding=ROUND_CEILING))
 
 
