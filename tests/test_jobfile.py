@@ -6,18 +6,11 @@ import pytest
 
 from schemas.codec import encode
 from streams.domain import jobspec
+from streams.domain.queues import validate_queue
 from streams.domain.validation import SubmitPolicy, validate_request
 from streams.jobfile import JobFileError, load_job_file
 
-QUEUE = {
-    "name": "demo",
-    "priority_factor": 1.0,
-    "user_owners": [],
-    "group_owners": [],
-    "cordoned": False,
-    "labels": {},
-    "resource_limits_by_priority_class_name": {},
-}
+QUEUE, _ = validate_queue({"name": "demo"})
 
 FULL = """
 queue: demo
