@@ -1,0 +1,321 @@
+"""Fixtures for integration tests: the real embedded broker, real control-plane workers, log readers.
+
+One Tansu broker serves the whole session. Each test module runs its own worker subprocess
+(`python -m streams.cli worker`) with its own topic prefix and app id, so modules never see each
+other's topics, consumer groups or changelogs. Workers log to files; when a test fails, the tail of
+every worker log is printed with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from ops.broker import EmbeddedBroker, free_port
+from schemas.codec import decode
+from streams.client import Client, ClientError
+
+ROOT = Path(__file__).resolve().parents[2]
+HEALTH_TIMEOUT_S = 90.0
+T = TypeVar("T")
+
+_STARTED: list[Worker] = []  # every worker of the session, for log tails on failure
+
+
+# --------------------------------------------------------------------------- waiting
+
+
+def poll(check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.25) -> T:
+    """Call ``check`` until it returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+# --------------------------------------------------------------------------- the log
+
+
+@dataclass(frozen=True)
+class Record:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+async def _read_all(bootstrap: str, topic: str, timeout: float) -> list[Record]:
+    """Every record of ``topic`` from the earliest offset up to its end offsets at call time."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+        fetch_max_bytes=16 * 1024 * 1024,
+    )
+    await consumer.start()
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            await consumer._client.force_metadata_update()  # noqa: SLF001 - the topic may be brand new
+            partitions = consumer.partitions_for_topic(topic) or set()
+        assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
+        if not assigned:
+            return []
+        consumer.assign(assigned)
+        await consumer.seek_to_beginning(*assigned)
+        ends = await consumer.end_offsets(assigned)
+        records: list[Record] = []
+        deadline = asyncio.get_running_loop().time() + timeout
+        pending = {tp for tp in assigned if ends[tp] > 0}
+        while pending:
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"reading {topic}: did not reach the end offsets {ends} within {timeout:.0f}s")
+            batches = await consumer.getmany(*pending, timeout_ms=500)
+            for tp, messages in batches.items():
+                records += [Record(m.partition, m.offset, m.key, m.value) for m in messages]
+            for tp in list(pending):
+                if await consumer.position(tp) >= ends[tp]:
+                    pending.discard(tp)
+        return records
+    finally:
+        await consumer.stop()
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Record]:
+    return asyncio.run(_read_all(bootstrap, topic, timeout))
+
+
+def latest_by_key(records: list[Record], schema: str) -> dict[str, dict[str, Any] | None]:
+    """Compacted-topic view: the last value per UTF-8 key, decoded (``None`` for a tombstone)."""
+    latest: dict[str, bytes | None] = {}
+    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
+        latest[(record.key or b"").decode()] = record.value
+    return {key: None if value is None else decode(schema, value) for key, value in latest.items()}
+
+
+async def _produce(bootstrap: str, topic: str, messages: list[tuple[bytes | None, bytes | None]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_request_size=4 * 1024 * 1024, linger_ms=5)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, key=key, value=value) for key, value in messages]
+        await producer.flush()
+        for future in futures:
+            await future
+    finally:
+        await producer.stop()
+
+
+def produce(bootstrap: str, topic: str, messages: list[tuple[bytes | None, bytes | None]]) -> None:
+    """Produce ``(key, value)`` pairs in order and wait until the broker acknowledged all of them."""
+    asyncio.run(_produce(bootstrap, topic, messages))
+
+
+# --------------------------------------------------------------------------- the broker
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    log = tmp_path_factory.mktemp("broker") / "broker.log"
+    embedded = EmbeddedBroker(log_path=log).start()
+    try:
+        yield embedded
+    finally:
+        embedded.stop()
+
+
+# --------------------------------------------------------------------------- workers
+
+
+@dataclass
+class Worker:
+    """One control-plane worker as a real subprocess, restartable with the same identity."""
+
+    broker: EmbeddedBroker
+    prefix: str
+    app_id: str
+    data_dir: Path
+    log_path: Path
+    web_port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+    @property
+    def client(self) -> Client:
+        return Client(self.url, timeout_s=60.0)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.broker.bootstrap
+
+    def topic(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+    def changelog(self, table: str) -> str:
+        return f"{self.app_id}-{table}-changelog"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLOTILLA_")}
+        env.update(
+            FLOTILLA_BROKER=self.broker.url,
+            FLOTILLA_WEB_PORT=str(self.web_port),
+            FLOTILLA_DATA_DIR=str(self.data_dir),
+            FLOTILLA_TOPIC_PREFIX=self.prefix,
+            FLOTILLA_APP_ID=self.app_id,
+            PYTHONUNBUFFERED="1",
+        )
+        return env
+
+    def start(self, timeout: float = HEALTH_TIMEOUT_S) -> Worker:
+        assert self.process is None or self.process.poll() is not None, "worker already running"
+        self.starts += 1
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n===== start #{self.starts} of worker {self.app_id} =====\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "streams.cli", "worker"],
+                cwd=ROOT,
+                env=self.env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        self.wait_healthy(timeout)
+        return self
+
+    def health(self) -> str | None:
+        try:
+            return self.client.call("GET", "/health", accept=(503,)).get("status")
+        except ClientError:
+            return None
+
+    def wait_healthy(self, timeout: float = HEALTH_TIMEOUT_S) -> None:
+        def ready() -> bool:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"worker exited with code {self.process.returncode}:\n{self.tail()}")
+            return self.health() == "ok"
+
+        try:
+            poll(ready, timeout, f"GET {self.url}/health to return 200", interval=0.3)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.tail()}") from None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no final commit, no goodbye to the group."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+    def tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return f"(no log at {self.log_path})"
+        return f"--- last {lines} lines of {self.log_path} ---\n" + "\n".join(text[-lines:])
+
+    # ----- the log as this worker names it
+
+    def read(self, name: str, timeout: float = 30.0) -> list[Record]:
+        return read_topic(self.bootstrap, name, timeout)
+
+    def job_states(self) -> dict[str, dict[str, Any]]:
+        """The `job-states` topic, latest state per job id."""
+        return {k: v for k, v in latest_by_key(self.read(self.topic("job-states")), "job_state").items() if v}
+
+    def jobs_changelog(self) -> dict[str, dict[str, Any]]:
+        """The `jobs` table as its changelog holds it: latest value per job id."""
+        return {k: v for k, v in latest_by_key(self.read(self.changelog("jobs")), "job_state").items() if v}
+
+    def rejections(self) -> list[dict[str, Any]]:
+        return [decode("rejection", r.value) for r in self.read(self.topic("rejected")) if r.value is not None]
+
+    def produce(self, name: str, messages: list[tuple[bytes | None, bytes | None]]) -> None:
+        produce(self.bootstrap, self.topic(name), messages)
+
+
+_ids = itertools.count()
+
+
+def new_worker(broker: EmbeddedBroker, tmp_path: Path, label: str) -> Worker:
+    """A worker with a prefix and app id no other worker of this broker uses."""
+    unique = f"{re.sub(r'[^a-z0-9]+', '-', label.lower()).strip('-')}-{uuid.uuid4().hex[:8]}-{next(_ids)}"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    worker = Worker(
+        broker=broker,
+        prefix=f"it-{unique}.",
+        app_id=f"it-{unique}",
+        data_dir=tmp_path / "data",
+        log_path=tmp_path / "worker.log",
+    )
+    _STARTED.append(worker)
+    return worker
+
+
+@pytest.fixture(scope="module")
+def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Worker]:
+    """One worker shared by the tests of a module."""
+    name = request.module.__name__.rsplit(".", 1)[-1]
+    started = new_worker(broker, tmp_path_factory.mktemp(name), name)
+    try:
+        yield started.start()
+    finally:
+        started.stop()
+
+
+@pytest.fixture(autouse=True)
+def _worker_logs_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        for started in _STARTED:
+            print(started.tail())
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.rep_call = report  # type: ignore[attr-defined]
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path)
+    assert not path.exists()

@@ -1,0 +1,80 @@
+"""Job items, submit requests and REST calls shared by the integration tests."""
+
+from __future__ import annotations
+
+import copy
+import json
+import urllib.error
+import urllib.request
+import uuid
+from typing import Any
+
+from schemas.codec import encode
+from streams.client import Client
+from streams.domain.jobspec import job_item
+
+USER = "integration"
+
+
+def container(name: str = "main", cpu: str = "100m", memory: str = "64Mi") -> dict[str, Any]:
+    amounts = {"cpu": cpu, "memory": memory}
+    return {
+        "name": name,
+        "image": "busybox:1.36",
+        "command": ["sh", "-c"],
+        "args": ["true"],
+        "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+    }
+
+
+def item(client_id: str | None = None, **pod_spec: Any) -> dict[str, Any]:
+    """A valid job item in the REST (partial, snake_case) shape; ``pod_spec`` fields override."""
+    spec: dict[str, Any] = {"containers": [container()], "restart_policy": "Never", **pod_spec}
+    return {"client_id": client_id, "priority": 1.0, "pod_spec": spec}
+
+
+def avro_item(raw: dict[str, Any]) -> dict[str, Any]:
+    """The item completed to the Avro `JobItem` shape."""
+    return job_item(copy.deepcopy(raw))
+
+
+def submit_record(queue: str, job_set_id: str, items: list[dict[str, Any]], request_id: str | None = None) -> dict[str, Any]:
+    return {
+        "request_id": request_id or f"it-{uuid.uuid4().hex}",
+        "queue": queue,
+        "job_set_id": job_set_id,
+        "user": USER,
+        "groups": [],
+        "items": [avro_item(i) for i in items],
+    }
+
+
+def submission(record: dict[str, Any]) -> tuple[bytes, bytes]:
+    """A message for the submissions topic: keyed by queue, Avro value."""
+    return record["queue"].encode(), encode("submit_request", record)
+
+
+def create_queue(client: Client, name: str, **fields: Any) -> dict[str, Any]:
+    return client.call("POST", "/api/v1/queues", {"name": name, "priority_factor": 1.0, **fields})
+
+
+def call(client: Client, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """One REST call; returns (HTTP status, JSON body) whatever the status."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        f"{client.url}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=client.timeout_s) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def submit(client: Client, queue: str, job_set_id: str, items: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
+    """POST /api/v1/jobs; returns (status, body)."""
+    return call(client, "POST", "/api/v1/jobs", {"queue": queue, "job_set_id": job_set_id, "items": items})
+
+
+def get_job(client: Client, job_id: str) -> dict[str, Any] | None:
+    return client.call("GET", f"/api/v1/jobs/{job_id}", accept=(404,)) if job_id else None

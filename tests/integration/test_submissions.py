@@ -1,0 +1,138 @@
+"""1,000 submitted jobs reach `queued` in the jobs table, in `job-states` and through the REST API;
+re-submitting the same client ids creates no new jobs.
+
+Against the real embedded broker and a real control-plane worker (see conftest.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Worker, poll
+from tests.integration.helpers import create_queue, get_job, item, submission, submit, submit_record
+
+pytestmark = pytest.mark.integration
+
+QUEUE = "bulk"
+REST_REQUESTS = 9          # x 100 items through POST /api/v1/jobs
+DIRECT_RECORDS = 4         # x 25 items produced straight to the submissions topic
+DIRECT_ITEMS = 25
+TOTAL = REST_REQUESTS * 100 + DIRECT_RECORDS * DIRECT_ITEMS
+
+
+def containing(mapping: dict[str, Any], key: str) -> dict[str, Any] | None:
+    return mapping if key in mapping else None
+
+
+def rest_batch(n: int) -> list[dict[str, Any]]:
+    return [item(client_id=f"rest-{n}-{i}") for i in range(100)]
+
+
+def direct_records() -> list[dict[str, Any]]:
+    return [
+        submit_record(QUEUE, "direct", [item(client_id=f"direct-{n}-{i}") for i in range(DIRECT_ITEMS)])
+        for n in range(DIRECT_RECORDS)
+    ]
+
+
+@pytest.fixture(scope="module")
+def submitted(worker: Worker) -> dict[str, str]:
+    """Submits the 1,000 jobs once for the module; client id -> job id (from the REST answers
+    for REST submissions, from `job-states` for the ones produced to the topic)."""
+    create_queue(worker.client, QUEUE)
+    by_client: dict[str, str] = {}
+    for n in range(REST_REQUESTS):
+        batch = rest_batch(n)
+        status, body = submit(worker.client, QUEUE, f"rest-{n}", batch)
+        assert status == 200, body
+        assert len(body["job_ids"]) == 100 and all(body["job_ids"]), body
+        by_client.update(zip((i["client_id"] for i in batch), body["job_ids"]))
+    worker.produce("submissions", [submission(record) for record in direct_records()])
+
+    def all_in_job_states() -> dict[str, dict[str, Any]] | None:
+        states = worker.job_states()
+        return states if len(states) >= TOTAL else None
+
+    states = poll(all_in_job_states, 90, f"{TOTAL} jobs on job-states")
+    for job_id, state in states.items():
+        if state["client_id"].startswith("direct-"):
+            by_client[state["client_id"]] = job_id
+    return by_client
+
+
+def test_every_job_is_queued_on_job_states(worker: Worker, submitted: dict[str, str]) -> None:
+    states = worker.job_states()
+    assert len(submitted) == TOTAL
+    assert len(set(submitted.values())) == TOTAL, "two client ids were given the same job id"
+    assert set(states) == set(submitted.values())
+    for client_id, job_id in submitted.items():
+        state = states[job_id]
+        assert state["state"] == "queued", state
+        assert state["client_id"] == client_id
+        assert state["queue"] == QUEUE
+        expected_set = "direct" if client_id.startswith("direct-") else client_id.rsplit("-", 1)[0]
+        assert state["job_set_id"] == expected_set
+
+
+def test_every_job_is_queued_in_the_jobs_table(worker: Worker, submitted: dict[str, str]) -> None:
+    def complete() -> dict[str, dict[str, Any]] | None:
+        table = worker.jobs_changelog()
+        return table if len(table) >= TOTAL else None
+
+    table = poll(complete, 60, f"{TOTAL} jobs in the jobs table changelog")
+    assert set(table) == set(submitted.values())
+    assert {job["state"] for job in table.values()} == {"queued"}
+    assert {job["client_id"]: job_id for job_id, job in table.items()} == submitted
+
+
+def test_every_job_is_queued_through_the_rest_api(worker: Worker, submitted: dict[str, str]) -> None:
+    for client_id, job_id in submitted.items():
+        job = get_job(worker.client, job_id)
+        assert job is not None and "error" not in job, (job_id, job)
+        assert job["job_id"] == job_id
+        assert job["state"] == "queued", job
+        assert job["client_id"] == client_id
+        assert job["queue"] == QUEUE
+        assert job["runs"] == []
+
+
+def test_resubmitting_the_same_client_ids_creates_no_new_jobs(worker: Worker, submitted: dict[str, str]) -> None:
+    before = worker.job_states()
+    assert len(before) == TOTAL
+
+    for n in range(REST_REQUESTS):
+        batch = rest_batch(n)
+        status, body = submit(worker.client, QUEUE, f"rest-{n}", batch)
+        assert status == 200, body
+        assert body["job_ids"] == [submitted[i["client_id"]] for i in batch]
+    # again straight to the topic, as new requests (new request ids, new log positions)
+    worker.produce("submissions", [submission(record) for record in direct_records()])
+    # a fresh client id behind them on the same partition: once it is folded, so are they
+    status, body = submit(worker.client, QUEUE, "sentinel", [item(client_id="sentinel")])
+    assert status == 200, body
+    (sentinel,) = body["job_ids"]
+    assert sentinel not in submitted.values()
+
+    after = poll(lambda: containing(worker.job_states(), sentinel), 60, "the sentinel job on job-states")
+    assert set(after) == set(before) | {sentinel}, f"{len(set(after) - set(before) - {sentinel})} new job(s) appeared"
+    for job_id, state in before.items():
+        assert after[job_id] == state, f"job {job_id} changed on re-submission"
+
+    table = poll(lambda: containing(worker.jobs_changelog(), sentinel), 60, "the sentinel job in the jobs table")
+    assert set(table) == set(before) | {sentinel}
+
+
+def test_job_is_readable_as_soon_as_submit_answers(worker: Worker, submitted: dict[str, str]) -> None:
+    """README: "Writes go to the log; the API answers once their effect is visible, so a 2xx can
+    be relied on." A job id from a 200 answer must therefore be found by GET /api/v1/jobs/{id}."""
+    missing = []
+    for n in range(5):
+        status, body = submit(worker.client, QUEUE, "read-your-writes", [item(client_id=f"ryw-{n}-{i}") for i in range(20)])
+        assert status == 200, body
+        for job_id in body["job_ids"]:
+            job = get_job(worker.client, job_id)
+            if job is None or job.get("state") != "queued":
+                missing.append((job_id, job))
+    assert not missing, f"{len(missing)} of 100 accepted jobs were not readable right after the 200: {missing[:3]}"
