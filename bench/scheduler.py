@@ -3,14 +3,22 @@
 Cases (after Armada's Go benchmarks): a full cycle that evicts and re-schedules 32,000 running
 1-cpu jobs on 1,000 32-cpu nodes (10 queues); one 32,000-member gang on 1,000 nodes; one job on
 each of 10,000 nearly full nodes; one cycle over 1,000,000 queued jobs (10 queues, 1,000 nodes).
-`seconds` times one `schedule()` call; `peak_mib` is the peak memory allocated inside that call
-(tracemalloc, measured in a separate run so that tracing does not distort the timing).
+Inputs are built once per case, outside the timing. `seconds` is the median of `--runs` timed
+`schedule()` calls on those inputs, `range` their minimum and maximum (other processes share the
+machine, so a single figure is noise); garbage left by building the inputs or by the previous run
+is collected before each call so that no run pays for another's. `peak_mib` is the peak memory
+allocated inside one call (tracemalloc, in a separate run so that tracing does not distort the
+timing). Each line also gives the conditions: nodes, jobs, queues, usable cores, Python version.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import os
+import platform
+import statistics
 import sys
 import time
 import tracemalloc
@@ -69,31 +77,41 @@ CASES: dict[str, Callable[[], CycleInput]] = {
 }
 
 
-def measure(name: str) -> dict[str, object]:
+def measure(name: str, runs: int) -> dict[str, object]:
     inputs = CASES[name]()
-    start = time.perf_counter()
-    result = schedule(inputs, CONFIG)
-    seconds = time.perf_counter() - start
-    del result
+    times = []
+    for _ in range(runs):
+        gc.collect()
+        start = time.perf_counter()
+        result = schedule(inputs, CONFIG)
+        times.append(time.perf_counter() - start)
+        del result
+    gc.collect()
     tracemalloc.start()
     schedule(inputs, CONFIG)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {
         "case": name, "nodes": len(inputs.nodes), "jobs": len(inputs.running) + len(inputs.queued),
-        "queues": len(inputs.queues), "seconds": round(seconds, 3), "peak_mib": round(peak / 2**20, 1),
+        "queues": len(inputs.queues), "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
+        "runs": runs, "seconds": round(statistics.median(times), 3), "range": [round(min(times), 3), round(max(times), 3)],
+        "peak_mib": round(peak / 2**20, 1),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("cases", nargs="*", metavar="CASE", help=f"any of {', '.join(CASES)} (default: all)")
-    names = parser.parse_args().cases or list(CASES)
+    parser.add_argument("--runs", type=int, default=5, help="timed calls per case (default: 5)")
+    args = parser.parse_args()
+    names = args.cases or list(CASES)
     unknown = [n for n in names if n not in CASES]
     if unknown:
         parser.error(f"unknown cases {unknown}")
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     for name in names:
-        print(json.dumps(measure(name)), flush=True)
+        print(json.dumps(measure(name, args.runs)), flush=True)
 
 
 if __name__ == "__main__":
