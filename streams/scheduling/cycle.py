@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from operator import attrgetter
 import random
 from bisect import bisect_right
 from collections import defaultdict
@@ -31,9 +30,8 @@ from streams.scheduling.model import (
 from streams.scheduling.nodedb import NO_PREEMPTION, NodeDb, Placement
 from streams.scheduling.queue_order import CandidateGangs, rescheduling_order
 from streams.scheduling.state import JobState, Shape, order_key
+from streams.scheduling.submission import SUBMISSION, in_submission_order
 
-
-_SUBMISSION = attrgetter("submit_time", "id")
 # Compares above every queued job's order key: the queue was walked to its end.
 _PAST_EVERY_KEY: tuple[object, ...] = (2,)
 
@@ -46,8 +44,7 @@ class _Group:
     def __init__(self, queue: str, shape: Shape, jobs: list[Job]) -> None:
         self.queue, self.shape = queue, shape
         # Class and job priority are the same for the whole group, so submission order decides.
-        jobs.sort(key=_SUBMISSION)
-        self.jobs = jobs
+        self.jobs = in_submission_order(jobs)
         self.next = 0
 
     def key(self, index: int) -> tuple[object, ...]:
@@ -60,7 +57,7 @@ class _Group:
         prefix, first = self.key(self.next)[:4], frontier[:4]
         if prefix != first:
             return len(self.jobs) - self.next if first > prefix else 0
-        return bisect_right(self.jobs, frontier[4:], lo=self.next, key=_SUBMISSION) - self.next
+        return bisect_right(self.jobs, frontier[4:], lo=self.next, key=SUBMISSION) - self.next
 
 
 def schedule(inputs: CycleInput, config: SchedulingConfig) -> CycleResult:
@@ -73,8 +70,9 @@ class _Cycle:
         self.inputs, self.config = inputs, config
         self.queues = {q.name: q for q in sorted(inputs.queues, key=lambda q: q.name)}
         nodes = sorted(inputs.nodes, key=lambda n: n.id)
-        all_jobs = [r.job for r in inputs.running] + list(inputs.queued)
-        names = sorted({*(r for n in nodes for r in n.resources), *(r for j in all_jobs for r in j.requests)})
+        grouped, queued_names = _group_queued(inputs.queued)
+        names = sorted({*(r for n in nodes for r in n.resources), *(r for run in inputs.running for r in run.job.requests),
+                        *queued_names})
         self.names = names
         self.pos = {name: i for i, name in enumerate(names)}
         self.totals = [sum(n.resources.get(name, 0) for n in nodes) for name in names]
@@ -92,7 +90,7 @@ class _Cycle:
         self.created: list[JobState] = []
         self.unfeasible: dict[tuple[object, ...], str] = {}
         self.frontier: dict[str, tuple[object, ...]] = {}
-        self._load_jobs(inputs)
+        self._load_jobs(inputs, grouped)
         self._compute_shares(inputs)
         self.global_bucket = Bucket(config.scheduling_rate, inputs.limiters.scheduling, inputs.now)
         self.queue_buckets = {name: Bucket(config.per_queue_scheduling_rate, inputs.limiters.per_queue.get(name), inputs.now)
@@ -117,7 +115,7 @@ class _Cycle:
             vec[self.pos[name]] += amount
         return tuple(vec)
 
-    def _load_jobs(self, inputs: CycleInput) -> None:
+    def _load_jobs(self, inputs: CycleInput, grouped: dict[tuple[object, ...], list[Job]]) -> None:
         classes = self.config.priority_classes
         gang_members: dict[str, list[JobState]] = defaultdict(list)
         for run in sorted(inputs.running, key=lambda r: r.job.id):
@@ -137,13 +135,6 @@ class _Cycle:
             for js in members:
                 js.gang_size = len(members)
         self.running_gangs = dict(gang_members)
-        grouped: dict[tuple[object, ...], list[Job]] = defaultdict(list)
-        for job in inputs.queued:
-            annotations, selector = job.annotations, job.node_selector
-            gang = annotations.get(GANG_ID_ANNOTATION, "") if annotations else ""
-            grouped[(job.queue, job.priority_class, job.priority, tuple(job.requests.items()),
-                     tuple(selector.items()) if selector else (), job.tolerations, job.affinity,
-                     tuple(annotations.items()) if gang else ())].append(job)
         groups = []
         for (queue, class_name, *_), jobs in grouped.items():
             pc = classes.get(class_name)
@@ -519,6 +510,20 @@ class _Cycle:
         if self.config.max_queue_lookback:
             return reasons.LOOKBACK
         return reasons.not_considered("round ended")
+
+
+def _group_queued(queued: Iterable[Job]) -> tuple[dict[tuple[object, ...], list[Job]], set[str]]:
+    """Queued jobs by (queue, class, priority, request items, selector, tolerations, affinity,
+    gang annotations), in order of first appearance: interchangeable jobs share a group. Also
+    the resource names they request, read off the groups so that a million jobs are walked once."""
+    grouped: dict[tuple[object, ...], list[Job]] = defaultdict(list)
+    for job in queued:
+        annotations, selector = job.annotations, job.node_selector
+        gang = annotations.get(GANG_ID_ANNOTATION, "") if annotations else ""
+        grouped[(job.queue, job.priority_class, job.priority, tuple(job.requests.items()),
+                 tuple(selector.items()) if selector else (), job.tolerations, job.affinity,
+                 tuple(annotations.items()) if gang else ())].append(job)
+    return grouped, {name for key in grouped for name, _ in key[3]}  # type: ignore[attr-defined]
 
 
 def _chain(first: Sequence[JobState], rest: Iterator[JobState]) -> Iterator[JobState]:
