@@ -43,6 +43,9 @@ async def handle(plane: ControlPlane, message: Message) -> None:
     except SchemaError as exc:
         await reject(plane, message, None, f"malformed submission: {exc}")
         return
+    if not request["items"]:
+        await reject(plane, message, request, "submit request has no items")
+        return
     now_ms = int(message.timestamp * 1000)
     rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
     results = validate_request(request, plane.queues.get(request["queue"]), plane.policy)

@@ -145,7 +145,16 @@ def register(plane: ControlPlane) -> None:
                 ) from exc
             finally:
                 plane.replies.forget(submit["request_id"])
-            accepted = sum(1 for item in outcome if "job_id" in item)
+            job_ids = [item["job_id"] for item in outcome if "job_id" in item]
+            # The ingest agent has answered; wait for the fold too, so a read right after a 2xx sees the jobs.
+            unseen = set(job_ids)
+
+            def folded() -> bool:
+                unseen.difference_update([job_id for job_id in unseen if job_id in plane.jobs])
+                return not unseen
+
+            await _until(folded, "the submitted jobs")
+            accepted = len(job_ids)
             status = 200 if accepted == len(outcome) else 422 if accepted == 0 else 207
             return self.json(
                 {

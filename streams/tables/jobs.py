@@ -33,6 +33,9 @@ class JobStore:
 
     table: faust.Table
 
+    def __contains__(self, job_id: str) -> bool:
+        return job_id in self.table
+
     def get(self, job_id: str) -> dict[str, Any] | None:
         raw = self.table.get(job_id)
         return None if raw is None else decode("job_state", raw)
