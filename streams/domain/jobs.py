@@ -12,7 +12,6 @@ the caller can skip publishing with ``new is old``.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -76,7 +75,9 @@ def _submitted(event: dict[str, Any], payload: dict[str, Any], envelope: dict[st
         "last_transition": event["created"],
         "cancel_requested": False,
         "preempt_requested": False,
-        "spec": copy.deepcopy(payload),
+        # Shared, not copied: no handler ever writes into the spec (reprioritising changes the
+        # job's own priority), and copying it was a measurable share of ingest time.
+        "spec": payload,
         "runs": [],
         "reason": None,
         "recent_event_ids": [event["event_id"]],
