@@ -65,7 +65,11 @@ class Record:
 
 
 async def _read_all(bootstrap: str, topic: str, timeout: float) -> list[Record]:
-    """Every record of ``topic`` from the earliest offset up to its end offsets at call time."""
+    """Every record of ``topic`` from the earliest offset up to its end at call time.
+
+    The end is the high watermark of the fetch responses: Tansu answers ListOffsets(latest) with
+    the base offset of the last record batch + 1, not the log end offset (see test_recovery.py).
+    """
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
@@ -96,11 +100,26 @@ async def _read_all(bootstrap: str, topic: str, timeout: float) -> list[Record]:
             for tp, messages in batches.items():
                 records += [Record(m.partition, m.offset, m.key, m.value) for m in messages]
             for tp in list(pending):
-                if await consumer.position(tp) >= ends[tp]:
+                highwater = consumer.highwater(tp)
+                if highwater is not None and await consumer.position(tp) >= max(highwater, ends[tp]):
                     pending.discard(tp)
         return records
     finally:
         await consumer.stop()
+
+
+async def _committed(bootstrap: str, group: str, topic: str) -> tuple[int | None, int]:
+    """(offset committed by ``group`` on partition 0 of ``topic``, the partition's true end)."""
+    tp = TopicPartition(topic, 0)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign([tp])  # manual assignment: an OffsetFetch, never a group join
+        committed = await consumer.committed(tp)
+    finally:
+        await consumer.stop()
+    records = await _read_all(bootstrap, topic, 30.0)
+    return committed, max((r.offset for r in records), default=-1) + 1
 
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Record]:
@@ -265,6 +284,10 @@ class Worker:
 
     def rejections(self) -> list[dict[str, Any]]:
         return [decode("rejection", r.value) for r in self.read(self.topic("rejected")) if r.value is not None]
+
+    def committed(self, name: str) -> tuple[int | None, int]:
+        """(this worker's committed offset on topic ``name``, the topic's end offset); partition 0."""
+        return asyncio.run(_committed(self.bootstrap, self.app_id, self.topic(name)))
 
     def produce(self, name: str, messages: list[tuple[bytes | None, bytes | None]]) -> None:
         produce(self.bootstrap, self.topic(name), messages)

@@ -1,0 +1,183 @@
+"""The README's `ops/run`, in the background: wait for the API, create a queue and submit a job file
+with the `flotilla` CLI, see the job queued, then Ctrl-C (SIGINT) stops everything it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ops.broker import free_port
+from streams.client import Client, ClientError
+from tests.integration.conftest import ROOT, poll
+
+pytestmark = pytest.mark.integration
+
+FLOTILLA = Path(sys.executable).parent / "flotilla"
+READY_LINE = "Press Ctrl-C to stop."
+JOB_FILE = """\
+queue: demo
+jobSetId: first
+jobs:
+  - priority: 0
+    clientId: hello-1
+    podSpec:
+      restartPolicy: Never
+      containers:
+        - name: hello
+          image: busybox:latest
+          command: [sh, -c]
+          args: ["echo hello"]
+          resources:
+            requests: {cpu: 1, memory: 64Mi}
+            limits: {cpu: 1, memory: 64Mi}
+"""
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running, and not a zombie waiting for a reaper."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "FLOTILLA_URL": url}
+    return subprocess.run([str(FLOTILLA), *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+class Output:
+    """Collects a process's stdout lines in a thread so that waiting on it never blocks."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self._thread.start()
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    assert FLOTILLA.exists(), f"the flotilla command is not installed next to {sys.executable}"
+    web_port = free_port()
+    url = f"http://127.0.0.1:{web_port}"
+    state = tmp_path / "state"
+    process = subprocess.Popen(
+        [str(ROOT / "ops" / "run"), "--web-port", str(web_port), "--broker-port", "0", "--state-dir", str(state)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,  # its own process group, so a failed test can still clean up all of it
+    )
+    output = Output(process)
+    started: set[int] = set()
+    try:
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"ops/run exited with {process.returncode}:\n{output.text}")
+            started.update(descendants(process.pid))
+            return READY_LINE in output.lines
+
+        poll(ready, 240, f"{READY_LINE!r} from ops/run")
+        started.update(descendants(process.pid))
+        assert f"REST API       {url}" in output.text, output.text
+        assert Client(url).call("GET", "/health") == {"status": "ok"}
+        broker_port = int(next(line for line in output.lines if "broker" in line and "kafka://" in line)
+                          .split("kafka://", 1)[1].split()[0].rsplit(":", 1)[1])
+        assert listening(broker_port)
+        worker_pid = int(next(line for line in output.lines if "control plane" in line).split("pid", 1)[1].split()[0])
+        assert worker_pid in started and alive(worker_pid)
+        assert len([p for p in started if alive(p)]) >= 2, "expected at least the broker and the worker"
+
+        created = cli(url, "queue", "create", "demo", "--json")
+        assert created.returncode == 0, created.stderr
+        assert json.loads(created.stdout)["name"] == "demo"
+
+        job_file = tmp_path / "job.yaml"
+        job_file.write_text(JOB_FILE)
+        submitted = cli(url, "submit", str(job_file), "--json")
+        assert submitted.returncode == 0, submitted.stderr
+        (job_id,) = json.loads(submitted.stdout)["job_ids"]
+        assert job_id
+
+        def queued() -> dict[str, Any] | None:
+            status = cli(url, "job", "status", job_id, "--json")
+            if status.returncode != 0:
+                assert "not found" in status.stderr, status.stderr
+                return None
+            return json.loads(status.stdout)
+
+        job = poll(queued, 30, f"`flotilla job status {job_id}` to find the job")
+        assert job["state"] == "queued", job
+        assert job["queue"] == "demo" and job["job_set"] == "first" and job["client_id"] == "hello-1"
+
+        # re-submitting the same file: the client id makes it the same job
+        again = cli(url, "submit", str(job_file), "--json")
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["job_ids"] == [job_id]
+
+        # Ctrl-C: `flotilla up` stops its children itself
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 0, output.text
+        poll(lambda: not any(alive(p) for p in started), 20,
+             f"every process ops/run started to exit: {[p for p in started if alive(p)]}")
+        assert not listening(broker_port), "the broker port still accepts connections"
+        assert not listening(web_port), "the REST API still accepts connections"
+        with pytest.raises(ClientError):
+            Client(url, timeout_s=2).call("GET", "/health")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+        for pid in started:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0)
