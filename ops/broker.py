@@ -81,7 +81,8 @@ class EmbeddedBroker:
 
     @property
     def url(self) -> str:
-        return f"kafka://{self.bootstrap}"
+        """Faust broker URL: the tansu transport corrects this broker's end-offset answers."""
+        return f"tansu://{self.bootstrap}"
 
     def start(self, timeout: float = 20.0) -> EmbeddedBroker:
         if self._process is not None:

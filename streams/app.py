@@ -26,7 +26,6 @@ from streams.tables.types import TEXT_CODEC, register_text_codec
 class Topics:
     submissions: faust.TopicT
     events: faust.TopicT
-    job_states: faust.TopicT
     rejected: faust.TopicT
     queues: faust.TopicT
 
@@ -89,7 +88,6 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
         # (rejected with a reason) instead of being dropped by Faust's decoder.
         submissions=topic("submissions", "raw"),
         events=topic("events", "raw"),
-        job_states=topic("job-states", "raw"),  # the jobs table's bytes, encoded once
         rejected=topic("rejected", "flotilla.rejection"),
         queues=topic("queues", "raw", partitions=1),
     )

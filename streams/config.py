@@ -14,7 +14,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Settings:
-    broker: str = "kafka://127.0.0.1:9092"
+    # tansu:// is the embedded broker (see streams/transport.py); kafka:// any Kafka-compatible cluster.
+    broker: str = "tansu://127.0.0.1:9092"
     app_id: str = "flotilla"
     topic_prefix: str = "flotilla."
     partitions: int = 1
@@ -33,8 +34,8 @@ class Settings:
 
     @property
     def bootstrap(self) -> str:
-        """host:port list for plain aiokafka clients (Faust wants the kafka:// URL)."""
-        return ",".join(part.removeprefix("kafka://") for part in self.broker.split(";"))
+        """host:port list for plain aiokafka clients (Faust wants the scheme://host:port URL)."""
+        return ",".join(part.split("://", 1)[-1] for part in self.broker.split(";"))
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"

@@ -40,8 +40,9 @@ TOPICS: tuple[TopicSpec, ...] = (
 )
 
 # Table changelogs (Faust's names, `<app id>-<table>-changelog`), created with the partition counts
-# of their source topics: table name -> single partition?
-CHANGELOGS: dict[str, bool] = {"jobs": False, "client-ids": False, "queues": True}
+# of their source topics: table name -> single partition? The jobs table's changelog is the
+# public `job-states` topic instead, so each job state is produced once.
+CHANGELOGS: dict[str, bool] = {"client-ids": False, "queues": True}
 
 
 def changelog_name(settings: Settings, table: str) -> str:

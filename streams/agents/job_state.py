@@ -1,4 +1,7 @@
-"""The job-state agent: folds `events` into the `jobs` table and publishes to `job-states`.
+"""The job-state agent: folds `events` into the `jobs` table, whose changelog is `job-states`.
+
+Writing the table is publishing: the compacted `job-states` topic is the table's changelog, so
+every job state reaches external consumers with one message.
 
 All the logic is the pure fold in `streams.domain.jobs`; this agent only reads the table, applies
 the event and writes back. A message it cannot decode or an event the state machine refuses is
@@ -51,4 +54,4 @@ def apply_sequence(plane: ControlPlane, sequence: dict[str, Any]) -> None:
             continue
         if after is before:
             continue
-        plane.topics.job_states.send_soon(key=job_id, value=plane.jobs.put(after))
+        plane.jobs.put(after)

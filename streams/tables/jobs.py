@@ -23,6 +23,13 @@ def jobs_table(app: faust.App, settings: Settings) -> faust.Table:
         key_type=TextKey,
         value_type=bytes,
         partitions=settings.partitions,
+        changelog_topic=app.topic(
+            settings.topic("job-states"),
+            key_type=TextKey,
+            value_type=bytes,
+            partitions=settings.partitions,
+            compacting=True,
+        ),
         help="Latest state of every job, by job id (job_state Avro).",
     )
 

@@ -1,0 +1,64 @@
+"""A Faust transport for Tansu, the embedded broker: `tansu://host:port`.
+
+Tansu 0.6 answers ListOffsets(latest) with the base offset of the partition's last record batch
+plus one, not the log end offset. Faust takes that answer as the high watermark when it recovers a
+table from its changelog and stops there, so the records of the last changelog batch (the latest
+states of the jobs written last) would silently not be restored. This transport corrects the
+answer by reading the partition's tail from the reported offset. Real Kafka needs none of this:
+production brokers use `kafka://`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP
+
+_TAIL_READ_TIMEOUT_S = 10.0
+
+
+async def exact_end_offsets(bootstrap: str | list[str], reported: Mapping[TP, int]) -> dict[TP, int]:
+    """The true end offset of each partition, given an answer that may stop at its last batch.
+
+    A Fetch response carries the partition's high watermark, which Tansu does report correctly,
+    so one fetch at the last reported record is enough.
+    """
+    exact = dict(reported)
+    tails = {TopicPartition(tp.topic, tp.partition): tp for tp, offset in reported.items() if offset > 0}
+    if not tails:
+        return exact
+    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await reader.start()
+    try:
+        reader.assign(list(tails))
+        for partition, tp in tails.items():
+            reader.seek(partition, reported[tp] - 1)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _TAIL_READ_TIMEOUT_S
+        while any(reader.highwater(p) is None for p in tails):
+            if loop.time() > deadline:
+                raise TimeoutError(f"no fetch answer for {sorted(map(str, tails))} within {_TAIL_READ_TIMEOUT_S}s")
+            await reader.getmany(*tails, timeout_ms=200)
+        for partition, tp in tails.items():
+            exact[tp] = max(reported[tp], reader.highwater(partition))
+        return exact
+    finally:
+        await reader.stop()
+
+
+class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    async def _highwaters(self, partitions: list[TP]) -> Mapping[TP, int]:
+        reported = await super()._highwaters(partitions)
+        return await exact_end_offsets(self._ensure_consumer()._client._bootstrap_servers, reported)
+
+
+class Consumer(faust_aiokafka.Consumer):
+    def _new_consumer_thread(self) -> ConsumerThread:
+        return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class Transport(faust_aiokafka.Transport):
+    Consumer = Consumer
