@@ -39,13 +39,15 @@ _PAST_EVERY_KEY: tuple[object, ...] = (2,)
 class _Group:
     """Queued jobs of one queue with the same shape, in queue order; states made when reached."""
 
-    __slots__ = ("queue", "shape", "jobs", "next")
+    __slots__ = ("queue", "shape", "jobs", "next", "gang")
 
     def __init__(self, queue: str, shape: Shape, jobs: list[Job]) -> None:
         self.queue, self.shape = queue, shape
         # Class and job priority are the same for the whole group, so submission order decides.
         self.jobs = in_submission_order(jobs)
         self.next = 0
+        # Gang annotations are part of the group key: (gang id, cardinality) holds for every job.
+        self.gang = (jobs[0].gang_id, jobs[0].gang_cardinality)
 
     def key(self, index: int) -> tuple[object, ...]:
         return order_key(self.jobs[index], self.shape.pc, False, 0.0)
@@ -228,20 +230,20 @@ class _Cycle:
     def _evict(self, victims: list[JobState], gangs: dict[str, list[JobState]], reason: str) -> list[JobState]:
         chosen = {js.id: js for js in victims}
         for js in victims:
-            for member in gangs.get(js.job.gang_id, ()) if js.job.gang_id else ():
+            for member in gangs.get(js.gang_id, ()) if js.gang_id else ():
                 if member.bound and not member.evicted:
                     chosen.setdefault(member.id, member)
         evicted = sorted(chosen.values(), key=lambda s: s.id)
         counts: dict[str, int] = defaultdict(int)
         for js in evicted:
-            if js.job.gang_id:
-                counts[js.job.gang_id] += 1
+            if js.gang_id:
+                counts[js.gang_id] += 1
         for js in evicted:
             self.nodedb.evict(js)
             if js.queue in self.queues:
                 self._account(js, -1)
             js.reason = reason if js.running else js.reason
-            js.gang_size = counts[js.job.gang_id] if js.job.gang_id else 1
+            js.gang_size = counts[js.gang_id] if js.gang_id else 1
         return evicted
 
     def _evict_oversubscribed(self) -> list[JobState]:
@@ -257,8 +259,8 @@ class _Cycle:
         ]
         gangs: dict[str, list[JobState]] = defaultdict(list)
         for js in bound:
-            if js.job.gang_id:
-                gangs[js.job.gang_id].append(js)
+            if js.gang_id:
+                gangs[js.gang_id].append(js)
         return self._evict(victims, gangs, reasons.URGENCY_PREEMPTED)
 
     def _pass(self, states: Sequence[JobState], *, consider_priority: bool, first: bool) -> None:
@@ -324,7 +326,7 @@ class _Cycle:
             if group.next < len(group.jobs):
                 heapq.heappush(heap, (group.key(group.next), i))
             self.frontier[queue] = key
-            js = JobState(job, group.shape, False, 0.0, None, group.shape.pc.priority)
+            js = JobState(job, group.shape, False, 0.0, None, group.shape.pc.priority, key, group.gang)
             self.created.append(js)
             yield js
         self.frontier[queue] = _PAST_EVERY_KEY
@@ -426,7 +428,7 @@ class _Cycle:
     def _place(self, gang: list[JobState], selector: dict[str, str]) -> tuple[bool, int, float]:
         """Bind members one by one; ok when at least the gang's minimum were placed."""
         nodedb = self.nodedb
-        minimum = gang[0].job.gang_min_cardinality if gang[0].job.gang_id and not gang[0].evicted else len(gang)
+        minimum = gang[0].job.gang_min_cardinality if gang[0].gang_id and not gang[0].evicted else len(gang)
         placed, preempted_at, displaced = 0, 0.0, 0
         for js in gang:
             placement = nodedb.select(js, selector)
@@ -459,7 +461,7 @@ class _Cycle:
         left: dict[tuple[str, bool], list[str]] = defaultdict(list)
         for js in self.created:
             if not (js.bound and not js.evicted):
-                left[(js.reason or self._not_considered(js.queue, js.job.gang_id, incomplete), js.attempted)].append(js.id)
+                left[(js.reason or self._not_considered(js.queue, js.gang_id, incomplete), js.attempted)].append(js.id)
         for group in self.groups:
             if group.next >= len(group.jobs):
                 continue

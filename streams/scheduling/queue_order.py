@@ -25,7 +25,7 @@ def _gangs(items: Sequence[JobState], lookback: int, skip: Callable[[JobState], 
                 return
             if skip(js):
                 continue
-        gang_id = js.job.gang_id
+        gang_id = js.gang_id
         if not gang_id:
             yield [js]
             continue
@@ -58,17 +58,22 @@ class QueueCursor:
             return
         shared = self._shared
         allocation = shared.allocation[self.name]
-        request = [0] * len(allocation)
-        for js in self.gang:
-            for i, amount in js.pairs:
-                request[i] += amount
+        gang = self.gang
+        if len(gang) == 1:  # most gangs: the request is the job's own vector
+            request: Sequence[int] = gang[0].req
+        else:
+            request = [0] * len(allocation)
+            for js in gang:
+                for i, amount in js.pairs:
+                    request[i] += amount
         proposed = [a + r for a, r in zip(allocation, request)]
-        self.all_evicted = all(js.evicted for js in self.gang)
-        self.current = shared.cost.weighted(allocation, self.weight)
-        self.proposed = shared.cost.weighted(proposed, self.weight)
-        self.size = shared.cost.unweighted(request) * self.weight
+        self.all_evicted = all(js.evicted for js in gang)
+        cost = shared.cost
+        self.current = cost.weighted(allocation, self.weight)
+        self.proposed = cost.weighted(proposed, self.weight)
+        self.size = cost.unweighted(request) * self.weight
         # A gang whose members were placed at different priorities ranks by the lowest.
-        self.class_priority = min(js.sched_priority if js.bound or js.evicted else js.pc.priority for js in self.gang)
+        self.class_priority = min(js.sched_priority if js.bound or js.evicted else js.pc.priority for js in gang)
 
     def __lt__(self, other: QueueCursor) -> bool:
         shared = self._shared

@@ -28,13 +28,19 @@ class JobState:
     """
 
     __slots__ = (
-        "job", "pc", "req", "pairs", "running", "started_at", "node", "sched_priority",
+        "job", "id", "queue", "gang_id", "pc", "req", "pairs", "running", "started_at", "node", "sched_priority",
         "bound", "evicted", "attempted", "reason", "order_key", "static_key", "gang_size", "scheduling_key",
     )
 
     def __init__(self, job: Job, shape: Shape, running: bool, started_at: float, node: int | None,
-                 sched_priority: int) -> None:
+                 sched_priority: int, key: tuple[object, ...] | None = None, gang: tuple[str, int] | None = None) -> None:
+        """`key` and `gang` (id, cardinality), when the caller already has them for a whole group
+        of jobs, spare recomputing them per job; they must equal what the job itself gives."""
         self.job = job
+        # Copied off the job: read for every job at every step of the cycle.
+        self.id = job.id
+        self.queue = job.queue
+        self.gang_id, self.gang_size = gang if gang is not None else (job.gang_id, job.gang_cardinality)
         self.pc = shape.pc
         self.req = shape.req
         self.pairs = shape.pairs
@@ -48,16 +54,7 @@ class JobState:
         self.evicted = False
         self.attempted = False
         self.reason = ""
-        self.order_key = order_key(job, shape.pc, running, started_at)
-        self.gang_size = job.gang_cardinality
-
-    @property
-    def id(self) -> str:
-        return self.job.id
-
-    @property
-    def queue(self) -> str:
-        return self.job.queue
+        self.order_key = key if key is not None else order_key(job, shape.pc, running, started_at)
 
 
 def order_key(job: Job, pc: PriorityClass, running: bool, started_at: float) -> tuple[object, ...]:
