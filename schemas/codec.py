@@ -13,8 +13,9 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.schema import UnknownType
@@ -84,6 +85,7 @@ class Registry:
         self._frozen: dict[int, dict[str, dict]] = {}
         self._writers: dict[tuple[str, int], dict] = {}
         self._union_paths: dict[str, tuple[tuple[_PathStep, ...], ...]] = {}
+        self._taggers: dict[str, _Tagger] = {}
 
     def schema(self, name: str) -> dict:
         """The current parsed schema of top-level record ``name``."""
@@ -134,6 +136,12 @@ class Registry:
             self._union_paths[name] = _find_record_unions(self.schema(name))
         return self._union_paths[name]
 
+    def _tagger(self, name: str) -> _Tagger:
+        if name not in self._taggers:
+            parsed = self.schema(name)
+            self._taggers[name] = _compile_tagger(parsed, parsed["__named_schemas"], {}) or _unchanged
+        return self._taggers[name]
+
     def encode(self, name: str, record: Mapping[str, Any], *, validate_record: bool = True) -> bytes:
         """Validate ``record`` against the current schema ``name`` and serialise it.
 
@@ -145,6 +153,7 @@ class Registry:
         parsed = self.schema(name)
         if not isinstance(record, Mapping):
             raise SchemaError(f"cannot encode {name}: expected a mapping, got {type(record).__name__}")
+        record = self._tagger(name)(record)
         if not validate_record:
             return self._write(name, parsed, record)
         for path in self.tagged_union_paths(name):
@@ -210,6 +219,79 @@ class Registry:
                 "corrupt body or a message of another schema"
             )
         return record
+
+
+_Tagger = Callable[[Any], Any]
+
+
+def _unchanged(value: Any) -> Any:
+    return value
+
+
+def _compile_tagger(node: Any, named: Mapping[str, Any], compiled: dict[str, _Tagger | None]) -> _Tagger | None:
+    """A function that writes ``(full_name, record)`` for every union holding exactly one record.
+
+    Given a bare dict for a union, fastavro validates the whole dict against each branch to pick
+    one, so a nullable pod spec was validated in full on every write (half the encoding time).
+    With one record branch and no map branch the choice is unambiguous, so the codec names it
+    itself. Returns ``None`` where nothing below ``node`` needs tagging, so untouched subtrees are
+    not copied.
+    """
+    if isinstance(node, str):
+        if node not in named:
+            return None
+        node = named[node]
+    if isinstance(node, list):
+        records = [named[b] if isinstance(b, str) else b for b in node if _is_record(b, named)]
+        inner = {r["name"]: _compile_tagger(r, named, compiled) for r in records}
+        has_map = any(not isinstance(b, str) and b.get("type") == "map" for b in node)
+        if len(records) == 1 and not has_map:
+            only, tag_inner = records[0]["name"], inner[records[0]["name"]] or _unchanged
+
+            def tag_single(value: Any) -> Any:
+                if isinstance(value, Mapping):
+                    return (only, tag_inner(value))
+                if isinstance(value, tuple) and len(value) == 2:
+                    return (value[0], tag_inner(value[1]))
+                return value
+
+            return tag_single
+        if not any(inner.values()):
+            return None
+
+        def tag_branch(value: Any) -> Any:
+            branch = inner.get(value[0]) if isinstance(value, tuple) and len(value) == 2 else None
+            return (value[0], branch(value[1])) if branch else value
+
+        return tag_branch
+    kind = node.get("type")
+    if kind == "record":
+        if node["name"] in compiled:  # recursive type: reuse (None while still compiling)
+            return compiled[node["name"]]
+        compiled[node["name"]] = None
+        fields = [(f["name"], t) for f in node["fields"] if (t := _compile_tagger(f["type"], named, compiled))]
+        if not fields:
+            return None
+
+        def tag_record(value: Any) -> Any:
+            if not isinstance(value, Mapping):
+                return value
+            copy = dict(value)
+            for field, tag in fields:
+                if field in copy:
+                    copy[field] = tag(copy[field])
+            return copy
+
+        compiled[node["name"]] = tag_record
+        return tag_record
+    if kind in ("array", "map"):
+        item = _compile_tagger(node["items" if kind == "array" else "values"], named, compiled)
+        if item is None:
+            return None
+        if kind == "array":
+            return lambda value: [item(v) for v in value] if isinstance(value, list) else value
+        return lambda value: {k: item(v) for k, v in value.items()} if isinstance(value, Mapping) else value
+    return None
 
 
 def _find_record_unions(root: dict) -> tuple[tuple[_PathStep, ...], ...]:

@@ -90,3 +90,19 @@ def test_arbitrary_strings_numbers_and_maps_survive(labels, priority, requests, 
     }
     decoded = codec.decode("event_sequence", codec.encode("event_sequence", sequence))
     samples.assert_contains(sequence, decoded)
+
+
+def test_records_in_single_record_unions_need_no_tag_and_are_not_mutated() -> None:
+    """The codec names the branch of a nullable record itself (fastavro would otherwise validate
+    the whole record per branch to choose); callers' dicts stay untouched."""
+    from schemas import codec
+    from tests.schemas import samples
+
+    request = samples.submit_request()
+    pod_spec = request["items"][0]["pod_spec"]
+    assert isinstance(pod_spec, dict) and pod_spec["affinity"] is not None
+    before = repr(request)
+    decoded = codec.decode("submit_request", codec.encode("submit_request", request))
+    assert repr(request) == before
+    assert decoded["items"][0]["pod_spec"] == pod_spec
+    assert codec.encode("submit_request", request, validate_record=False) == codec.encode("submit_request", request)
