@@ -19,6 +19,7 @@ import random
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
+from operator import attrgetter
 
 from streams.scheduling import reasons
 from streams.scheduling.fairness import DrfCost, fair_shares
@@ -32,6 +33,8 @@ from streams.scheduling.queue_order import CandidateGangs, rescheduling_order
 from streams.scheduling.state import JobState, Shape, order_key
 from streams.scheduling.submission import SUBMISSION, in_submission_order
 
+_BY_ID = attrgetter("id")
+_BY_NODE_AND_ID = attrgetter("node", "id")
 # Compares above every queued job's order key: the queue was walked to its end.
 _PAST_EVERY_KEY: tuple[object, ...] = (2,)
 
@@ -209,7 +212,7 @@ class _Cycle:
         share = {q: self.cost.unweighted(self.allocation[q]) for q in self.queues}
         chosen_nodes = self._nodes_open_to_eviction()
         victims = []
-        for js in sorted(self.running, key=lambda s: (s.node, s.id)):
+        for js in sorted(self.running, key=_BY_NODE_AND_ID):
             if not js.pc.preemptible or js.queue not in self.queues or js.node not in chosen_nodes:
                 continue
             fair = max(self.adjusted_share[js.queue], self.fair_share[js.queue])
@@ -233,7 +236,7 @@ class _Cycle:
             for member in gangs.get(js.gang_id, ()) if js.gang_id else ():
                 if member.bound and not member.evicted:
                     chosen.setdefault(member.id, member)
-        evicted = sorted(chosen.values(), key=lambda s: s.id)
+        evicted = sorted(chosen.values(), key=_BY_ID)
         counts: dict[str, int] = defaultdict(int)
         for js in evicted:
             if js.gang_id:
@@ -451,7 +454,7 @@ class _Cycle:
         nodes = self.nodedb.nodes
         scheduled = tuple(
             ScheduledJob(js.id, nodes[js.node].id, js.sched_priority)  # type: ignore[index]
-            for js in sorted(self.created, key=lambda s: s.id) if js.bound and not js.evicted
+            for js in sorted(self.created, key=_BY_ID) if js.bound and not js.evicted
         )
         preempted = [
             PreemptedJob(js.id, nodes[js.node].id, js.reason or reasons.FAIR_SHARE_PREEMPTED)  # type: ignore[index]

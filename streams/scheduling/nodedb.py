@@ -58,6 +58,7 @@ class NodeDb:
         self.index_of = {node.id: i for i, node in enumerate(self.nodes)}
         self.priorities = sorted(set(priorities))
         self.n_levels = 1 + len(self.priorities)
+        self._cuts: dict[int, int] = {}
         self.config = config
         position = {name: i for i, name in enumerate(resource_names)}
         self.indexed = tuple((position[name], res) for name, res in config.indexed_resources if name in position)
@@ -82,7 +83,10 @@ class NodeDb:
     # -- levels ---------------------------------------------------------------------------
     def cut(self, priority: int) -> int:
         """Number of levels a job bound at `priority` consumes (evicted level included)."""
-        return 1 + bisect_right(self.priorities, priority)
+        cut = self._cuts.get(priority)
+        if cut is None:  # asked for every bind and eviction, of a handful of priorities
+            cut = self._cuts[priority] = 1 + bisect_right(self.priorities, priority)
+        return cut
 
     def level(self, priority: int) -> int:
         return bisect_right(self.priorities, priority)
@@ -181,7 +185,7 @@ class NodeDb:
 
             def make_key(node: int) -> tuple[int, ...]:
                 row = alloc[node][lvl]
-                return (*(row[i] // res for i, res in indexed), node)
+                return (*[row[i] // res for i, res in indexed], node)
 
             index = _LevelIndex(make_key, len(self.nodes))
             self._indices[lvl] = index
@@ -205,7 +209,10 @@ class NodeDb:
 
     def fits(self, node: int, lvl: int, js: JobState) -> bool:
         row = self.alloc[node][lvl]
-        return all(row[r] >= amount for r, amount in js.pairs)
+        for r, amount in js.pairs:
+            if row[r] < amount:
+                return False
+        return True
 
     def _search_held(self, lvl: int, js: JobState, mask: bytearray) -> int | None:
         """Like `search`, but counting evicted jobs as still in place (fair-share preemption off)."""
