@@ -38,7 +38,10 @@ def absolute_limits(totals: Mapping[str, int], fractions: Mapping[str, float]) -
 
 def exceeds(amounts: Sequence[int], limits: Sequence[tuple[int, int]]) -> bool:
     """True when any limited resource (index, limit) is strictly above its limit."""
-    return any(amounts[index] > limit for index, limit in limits)
+    for index, limit in limits:  # checked for every gang, mostly against no limits at all
+        if amounts[index] > limit:
+            return True
+    return False
 
 
 def queue_class_limits(queue: Queue, priority_class: PriorityClass) -> dict[str, float]:

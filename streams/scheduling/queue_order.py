@@ -59,21 +59,24 @@ class QueueCursor:
         shared = self._shared
         allocation = shared.allocation[self.name]
         gang = self.gang
-        if len(gang) == 1:  # most gangs: the request is the job's own vector
-            request: Sequence[int] = gang[0].req
+        if len(gang) == 1:  # most gangs: the job's own request vector and priority
+            js = gang[0]
+            request: Sequence[int] = js.req
+            self.all_evicted = js.evicted
+            self.class_priority = js.sched_priority if js.bound or js.evicted else js.pc.priority
         else:
             request = [0] * len(allocation)
             for js in gang:
                 for i, amount in js.pairs:
                     request[i] += amount
+            self.all_evicted = all(js.evicted for js in gang)
+            # A gang whose members were placed at different priorities ranks by the lowest.
+            self.class_priority = min(js.sched_priority if js.bound or js.evicted else js.pc.priority for js in gang)
         proposed = [a + r for a, r in zip(allocation, request)]
-        self.all_evicted = all(js.evicted for js in gang)
         cost = shared.cost
         self.current = cost.weighted(allocation, self.weight)
         self.proposed = cost.weighted(proposed, self.weight)
         self.size = cost.unweighted(request) * self.weight
-        # A gang whose members were placed at different priorities ranks by the lowest.
-        self.class_priority = min(js.sched_priority if js.bound or js.evicted else js.pc.priority for js in gang)
 
     def __lt__(self, other: QueueCursor) -> bool:
         shared = self._shared
