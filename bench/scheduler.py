@@ -6,10 +6,12 @@ each of 10,000 nearly full nodes; one cycle over 1,000,000 queued jobs (10 queue
 Inputs are built once per case, outside the timing. `seconds` is the median of `--runs` timed
 `schedule()` calls on those inputs, `range` their minimum and maximum (other processes share the
 machine, so a single figure is noise); garbage left by building the inputs or by the previous run
-is collected before each call so that no run pays for another's. `peak_mib` is the peak memory
-allocated inside one call (tracemalloc, in a separate run so that tracing does not distort the
-timing). `cpu_seconds` (median process time of the same calls) is less disturbed by the other
-processes and helps compare changes; the targets are wall-clock. Each line also gives the conditions: nodes, jobs, queues, usable cores, Python version.
+is collected before each call so that no run pays for another's. `cpu_seconds` (median process
+time of the same calls) is less disturbed by the other processes and helps compare changes; the
+targets are wall-clock. `peak_mib` is the peak memory allocated inside one call (tracemalloc, in
+a separate run so that tracing does not distort the timing); `process_max_rss_mib` is the whole
+process's peak resident memory so far, inputs included (the million-job input alone is ~560 MiB).
+Each line also gives the conditions: nodes, jobs, queues, usable cores, Python version.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import gc
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -98,6 +101,7 @@ def measure(name: str, runs: int) -> dict[str, object]:
         "queues": len(inputs.queues), "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
         "runs": runs, "seconds": round(statistics.median(times), 3), "range": [round(min(times), 3), round(max(times), 3)],
         "cpu_seconds": round(statistics.median(cpu_times), 3), "peak_mib": round(peak / 2**20, 1),
+        "process_max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
     }
 
 
