@@ -1,4 +1,5 @@
-"""Scheduler benchmarks: prints one JSON line per case (not a timed test).
+"""Scheduler benchmarks: one line of conditions and figures per case, then one JSON line with
+all of them (as every bench/ script ends); not a timed test.
 
 Cases (after Armada's Go benchmarks): a full cycle that evicts and re-schedules 32,000 running
 1-cpu jobs on 1,000 32-cpu nodes (10 queues); one 32,000-member gang on 1,000 nodes; one job on
@@ -116,8 +117,14 @@ def main() -> None:
         parser.error(f"unknown cases {unknown}")
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    results = []
     for name in names:
-        print(json.dumps(measure(name, args.runs)), flush=True)
+        r = measure(name, args.runs)
+        results.append(r)
+        print(f"{name}: {r['nodes']} nodes, {r['jobs']} jobs, {r['queues']} queues, {r['cores']} cores, "
+              f"Python {r['python']}: {r['seconds']} s median of {r['runs']} {r['range']}, cpu {r['cpu_seconds']} s, "
+              f"peak {r['peak_mib']} MiB (process {r['process_max_rss_mib']} MiB)", flush=True)
+    print(json.dumps({"bench": "scheduler", "cases": results}), flush=True)
 
 
 if __name__ == "__main__":
