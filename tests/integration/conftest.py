@@ -179,6 +179,7 @@ class Worker:
     web_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    _changelogs: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def url(self) -> str:
@@ -196,7 +197,15 @@ class Worker:
         return f"{self.prefix}{name}"
 
     def changelog(self, table: str) -> str:
-        return f"{self.app_id}-{table}-changelog"
+        """The changelog topic of ``table`` as the product's own app declares it."""
+        if table not in self._changelogs:
+            from streams.app import create_control_plane
+            from streams.config import Settings
+
+            plane = create_control_plane(Settings(broker=self.broker.url, app_id=self.app_id, topic_prefix=self.prefix))
+            found = {"jobs": plane.jobs, "client-ids": plane.client_ids, "queues": plane.queues}[table]
+            self._changelogs[table] = getattr(found, "table", found).changelog_topic.get_topic_name()
+        return self._changelogs[table]
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("FLOTILLA_")}

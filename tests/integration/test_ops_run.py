@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -130,8 +131,9 @@ def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         started.update(descendants(process.pid))
         assert f"REST API       {url}" in output.text, output.text
         assert Client(url).call("GET", "/health") == {"status": "ok"}
-        broker_port = int(next(line for line in output.lines if "broker" in line and "kafka://" in line)
-                          .split("kafka://", 1)[1].split()[0].rsplit(":", 1)[1])
+        found = re.search(r"broker\s+\w+://127\.0\.0\.1:(\d+)", output.text)
+        assert found, f"ops/run did not say where the broker is:\n{output.text}"
+        broker_port = int(found.group(1))
         assert listening(broker_port)
         worker_pid = int(next(line for line in output.lines if "control plane" in line).split("pid", 1)[1].split()[0])
         assert worker_pid in started and alive(worker_pid)

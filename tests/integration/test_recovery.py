@@ -4,7 +4,7 @@ is rebuilt from its changelog and every job has the same state as before.
 Jobs are first moved into different states (leased, running, cancelled, requeued, reprioritised)
 with events produced to the public `events` topic, so "the same state" is not just "queued".
 
-Known failure (product, embedded broker): Tansu answers ListOffsets(latest) with the base offset of
+Found by this test (fixed since by the tansu:// transport, streams/transport.py): Tansu answers ListOffsets(latest) with the base offset of
 the partition's last record batch + 1 instead of the log end offset. Faust takes that as the
 changelog's high watermark and stops restoring there, so the records of the last changelog batch
 (the latest states of the jobs written last, the last client ids) are not restored.
