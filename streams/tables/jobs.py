@@ -14,7 +14,7 @@ import faust
 
 from schemas.codec import decode, encode
 from streams.config import Settings
-from streams.tables.types import TextKey
+from streams.tables.types import TEXT_CODEC, TextKey
 
 
 def jobs_table(app: faust.App, settings: Settings) -> faust.Table:
@@ -25,8 +25,8 @@ def jobs_table(app: faust.App, settings: Settings) -> faust.Table:
         partitions=settings.partitions,
         changelog_topic=app.topic(
             settings.topic("job-states"),
-            key_type=TextKey,
-            value_type=bytes,
+            key_serializer=TEXT_CODEC,
+            value_serializer="raw",
             partitions=settings.partitions,
             compacting=True,
         ),
