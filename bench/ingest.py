@@ -45,7 +45,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa:
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
+from ops.worker import WorkerProcess  # noqa: E402
 from schemas.codec import decode, encode  # noqa: E402
 from streams.domain import jobspec  # noqa: E402
 from streams.domain.jobs import apply_event  # noqa: E402
@@ -186,65 +187,17 @@ def http(method: str, url: str, body: Any = None, timeout: float = 10.0) -> tupl
         return exc.code, exc.read().decode(errors="replace")
 
 
-@dataclass
-class Worker:
-    broker_url: str
-    partitions: int
-    state_dir: Path
-    web_port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def log_path(self) -> Path:
-        return self.state_dir / "worker.log"
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.web_port}"
-
-    def start(self, timeout_s: float = 120.0) -> None:
-        env = {
-            **os.environ,
-            "FLOTILLA_BROKER": self.broker_url,
-            "FLOTILLA_WEB_PORT": str(self.web_port),
-            "FLOTILLA_DATA_DIR": str(self.state_dir / "data"),
-            "FLOTILLA_PARTITIONS": str(self.partitions),
-        }
-        with open(self.log_path, "ab") as out:
-            # own session: Ctrl-C reaches only the benchmark, which then stops the worker itself
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "streams.cli", "worker"],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"worker exited with code {self.process.returncode}\n{self.log_tail()}")
-            try:
-                if http("GET", f"{self.url}/health", timeout=2.0)[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"worker not healthy after {timeout_s:.0f}s\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no worker log)"
-
-    def stop(self, grace_s: float = 15.0) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+def start_worker(broker_url: str, partitions: int, state_dir: Path) -> WorkerProcess:
+    """A real control-plane worker, in its own session: Ctrl-C reaches only the benchmark, which stops it."""
+    env = {
+        **os.environ,
+        "FLOTILLA_BROKER": broker_url,
+        "FLOTILLA_DATA_DIR": str(state_dir / "data"),
+        "FLOTILLA_PARTITIONS": str(partitions),
+    }
+    port = free_port()
+    env["FLOTILLA_WEB_PORT"] = str(port)
+    return WorkerProcess(env=env, log_path=state_dir / "worker.log", web_port=port, new_session=True)
 
 
 # ---------------------------------------------------------------- measurements
@@ -444,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
 
     state_dir = Path(tempfile.mkdtemp(prefix="flotilla-bench-ingest-"))
     broker = EmbeddedBroker(log_path=state_dir / "broker.log")
-    worker: Worker | None = None
+    worker: WorkerProcess | None = None
     try:
         log(f"encoding {args.jobs:,} jobs in requests of {args.batch} ...")
         requests = encode_requests(args.jobs, args.batch)
@@ -469,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         raw_job, raw_request = statistics.median(raw_jobs), statistics.median(raw_requests)
 
-        worker = Worker(broker.url, args.partitions, state_dir)
+        worker = start_worker(broker.url, args.partitions, state_dir)
         log("starting the control-plane worker ...")
         worker.start()
         assert worker.process is not None

@@ -5,14 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from streams.client import Client, ClientError
 from streams.config import Settings
 
 
@@ -43,6 +40,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     from ops.broker import BrokerError, EmbeddedBroker, free_port
+    from ops.worker import WorkerError, WorkerProcess
 
     state = args.state_dir.resolve()
     data_dir = state / "data"
@@ -68,38 +66,36 @@ def _up(args: argparse.Namespace) -> int:
         "FLOTILLA_WEB_PORT": str(args.web_port),
         "FLOTILLA_DATA_DIR": str(data_dir),
     }
-    worker_log = open(state / "worker.log", "ab")  # noqa: SIM115 - lives as long as the worker
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli", "worker"], env=env, stdout=worker_log, stderr=subprocess.STDOUT
-    )
-    children = [("control plane", worker)]
+    worker = WorkerProcess(env=env, log_path=state / "worker.log", web_port=args.web_port)
+    children = {"control plane": worker}
     try:
-        if not _wait_healthy(Client.from_env(f"http://127.0.0.1:{args.web_port}"), worker, timeout_s=120):
-            print(f"error: the control plane did not become ready (see {state / 'worker.log'})", file=sys.stderr)
-            return 1
+        worker.start(timeout_s=120)
         print(
             "Flotilla is running:\n"
             f"  broker         {broker.url}  (embedded Tansu, log in memory)\n"
-            f"  control plane  pid {worker.pid}  (ingest, job-state agents; log {state / 'worker.log'})\n"
-            f"  REST API       http://127.0.0.1:{args.web_port}  (GET /health, /api/v1/queues, /api/v1/jobs)\n"
+            f"  control plane  pid {worker.process.pid if worker.process else '?'}  "
+            f"(ingest, job-state, queue agents; log {worker.log_path})\n"
+            f"  REST API       {worker.url}  (GET /health, /api/v1/queues, /api/v1/jobs)\n"
             "Try: flotilla queue create demo && flotilla submit job.yaml\n"
             "Press Ctrl-C to stop.",
             flush=True,
         )
-        while all(child.poll() is None for _, child in children):
+        while all(child.running for child in children.values()):
             time.sleep(0.5)
-        for name, child in children:
-            if child.poll() is not None:
-                print(f"error: {name} exited with code {child.returncode}", file=sys.stderr)
+        for name, child in children.items():
+            if not child.running:
+                print(f"error: {name} exited\n{child.log_tail()}", file=sys.stderr)
+        return 1
+    except WorkerError as exc:
+        print(f"error: the control plane did not start: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("\nstopping...", flush=True)
         return 0
     finally:
-        for _, child in reversed(children):
-            _stop(child)
+        for child in reversed(list(children.values())):
+            child.stop()
         broker.stop()
-        worker_log.close()
 
 
 def _port_free(port: int) -> bool:
@@ -107,25 +103,3 @@ def _port_free(port: int) -> bool:
 
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) != 0
-
-
-def _wait_healthy(client: Client, process: subprocess.Popen[bytes], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if client.call("GET", "/health", accept=(503,)).get("status") == "ok":
-                return True
-        except ClientError:
-            pass
-        time.sleep(0.3)
-    return False
-
-
-def _stop(process: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()

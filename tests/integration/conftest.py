@@ -13,9 +13,7 @@ import itertools
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,8 +25,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from ops.broker import EmbeddedBroker, free_port
+from ops.worker import WorkerProcess
 from schemas.codec import decode
-from streams.client import Client, ClientError
+from streams.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 HEALTH_TIMEOUT_S = 90.0
@@ -177,8 +176,8 @@ class Worker:
     data_dir: Path
     log_path: Path
     web_port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    _process: WorkerProcess | None = field(default=None, repr=False)
     _changelogs: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -220,63 +219,30 @@ class Worker:
         return env
 
     def start(self, timeout: float = HEALTH_TIMEOUT_S) -> Worker:
-        assert self.process is None or self.process.poll() is not None, "worker already running"
+        assert not (self._process and self._process.running), "worker already running"
         self.starts += 1
         with open(self.log_path, "ab") as log:
             log.write(f"\n===== start #{self.starts} of worker {self.app_id} =====\n".encode())
-            log.flush()
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "streams.cli", "worker"],
-                cwd=ROOT,
-                env=self.env(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        self.wait_healthy(timeout)
+        self._process = WorkerProcess(env=self.env(), log_path=self.log_path, web_port=self.web_port)
+        self._process.start(timeout)
         return self
 
-    def health(self) -> str | None:
-        try:
-            return self.client.call("GET", "/health", accept=(503,)).get("status")
-        except ClientError:
-            return None
-
-    def wait_healthy(self, timeout: float = HEALTH_TIMEOUT_S) -> None:
-        def ready() -> bool:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise AssertionError(f"worker exited with code {self.process.returncode}:\n{self.tail()}")
-            return self.health() == "ok"
-
-        try:
-            poll(ready, timeout, f"GET {self.url}/health to return 200", interval=0.3)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{self.tail()}") from None
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self._process.process if self._process else None
 
     def kill(self) -> None:
-        """SIGKILL: no shutdown, no final commit, no goodbye to the group."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
+        assert self._process is not None
+        self._process.kill()
 
     def stop(self, grace_s: float = 15.0) -> None:
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        if self._process is not None:
+            self._process.stop(grace_s)
 
     def tail(self, lines: int = 60) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return f"(no log at {self.log_path})"
-        return f"--- last {lines} lines of {self.log_path} ---\n" + "\n".join(text[-lines:])
+        if self._process is None:
+            return f"(worker {self.app_id} never started)"
+        return self._process.log_tail(lines)
 
     # ----- the log as this worker names it
 
