@@ -282,6 +282,8 @@ class _Cycle:
             self.nodedb.reset_evicted_order(lambda: rescheduling_order(evicted_only, allocation, self.cost, prefer))
         else:
             self.nodedb.reset_evicted_order(None)
+        # Only the first pass is followed by an oversubscription eviction.
+        self.nodedb.displacement_follows = first
         unfeasible = self.unfeasible
         unfeasible.clear()
 

@@ -73,6 +73,11 @@ class NodeDb:
         # urgency preemption cannot take their places either.
         self.held = [[[0] * n_res for _ in range(self.n_levels)] for _ in self.nodes] if track_held else None
         self.fair_preemption_enabled = True
+        # Whether an oversubscription eviction still follows the current pass. While one does, a
+        # job going back onto its node need only fit at its own level: lower-priority jobs it
+        # over-allocates are displaced by that eviction (urgency). The cycle's last pass has no
+        # eviction after it, so there a job must fit at every level it takes.
+        self.displacement_follows = True
         self.evicted_order: Callable[[], list[JobState]] | None = None
         self._order: list[JobState] | None = None
         for i, node in enumerate(self.nodes):
@@ -232,7 +237,12 @@ class NodeDb:
     def select(self, js: JobState, selector: Mapping[str, str]) -> Placement | None:
         """Where the job goes: back onto its own node if evicted, else home first then away."""
         if js.evicted:
-            lvl = self.level(js.sched_priority) if js.pc.preemptible else self.n_levels - 1
+            if not self.displacement_follows:
+                # The lowest level it takes: allocatable only grows with the level (a job takes
+                # every level up to its own), so fitting here is fitting at all of them.
+                lvl = EVICTED_LEVEL + 1
+            else:
+                lvl = self.level(js.sched_priority) if js.pc.preemptible else self.n_levels - 1
             if self.fits(js.node, lvl, js):  # type: ignore[arg-type]
                 return Placement(js.node, js.sched_priority, NO_PREEMPTION)  # type: ignore[arg-type]
             return None

@@ -125,6 +125,22 @@ def test_urgency_preemption_displaces_only_lower_priority_preemptible_jobs():
     assert not result.scheduled and not result.preempted
 
 
+def test_second_pass_does_not_overcommit_a_node():
+    # A 4-cpu node holds f0 (A, low, 1 cpu) and f12 (B, high, 3 cpu); every job is evicted for
+    # fair share. Queue A's mid jobs s3 and s4 take f0's level by urgency, f12 comes back above
+    # them, and the oversubscription pass evicts f0, s3 and s4. The second pass offers f0 first
+    # (running jobs lead their queue): it fits, so s3 no longer does, although at its own level
+    # it would -- there is no later pass to displace f0. Found by test_no_node_is_over_capacity.
+    f0, f12 = job("f0", "A", t=0), job("f12", "B", cpu=3, pc="high", t=12)
+    queued = [job(f"s{i}", "A", t=100 + i) for i in range(3)] + [job(f"s{i}", "A", pc="mid", t=100 + i) for i in (3, 4)]
+    busy = [running(f0, "n0"), running(f12, "n0")]
+    result = schedule(cycle(["A", "B", "C"], [node("n0", cpu=4, mem=64)], queued, busy, now=1.0),
+                      config(enable_prefer_large_job_ordering=True))
+    assert not result.scheduled and not result.preempted
+    left = unscheduled(result)
+    assert [left[j].reason for j in ("s3", "s4")] == [reasons.JOB_DOES_NOT_FIT] * 2
+
+
 def test_non_preemptible_job_is_never_displaced_even_by_higher_priority():
     busy = [running(job("fixed", pc="fixed", cpu=32, mem=256), "n")]
     result = schedule(cycle(["A"], [node("n")], [job("urgent", pc="home", cpu=1, t=1)], busy), config())

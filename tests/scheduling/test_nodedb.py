@@ -44,3 +44,17 @@ def test_rollback_restores_every_kind_of_change():
     assert after[2][0] == before[2][0]
     fresh_index = db._index(1)
     assert fresh_index.keys == sorted(fresh_index._make(n) for n in range(2))
+
+
+def test_put_back_in_the_last_pass_must_fit_below_its_own_level():
+    # A 4-cpu node: mid (3 cpu, priority 1) is evicted and low (2 cpu, priority 0) has been bound
+    # since. At mid's own level low is displaceable, so mid fits while an oversubscription
+    # eviction still follows; in the last pass nothing would displace low, so mid does not fit.
+    db = NodeDb([node("n0", cpu=4)], NAMES, [0, 1, 2, 3], config(), track_held=False)
+    mid, low = _state("mid", 3, "mid"), _state("low", 2)
+    db.bind(mid, Placement(0, 1, NO_PREEMPTION))
+    db.evict(mid)
+    db.bind(low, Placement(0, 0, NO_PREEMPTION))
+    assert db.select(mid, {}) == Placement(0, 1, NO_PREEMPTION)
+    db.displacement_follows = False
+    assert db.select(mid, {}) is None
