@@ -65,6 +65,8 @@ class NodeDb:
         n_res = len(resource_names)
         self.totals = [tuple(node.resources.get(name, 0) for name in resource_names) for node in self.nodes]
         self.alloc = [[list(total) for _ in range(self.n_levels)] for total in self.totals]
+        # Per node, how many jobs are in place (bound, not evicted) with each level as their top one.
+        self.tops = [[0] * self.n_levels for _ in self.nodes]
         self._indices: dict[int, _LevelIndex] = {}
         self._masks: dict[tuple[object, ...], bytearray] = {}
         # Placements before each change (job, node, priority, bound, evicted) while in a transaction.
@@ -76,7 +78,7 @@ class NodeDb:
         # Whether an oversubscription eviction still follows the current pass. While one does, a
         # job going back onto its node need only fit at its own level: lower-priority jobs it
         # over-allocates are displaced by that eviction (urgency). The cycle's last pass has no
-        # eviction after it, so there a job must fit at every level it takes.
+        # eviction after it, so there it must also leave room for every job in place below it.
         self.displacement_follows = True
         self.evicted_order: Callable[[], list[JobState]] | None = None
         self._order: list[JobState] | None = None
@@ -130,7 +132,9 @@ class NodeDb:
             self._mark(js.node, 0, 1, js.pairs, sign)  # type: ignore[arg-type]
             self._hold(js, -sign)
         else:
-            self._mark(js.node, 0, self._bind_cut(js), js.pairs, sign)  # type: ignore[arg-type]
+            cut = self._bind_cut(js)
+            self._mark(js.node, 0, cut, js.pairs, sign)  # type: ignore[arg-type]
+            self.tops[js.node][cut - 1] -= sign  # type: ignore[index]
 
     def _mark(self, node: int, start: int, stop: int, pairs: tuple[tuple[int, int], ...], sign: int) -> None:
         rows = self.alloc[node]
@@ -156,14 +160,19 @@ class NodeDb:
         if js.bound and js.evicted:
             self._hold(js, -1)
             js.sched_priority, js.evicted = placement.priority, False
-            self._mark(placement.node, 1, self._bind_cut(js), js.pairs, -1)
+            cut = self._bind_cut(js)
+            self._mark(placement.node, 1, cut, js.pairs, -1)
         else:
             js.node, js.sched_priority, js.evicted, js.bound = placement.node, placement.priority, False, True
-            self._mark(placement.node, 0, self._bind_cut(js), js.pairs, -1)
+            cut = self._bind_cut(js)
+            self._mark(placement.node, 0, cut, js.pairs, -1)
+        self.tops[placement.node][cut - 1] += 1
 
     def evict(self, js: JobState) -> None:
         self._record(js)
-        self._mark(js.node, 1, self._bind_cut(js), js.pairs, +1)  # type: ignore[arg-type]
+        cut = self._bind_cut(js)
+        self._mark(js.node, 1, cut, js.pairs, +1)  # type: ignore[arg-type]
+        self.tops[js.node][cut - 1] -= 1  # type: ignore[index]
         js.evicted = True
         self._hold(js, +1)
 
@@ -237,12 +246,9 @@ class NodeDb:
     def select(self, js: JobState, selector: Mapping[str, str]) -> Placement | None:
         """Where the job goes: back onto its own node if evicted, else home first then away."""
         if js.evicted:
+            lvl = self.level(js.sched_priority) if js.pc.preemptible else self.n_levels - 1
             if not self.displacement_follows:
-                # The lowest level it takes: allocatable only grows with the level (a job takes
-                # every level up to its own), so fitting here is fitting at all of them.
-                lvl = EVICTED_LEVEL + 1
-            else:
-                lvl = self.level(js.sched_priority) if js.pc.preemptible else self.n_levels - 1
+                lvl = self._lowest_top(js.node, lvl)  # type: ignore[arg-type]
             if self.fits(js.node, lvl, js):  # type: ignore[arg-type]
                 return Placement(js.node, js.sched_priority, NO_PREEMPTION)  # type: ignore[arg-type]
             return None
@@ -258,6 +264,17 @@ class NodeDb:
             if placement is not None:
                 return placement
         return None
+
+    def _lowest_top(self, node: int, lvl: int) -> int:
+        """The lowest of `lvl` and the top levels of the jobs in place on the node. A job taking
+        levels up to `lvl` leaves each of those jobs its place only if it fits at that job's top
+        level too; allocatable grows with the level, so the lowest one decides. (Capacity held
+        by other pods below `lvl` still counts as free: Kubernetes preempts them.)"""
+        tops = self.tops[node]
+        for low in range(1, lvl):
+            if tops[low]:
+                return low
+        return lvl
 
     def _select_at(self, js: JobState, priority: int, tolerations: tuple[Toleration, ...],
                    selector: Mapping[str, str]) -> Placement | None:

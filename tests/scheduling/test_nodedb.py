@@ -2,6 +2,7 @@
 
 import copy
 
+from streams.scheduling.model import NodeAllocation
 from streams.scheduling.nodedb import NO_PREEMPTION, NodeDb, Placement
 from streams.scheduling.state import JobState, Shape
 from tests.scheduling.builders import CLASSES, config, job, node
@@ -18,7 +19,7 @@ def _state(job_id, cpu, pc="low"):
 def _snapshot(db, states):
     indices = {lvl: (list(index.keys), list(index.key_of)) for lvl, index in db._indices.items()}
     fields = [(js.node, js.sched_priority, js.bound, js.evicted) for js in states]
-    return copy.deepcopy(db.alloc), copy.deepcopy(db.held), indices, fields
+    return copy.deepcopy(db.alloc), copy.deepcopy(db.held), indices, fields, copy.deepcopy(db.tops)
 
 
 def test_rollback_restores_every_kind_of_change():
@@ -40,13 +41,13 @@ def test_rollback_restores_every_kind_of_change():
     db.rollback()
 
     after = _snapshot(db, [low, mid, fresh])
-    assert after[:2] == before[:2] and after[3] == before[3]
+    assert after[:2] == before[:2] and after[3:] == before[3:]
     assert after[2][0] == before[2][0]
     fresh_index = db._index(1)
     assert fresh_index.keys == sorted(fresh_index._make(n) for n in range(2))
 
 
-def test_put_back_in_the_last_pass_must_fit_below_its_own_level():
+def test_put_back_in_the_last_pass_leaves_room_for_jobs_in_place_below_it():
     # A 4-cpu node: mid (3 cpu, priority 1) is evicted and low (2 cpu, priority 0) has been bound
     # since. At mid's own level low is displaceable, so mid fits while an oversubscription
     # eviction still follows; in the last pass nothing would displace low, so mid does not fit.
@@ -58,3 +59,14 @@ def test_put_back_in_the_last_pass_must_fit_below_its_own_level():
     assert db.select(mid, {}) == Placement(0, 1, NO_PREEMPTION)
     db.displacement_follows = False
     assert db.select(mid, {}) is None
+
+
+def test_put_back_in_the_last_pass_may_still_displace_other_pods_below_it():
+    # The same 2 cpu held by a pod the scheduler does not manage: Kubernetes preempts it.
+    held = NodeAllocation(0, {"cpu": 2000, "memory": 0})
+    db = NodeDb([node("n0", cpu=4, allocated=(held,))], NAMES, [0, 1, 2, 3], config(), track_held=False)
+    mid = _state("mid", 3, "mid")
+    db.bind(mid, Placement(0, 1, NO_PREEMPTION))
+    db.evict(mid)
+    db.displacement_follows = False
+    assert db.select(mid, {}) == Placement(0, 1, NO_PREEMPTION)
