@@ -82,6 +82,10 @@ class NodeDb:
         self.displacement_follows = True
         self.evicted_order: Callable[[], list[JobState]] | None = None
         self._order: list[JobState] | None = None
+        # Entries at the end of `_order` no longer evicted and bound, skipped for good; a
+        # rollback restores the count, since the jobs it restores may be among them.
+        self._trimmed = 0
+        self._trimmed_at_begin = 0
         for i, node in enumerate(self.nodes):
             for held in node.allocated:
                 pairs = tuple((position[name], amount) for name, amount in held.resources.items() if amount and name in position)
@@ -108,6 +112,7 @@ class NodeDb:
     # a 32,000-member gang otherwise leaves ~250,000 garbage-collected objects behind it.
     def begin(self) -> None:
         self._journal = []
+        self._trimmed_at_begin = self._trimmed
 
     def commit(self) -> None:
         self._journal = None
@@ -118,6 +123,7 @@ class NodeDb:
             self._occupy(js, +1)
             js.node, js.sched_priority, js.bound, js.evicted = node, priority, bound, evicted
             self._occupy(js, -1)
+        self._trimmed = self._trimmed_at_begin
 
     def _record(self, js: JobState) -> None:
         if self._journal is not None:
@@ -303,10 +309,13 @@ class NodeDb:
         if self._order is None:
             self._order = self.evicted_order()
         order = self._order
-        while order and not (order[-1].evicted and order[-1].bound):
-            order.pop()
+        end = len(order) - self._trimmed
+        while end and not (order[end - 1].evicted and order[end - 1].bound):
+            end -= 1
+        self._trimmed = len(order) - end
         considered: dict[int, tuple[list[int], list[JobState]]] = {}
-        for victim in reversed(order):
+        for i in range(end - 1, -1, -1):
+            victim = order[i]
             if not (victim.evicted and victim.bound) or victim.sched_priority > priority:
                 continue
             node = victim.node
@@ -330,6 +339,7 @@ class NodeDb:
     def reset_evicted_order(self, provider: Callable[[], list[JobState]] | None) -> None:
         self.evicted_order = provider
         self._order = None
+        self._trimmed = 0
 
     def oversubscribed_levels(self) -> dict[int, set[int]]:
         """Nodes where some priority level is over-allocated, with those levels' priorities."""

@@ -271,6 +271,22 @@ def test_fair_share_preemption_rate_limit_caps_displacements():
     assert result.limiters.fairshare_preemption == TokenBucket(0.0, 0.0)
 
 
+def test_jobs_a_rolled_back_gang_displaced_can_still_be_preempted_for_fair_share():
+    # Queue A's jobs are all evicted. B's gang displaces a3 (alone on n1) and a2, then fails on
+    # g2 and is rolled back. c0 fits only where a3 is: it must take a3's place by fair-share
+    # preemption, spending the one token, so c1 cannot displace a2 as well. When the rollback
+    # left a3 out of the preemption order, c0 got in by urgency uncharged and c1 preempted too.
+    nodes = [node("n0", cpu=12, mem=64, labels={"zone": "a"}), node("n1", cpu=4, mem=64, labels={"zone": "b"})]
+    busy = [running(job(f"a{i}", "A", cpu=4, t=i), "n0") for i in range(3)] + [running(job("a3", "A", cpu=4, t=3), "n1")]
+    gang = [job("g0", "B", cpu=4, t=10, gang=("g", 3)), job("g1", "B", cpu=4, t=11, gang=("g", 3)),
+            job("g2", "B", cpu=4, t=12, gang=("g", 3), node_selector={"zone": "nowhere"})]
+    late = [job("c0", "C", cpu=4, t=20, node_selector={"zone": "b"}), job("c1", "C", cpu=4, t=21, node_selector={"zone": "a"})]
+    queues = [Queue("A", 0.1), "B", Queue("C", 0.3)]
+    result = schedule(cycle(queues, nodes, gang + late, busy), config(fairshare_preemption_rate=RateLimit(1.0, 1)))
+    assert placed(result) == {"c0": "n1"} and preempted(result) == {"a3"}
+    assert unscheduled(result)["g0"].reason == reasons.GANG_DOES_NOT_FIT
+
+
 def test_every_job_left_queued_has_a_reason_and_output_is_sorted():
     jobs = [job(f"j{i}", cpu=5, t=i) for i in range(12)]
     result = schedule(cycle(["A"], [node("n")], jobs), config())
