@@ -401,10 +401,16 @@ class _Cycle:
         label = gang[0].job.gang_uniformity_label
         if not label:
             if len(gang) == 1:
-                return "" if self._place(gang, {})[0] else reasons.JOB_DOES_NOT_FIT
+                ok, _, _, displaced = self._place(gang, {})
+                if not ok:
+                    return reasons.JOB_DOES_NOT_FIT
+                self._charge(displaced)
+                return ""
             nodedb.begin()
-            if self._place(gang, {})[0]:
+            ok, _, _, displaced = self._place(gang, {})
+            if ok:
                 nodedb.commit()
+                self._charge(displaced)
                 return ""
             nodedb.rollback()
             return reasons.GANG_DOES_NOT_FIT
@@ -416,8 +422,8 @@ class _Cycle:
         best: tuple[int, float, str] | None = None
         for value in values:
             nodedb.begin()
-            ok, placed, mean = self._place(gang, {label: value})
-            if ok and placed == len(gang) and mean == NO_PREEMPTION:
+            ok, placed, mean, _ = self._place(gang, {label: value})
+            if ok and placed == len(gang) and mean == NO_PREEMPTION:  # so nobody was displaced
                 nodedb.commit()
                 return ""
             nodedb.rollback()
@@ -426,12 +432,19 @@ class _Cycle:
         if best is None:
             return reasons.GANG_DOES_NOT_FIT
         nodedb.begin()
-        self._place(gang, {label: best[2]})
+        self._charge(self._place(gang, {label: best[2]})[3])
         nodedb.commit()
         return ""
 
-    def _place(self, gang: list[JobState], selector: dict[str, str]) -> tuple[bool, int, float]:
-        """Bind members one by one; ok when at least the gang's minimum were placed."""
+    def _charge(self, displaced: int) -> None:
+        """Count fair-share preemptions against their rate limit, only for placements that are
+        kept: the trial placements tried for each label value and rolled back displace nobody."""
+        if self.fair_bucket is not None:
+            self.fair_bucket.reserve(displaced)
+
+    def _place(self, gang: list[JobState], selector: dict[str, str]) -> tuple[bool, int, float, int]:
+        """Bind members one by one; ok when at least the gang's minimum were placed. Also how many
+        were placed, their mean preempted-at priority and how many evicted jobs they displaced."""
         nodedb = self.nodedb
         minimum = gang[0].job.gang_min_cardinality if gang[0].gang_id and not gang[0].evicted else len(gang)
         placed, preempted_at, displaced = 0, 0.0, 0
@@ -439,17 +452,15 @@ class _Cycle:
             placement = nodedb.select(js, selector)
             if placement is None:
                 if minimum >= len(gang):
-                    return False, placed, 0.0
+                    return False, placed, 0.0, displaced
                 continue
             nodedb.bind(js, placement)
             placed += 1
             preempted_at += placement.preempted_at
             displaced += placement.displaced
         if placed < minimum:
-            return False, placed, 0.0
-        if self.fair_bucket is not None and displaced:
-            self.fair_bucket.reserve(displaced)
-        return True, placed, preempted_at / max(placed, 1)
+            return False, placed, 0.0, displaced
+        return True, placed, preempted_at / max(placed, 1), displaced
 
     # -- result -----------------------------------------------------------------------------
     def _result(self) -> CycleResult:

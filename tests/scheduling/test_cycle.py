@@ -287,6 +287,18 @@ def test_jobs_a_rolled_back_gang_displaced_can_still_be_preempted_for_fair_share
     assert unscheduled(result)["g0"].reason == reasons.GANG_DOES_NOT_FIT
 
 
+def test_label_values_tried_and_rolled_back_spend_no_fair_share_preemption_tokens():
+    # The gang is tried in zone a, then in zone b (each displacing one evicted job of A), and
+    # placed in zone a: one preemption, one token -- not one for every trial as well.
+    nodes = [node("n0", cpu=4, mem=64, labels={"zone": "a"}), node("n1", cpu=4, mem=64, labels={"zone": "b"})]
+    busy = [running(job("a0", "A", cpu=4, t=0), "n0"), running(job("a1", "A", cpu=4, t=1), "n1")]
+    uniform = {"armadaproject.io/gangNodeUniformityLabel": "zone"}
+    gang = [job(f"g{i}", "B", cpu=2, t=10 + i, gang=("g", 2), annotations=uniform) for i in range(2)]
+    result = schedule(cycle([Queue("A", 0.1), "B"], nodes, gang, busy), config(fairshare_preemption_rate=RateLimit(1.0, 5)))
+    assert placed(result) == {"g0": "n0", "g1": "n0"} and preempted(result) == {"a0"}
+    assert result.limiters.fairshare_preemption == TokenBucket(4.0, 0.0)
+
+
 def test_every_job_left_queued_has_a_reason_and_output_is_sorted():
     jobs = [job(f"j{i}", cpu=5, t=i) for i in range(12)]
     result = schedule(cycle(["A"], [node("n")], jobs), config())
