@@ -65,8 +65,9 @@ class NodeDb:
         n_res = len(resource_names)
         self.totals = [tuple(node.resources.get(name, 0) for name in resource_names) for node in self.nodes]
         self.alloc = [[list(total) for _ in range(self.n_levels)] for total in self.totals]
-        # Per node, how many jobs are in place (bound, not evicted) with each level as their top one.
-        self.tops = [[0] * self.n_levels for _ in self.nodes]
+        # How many jobs are in place (bound, not evicted) on each node with each level as their top
+        # one, at [node * n_levels + level]: one flat list, not one per node (10,000s of nodes).
+        self.tops = [0] * (len(self.nodes) * self.n_levels)
         self._indices: dict[int, _LevelIndex] = {}
         self._masks: dict[tuple[object, ...], bytearray] = {}
         # Placements before each change (job, node, priority, bound, evicted) while in a transaction.
@@ -140,7 +141,7 @@ class NodeDb:
         else:
             cut = self._bind_cut(js)
             self._mark(js.node, 0, cut, js.pairs, sign)  # type: ignore[arg-type]
-            self.tops[js.node][cut - 1] -= sign  # type: ignore[index]
+            self.tops[js.node * self.n_levels + cut - 1] -= sign  # type: ignore[operator]
 
     def _mark(self, node: int, start: int, stop: int, pairs: tuple[tuple[int, int], ...], sign: int) -> None:
         rows = self.alloc[node]
@@ -172,13 +173,13 @@ class NodeDb:
             js.node, js.sched_priority, js.evicted, js.bound = placement.node, placement.priority, False, True
             cut = self._bind_cut(js)
             self._mark(placement.node, 0, cut, js.pairs, -1)
-        self.tops[placement.node][cut - 1] += 1
+        self.tops[placement.node * self.n_levels + cut - 1] += 1
 
     def evict(self, js: JobState) -> None:
         self._record(js)
         cut = self._bind_cut(js)
         self._mark(js.node, 1, cut, js.pairs, +1)  # type: ignore[arg-type]
-        self.tops[js.node][cut - 1] -= 1  # type: ignore[index]
+        self.tops[js.node * self.n_levels + cut - 1] -= 1  # type: ignore[operator]
         js.evicted = True
         self._hold(js, +1)
 
@@ -276,9 +277,9 @@ class NodeDb:
         levels up to `lvl` leaves each of those jobs its place only if it fits at that job's top
         level too; allocatable grows with the level, so the lowest one decides. (Capacity held
         by other pods below `lvl` still counts as free: Kubernetes preempts them.)"""
-        tops = self.tops[node]
+        tops, base = self.tops, node * self.n_levels
         for low in range(1, lvl):
-            if tops[low]:
+            if tops[base + low]:
                 return low
         return lvl
 
