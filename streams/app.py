@@ -14,6 +14,7 @@ from schemas.faust_codec import register_codecs
 from streams.agents import ingest, job_state, queues
 from streams.api import rest
 from streams.config import Settings
+from streams.metrics import Metrics
 from streams.domain.validation import SubmitPolicy
 from streams.replies import Replies
 from streams.tables.client_ids import client_ids_table
@@ -40,6 +41,7 @@ class ControlPlane:
     queues: faust.GlobalTable
     policy: SubmitPolicy = field(default_factory=SubmitPolicy)
     replies: Replies = field(default_factory=Replies)
+    metrics: Metrics = field(default_factory=Metrics)
 
     @property
     def ready(self) -> bool:

@@ -34,6 +34,7 @@ def register(plane: ControlPlane) -> None:
                 await handle(plane, event.message)
             except Exception as exc:  # a bug must not stop ingestion or lose the request silently
                 log.exception("ingest failed on %s[%s]@%s", event.message.topic, event.message.partition, event.message.offset)
+                plane.metrics.submissions.labels("error").inc()
                 await reject(plane, event.message, None, f"internal error while ingesting: {exc}")
 
 
@@ -41,9 +42,11 @@ async def handle(plane: ControlPlane, message: Message) -> None:
     try:
         request = decode("submit_request", message.value)
     except SchemaError as exc:
+        plane.metrics.submissions.labels("malformed").inc()
         await reject(plane, message, None, f"malformed submission: {exc}")
         return
     if not request["items"]:
+        plane.metrics.submissions.labels("empty").inc()
         await reject(plane, message, request, "submit request has no items")
         return
     now_ms = int(message.timestamp * 1000)
@@ -52,6 +55,7 @@ async def handle(plane: ControlPlane, message: Message) -> None:
 
     events: list[dict[str, Any]] = []
     answers: list[dict[str, Any]] = []
+    duplicates = 0
     for result in results:
         job_id, event_id = new_id(now_ms, rng), new_id(now_ms, rng)
         if not result.accepted:
@@ -63,6 +67,7 @@ async def handle(plane: ControlPlane, message: Message) -> None:
             existing = plane.client_ids.get(key)
             if existing is not None and existing != job_id:
                 answers.append({"job_id": existing, "duplicate": True})
+                duplicates += 1
                 continue
             plane.client_ids[key] = job_id
         events.append({"event_id": event_id, "created": now_ms, "job_id": job_id, "payload": (SUBMITTED, result.job)})
@@ -80,6 +85,11 @@ async def handle(plane: ControlPlane, message: Message) -> None:
             key=f"{request['queue']}/{request['job_set_id']}",
             value=encode("event_sequence", sequence, validate_record=False),  # built from validated items
         )
+    queue = request["queue"]
+    plane.metrics.submissions.labels("processed").inc()
+    plane.metrics.jobs_submitted.labels(queue).inc(len(events))
+    plane.metrics.jobs_deduplicated.labels(queue).inc(duplicates)
+    plane.metrics.jobs_rejected.labels(queue).inc(len(results) - len(events) - duplicates)
     plane.replies.resolve(request["request_id"], answers)
 
 

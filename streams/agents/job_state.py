@@ -11,6 +11,7 @@ logged and skipped: one bad message must not stop the fold for every other job.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode
@@ -31,12 +32,16 @@ def register(plane: ControlPlane) -> None:
             try:
                 sequence = decode("event_sequence", message.value)
             except SchemaError as exc:
+                plane.metrics.events.labels("undecodable").inc()
                 log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
                 continue
-            apply_sequence(plane, sequence)
+            for outcome, count in apply_sequence(plane, sequence).items():
+                plane.metrics.events.labels(outcome).inc(count)
 
 
-def apply_sequence(plane: ControlPlane, sequence: dict[str, Any]) -> None:
+def apply_sequence(plane: ControlPlane, sequence: dict[str, Any]) -> Counter[str]:
+    """Fold every job event of the sequence; returns how many were applied, unchanged, refused..."""
+    outcomes: Counter[str] = Counter()
     envelope = {key: sequence[key] for key in ("queue", "job_set_id", "user", "groups")}
     for event in sequence["events"]:
         job_id = event["job_id"]
@@ -47,11 +52,16 @@ def apply_sequence(plane: ControlPlane, sequence: dict[str, Any]) -> None:
         try:
             after = apply_event(before, kind, event, envelope)
         except TransitionRefused as exc:
+            outcomes["refused"] += 1
             log.warning("event %s (%s) refused for job %s: %s", event["event_id"], kind, job_id, exc)
             continue
         if after is None:
+            outcomes["unknown_job"] += 1
             log.warning("event %s (%s) for unknown job %s ignored", event["event_id"], kind, job_id)
             continue
         if after is before:
+            outcomes["unchanged"] += 1
             continue
         plane.jobs.put(after)
+        outcomes["applied"] += 1
+    return outcomes

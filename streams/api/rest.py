@@ -19,6 +19,7 @@ from streams.domain import jobspec
 from streams.domain.ids import IdFactory
 from streams.domain.queues import validate_queue
 from streams.domain.views import job_view
+from streams.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
     from streams.app import ControlPlane
@@ -95,6 +96,11 @@ def register(plane: ControlPlane) -> None:
         async def get(self, request: web.Request) -> web.Response:
             ready = plane.ready
             return self.json({"status": "ok" if ready else "starting"}, status=200 if ready else 503)
+
+    @app.page("/metrics")
+    class Metrics(web.View):
+        async def get(self, request: web.Request) -> web.Response:
+            return self.bytes(plane.metrics.exposition(), content_type=CONTENT_TYPE)
 
     @app.page("/api/v1/queues")
     class Queues(web.View):

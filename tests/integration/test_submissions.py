@@ -136,3 +136,23 @@ def test_job_is_readable_as_soon_as_submit_answers(worker: Worker, submitted: di
             if job is None or job.get("state") != "queued":
                 missing.append((job_id, job))
     assert not missing, f"{len(missing)} of 100 accepted jobs were not readable right after the 200: {missing[:3]}"
+
+
+def test_metrics_count_what_the_pipeline_did(worker: Worker, submitted: dict[str, str]) -> None:
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    states = worker.job_states()
+    with urllib.request.urlopen(f"{worker.url}/metrics", timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/plain")
+        families = {f.name: f for f in text_string_to_metric_families(response.read().decode())}
+
+    def value(family: str, **labels: str) -> float:
+        return sum(s.value for s in families[family].samples if s.name.endswith("_total") and labels.items() <= s.labels.items())
+
+    assert value("flotilla_jobs_submitted", queue=QUEUE) == len(states) >= TOTAL
+    assert value("flotilla_jobs_deduplicated", queue=QUEUE) >= TOTAL  # the re-submission of every client id
+    assert value("flotilla_jobs_rejected", queue=QUEUE) == 0
+    assert value("flotilla_events", outcome="applied") >= len(states)
+    assert value("flotilla_submissions", outcome="malformed") == 0
