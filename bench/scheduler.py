@@ -1,5 +1,5 @@
-"""Scheduler benchmarks: one line of conditions and figures per case, then one JSON line with
-all of them (as every bench/ script ends); not a timed test.
+"""Scheduler benchmarks: one JSON line per case on stdout (`case`, `nodes`, `jobs`, `queues`,
+`seconds`, `peak_mib` and the conditions), a readable summary of each on stderr; not a timed test.
 
 Cases (after Armada's Go benchmarks): a full cycle that evicts and re-schedules 32,000 running
 1-cpu jobs on 1,000 32-cpu nodes (10 queues); one 32,000-member gang on 1,000 nodes; one job on
@@ -117,15 +117,13 @@ def main() -> None:
         parser.error(f"unknown cases {unknown}")
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    results = []
     for name in names:
         r = measure(name, args.runs)
-        results.append(r)
+        # A readable summary on stderr; stdout carries one JSON line per case, as scripts read it.
         print(f"{name}: {r['nodes']} nodes, {r['jobs']} jobs, {r['queues']} queues, {r['cores']} cores, "
               f"Python {r['python']}: {r['seconds']} s median of {r['runs']} {r['range']}, cpu {r['cpu_seconds']} s, "
-              f"peak {r['peak_mib']} MiB (process {r['process_max_rss_mib']} MiB)", flush=True)
-    print(json.dumps({"bench": "scheduler", "cases": results}), flush=True)
-
+              f"peak {r['peak_mib']} MiB (process {r['process_max_rss_mib']} MiB)", file=sys.stderr, flush=True)
+        print(json.dumps(r), flush=True)
 
 if __name__ == "__main__":
     main()
