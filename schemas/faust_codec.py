@@ -6,7 +6,7 @@ Usage: call ``register_codecs()`` before the app creates topics, then
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any
 
 from faust.serializers import codecs
 from faust.types.codecs import CodecT
@@ -23,7 +23,7 @@ class AvroCodec(codecs.Codec):
     they are chained with ``|``.
     """
 
-    def __init__(self, schema_name: str, children: Optional[Tuple[CodecT, ...]] = None, **kwargs: Any) -> None:
+    def __init__(self, schema_name: str, children: tuple[CodecT, ...] | None = None, **kwargs: Any) -> None:
         codec.schema(schema_name)  # fail at registration, not on the first message
         super().__init__(children=children, schema_name=schema_name, **kwargs)
         self.schema_name = schema_name

@@ -145,7 +145,7 @@ def register(plane: ControlPlane) -> None:
             try:
                 await plane.topics.submissions.send(key=submit["queue"], value=message)
                 outcome = await asyncio.wait_for(answer, plane.settings.submit_timeout_s)
-            except asyncio.TimeoutError as exc:
+            except TimeoutError as exc:
                 raise ApiError(
                     504, f"request {submit['request_id']} is on the log but was not processed in time; check its jobs later"
                 ) from exc
