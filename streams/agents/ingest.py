@@ -32,10 +32,9 @@ def register(plane: ControlPlane) -> None:
         async for event in stream.events():
             try:
                 await handle(plane, event.message)
-            except Exception as exc:  # a bug must not stop ingestion or lose the request silently
+            except Exception:  # a crashed Faust agent stays down: log, count, and go on with the next
                 log.exception("ingest failed on %s[%s]@%s", event.message.topic, event.message.partition, event.message.offset)
                 plane.metrics.submissions.labels("error").inc()
-                await reject(plane, event.message, None, f"internal error while ingesting: {exc}")
 
 
 async def handle(plane: ControlPlane, message: Message) -> None:
@@ -45,6 +44,15 @@ async def handle(plane: ControlPlane, message: Message) -> None:
         plane.metrics.submissions.labels("malformed").inc()
         await reject(plane, message, None, f"malformed submission: {exc}")
         return
+    try:
+        await ingest_request(plane, message, request)
+    except Exception as exc:  # a bug must not lose the request silently: answer it as rejected
+        log.exception("ingest failed on request %s", request["request_id"])
+        plane.metrics.submissions.labels("error").inc()
+        await reject(plane, message, request, f"internal error while ingesting: {exc}")
+
+
+async def ingest_request(plane: ControlPlane, message: Message, request: dict[str, Any]) -> None:
     if not request["items"]:
         plane.metrics.submissions.labels("empty").inc()
         await reject(plane, message, request, "submit request has no items")
