@@ -375,22 +375,20 @@ class _Cycle:
 
     def _check_constraints(self, queue: str, gang: list[JobState]) -> str:
         size = len(gang)
-        bucket = self.global_bucket
-        if bucket.tokens <= 0:
-            return reasons.GLOBAL_RATE_LIMIT
-        if bucket.burst < size:
-            return reasons.GANG_EXCEEDS_GLOBAL_BURST
-        if bucket.tokens < size:
-            return reasons.GANG_EXCEEDS_GLOBAL_RATE
+        refusal = _rate_refusal(
+            self.global_bucket, size,
+            reasons.GLOBAL_RATE_LIMIT, reasons.GANG_EXCEEDS_GLOBAL_BURST, reasons.GANG_EXCEEDS_GLOBAL_RATE,
+        )
+        if refusal:
+            return refusal
         if self.queues[queue].cordoned:
             return reasons.QUEUE_CORDONED
-        bucket = self.queue_buckets[queue]
-        if bucket.tokens <= 0:
-            return reasons.QUEUE_RATE_LIMIT
-        if bucket.burst < size:
-            return reasons.GANG_EXCEEDS_QUEUE_BURST
-        if bucket.tokens < size:
-            return reasons.GANG_EXCEEDS_QUEUE_RATE
+        refusal = _rate_refusal(
+            self.queue_buckets[queue], size,
+            reasons.QUEUE_RATE_LIMIT, reasons.GANG_EXCEEDS_QUEUE_BURST, reasons.GANG_EXCEEDS_QUEUE_RATE,
+        )
+        if refusal:
+            return refusal
         pc_name = gang[0].pc.name
         if exceeds(self.class_allocation[(queue, pc_name)], self.class_limits[(queue, pc_name)]):
             return reasons.QUEUE_CLASS_LIMIT
@@ -547,3 +545,16 @@ def _group_queued(queued: Iterable[Job]) -> tuple[dict[tuple[object, ...], list[
 def _chain(first: Sequence[JobState], rest: Iterator[JobState]) -> Iterator[JobState]:
     yield from first
     yield from rest
+
+
+def _rate_refusal(bucket: Bucket, size: int, exhausted: str, over_burst: str, over_rate: str) -> str:
+    """Why a token bucket refuses a gang of ``size`` ("" if it admits it): a gang needs a token
+    per member, an empty bucket stops everything behind it, and a gang larger than the burst
+    can never be admitted."""
+    if bucket.tokens <= 0:
+        return exhausted
+    if bucket.burst < size:
+        return over_burst
+    if bucket.tokens < size:
+        return over_rate
+    return ""
