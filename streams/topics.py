@@ -22,21 +22,23 @@ _TOPIC_ALREADY_EXISTS = TopicAlreadyExistsError.errno
 
 @dataclass(frozen=True)
 class TopicSpec:
-    name: str          # without the prefix
-    schema: str | None  # Avro schema of the value; None for raw bytes
+    name: str  # without the prefix
     compacted: bool = False
     single_partition: bool = False
 
 
+# Values are Avro (schemas/) except on scheduler-feed: submissions submit_request, events
+# event_sequence, job-states job_state, executor-commands executor_command, executor-reports
+# executor_report, queues queue, rejected rejection.
 TOPICS: tuple[TopicSpec, ...] = (
-    TopicSpec("submissions", "submit_request"),
-    TopicSpec("events", "event_sequence"),
-    TopicSpec("job-states", "job_state", compacted=True),
-    TopicSpec("scheduler-feed", None, single_partition=True),
-    TopicSpec("executor-commands", "executor_command"),
-    TopicSpec("executor-reports", "executor_report"),
-    TopicSpec("queues", "queue", compacted=True, single_partition=True),
-    TopicSpec("rejected", "rejection"),
+    TopicSpec("submissions"),
+    TopicSpec("events"),
+    TopicSpec("job-states", compacted=True),
+    TopicSpec("scheduler-feed", single_partition=True),
+    TopicSpec("executor-commands"),
+    TopicSpec("executor-reports"),
+    TopicSpec("queues", compacted=True, single_partition=True),
+    TopicSpec("rejected"),
 )
 
 # Table changelogs (Faust's names, `<app id>-<table>-changelog`), created with the partition counts
