@@ -1,7 +1,9 @@
 """Ingest benchmark: submit N jobs through `flotilla.submissions`, time until all are queued.
 
-Starts an embedded Tansu broker on a free port and a real control-plane worker as a subprocess
-(`python -m streams.cli worker`), creates queue `bench` through the REST API, then:
+Starts an embedded Tansu broker on a free port and `--workers` real control-plane workers as
+subprocesses (`python -m streams.cli worker`, same app id, so one consumer group shares the
+partitions out; each has its own data dir and web port), creates `--queues` queues `bench-0` ..
+`bench-{Q-1}` through one worker's REST API and waits until every worker sees them, then:
 
 1. raw phase (before the worker starts, same broker, same client settings; median of 3): plain aiokafka
    produce+consume of messages of (a) the size of one job_state record, N messages, and (b) the
@@ -10,6 +12,9 @@ Starts an embedded Tansu broker on a free port and a real control-plane worker a
 2. Flotilla phase: pre-encodes N jobs as submit_request records of `--batch` items, starts the
    clock, produces them all to `flotilla.submissions` (key = queue) while one consumer (no group,
    from the earliest offset) reads `flotilla.job-states` until N distinct job ids are seen.
+   Request i goes to queue `bench-{i mod Q}` (one job set per queue). Submissions are keyed by
+   queue, so Q queues use at most Q partitions (which ones is murmur2(queue) mod P, printed), and
+   a worker given no used partition has nothing to do: the benchmark warns when Q < P or N > P.
 
 Counting: distinct *keys* of `flotilla.job-states` (the job id); nothing else writes job-states
 during the run, so each key is a job that reached `queued`. Every 1,000th value is decoded
@@ -22,10 +27,13 @@ is compared with one message of that size going through the same broker with raw
 measured as produce+consume from the same client process. (The per-request raw rate is printed too,
 for reference: it shows what the broker does with messages as large as a submit request.)
 
-Peak RSS is the worker's VmHWM from /proc/<pid>/status (the kernel's high-water mark, which
-includes start-up), cross-checked with VmRSS sampled every 100 ms.
+Peak RSS is each worker's VmHWM from /proc/<pid>/status (the kernel's high-water mark, which
+includes start-up), cross-checked with VmRSS sampled every 100 ms; `peak_rss_mib` is the largest
+over the workers. CPU seconds (user + system) are measured per worker and for the broker over the
+timed phase, so it shows whether every worker was busy.
 
-Usage: .venv/bin/python bench/ingest.py [--jobs 100000] [--batch 100] [--partitions 1]
+Usage: .venv/bin/python bench/ingest.py [--jobs 100000] [--batch 100] [--partitions 1] [--workers 1]
+       [--queues 1]
 Progress goes to stderr; the last stdout line is one JSON object.
 """
 
@@ -54,6 +62,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
+from aiokafka.partitioner import DefaultPartitioner  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
@@ -63,9 +72,12 @@ from streams.domain import jobspec  # noqa: E402
 from streams.domain.jobs import apply_event  # noqa: E402
 from streams.domain.validation import SubmitPolicy, validate_item  # noqa: E402
 
-QUEUE = "bench"
+QUEUE_PREFIX = "bench-"
+JOB_SET = "bench-set"  # one job set per queue: the same name in every queue is a different job set
+QUEUE_VISIBLE_TIMEOUT_S = 60.0
 SUBMISSIONS = "flotilla.submissions"
 JOB_STATES = "flotilla.job-states"
+EVENTS = "flotilla.events"
 REJECTED = "flotilla.rejected"
 PROGRESS_EVERY_S = 3.0
 STALL_TIMEOUT_S = 120.0
@@ -117,22 +129,81 @@ def raw_item(i: int) -> dict[str, Any]:
     }
 
 
-def submit_request(first: int, count: int, index: int) -> dict[str, Any]:
+def queue_names(count: int) -> list[str]:
+    return [f"{QUEUE_PREFIX}{i}" for i in range(count)]
+
+
+def submit_request(first: int, count: int, index: int, queue: str) -> dict[str, Any]:
     return {
         "request_id": f"bench-request-{index:08d}",
-        "queue": QUEUE,
-        "job_set_id": "bench-set",
+        "queue": queue,
+        "job_set_id": JOB_SET,
         "user": "anonymous",
         "groups": [],
         "items": [jobspec.job_item(raw_item(i)) for i in range(first, first + count)],
     }
 
 
-def encode_requests(jobs: int, batch: int) -> list[bytes]:
-    return [
-        encode("submit_request", submit_request(first, min(batch, jobs - first), index))
-        for index, first in enumerate(range(0, jobs, batch))
-    ]
+def encode_requests(jobs: int, batch: int, queues: list[str]) -> list[tuple[bytes, bytes]]:
+    """(key, value) submit records; round-robin over the queues, keyed by queue as the API does."""
+    records = []
+    for index, first in enumerate(range(0, jobs, batch)):
+        queue = queues[index % len(queues)]
+        request = submit_request(first, min(batch, jobs - first), index, queue)
+        records.append((queue.encode(), encode("submit_request", request)))
+    return records
+
+
+def queues_by_partition(keys: list[str], partitions: int) -> list[list[str]]:
+    """Which keys land on which partition: the producer's own murmur2 partitioner decides, so for
+    submissions (key = queue) this is exactly the spread the workers will see."""
+    spread: list[list[str]] = [[] for _ in range(partitions)]
+    for key in keys:
+        spread[DefaultPartitioner()(key.encode(), list(range(partitions)), None)].append(key)
+    return spread
+
+
+def event_keys(queues: list[str]) -> list[str]:
+    """Keys of flotilla.events (queue/job set, see streams/agents/ingest.py): the job-state fold
+    is spread by these, independently of the submissions spread."""
+    return [f"{queue}/{JOB_SET}" for queue in queues]
+
+
+def assigned_partitions(worker: WorkerProcess, topics: tuple[str, ...] = (SUBMISSIONS, EVENTS)) -> str:
+    """The worker's last assignment of these topics, from Faust's 'Setting newly assigned partitions'
+    table in its log (best effort: '?' if the log format differs). Read after the timed phase, so a
+    rebalance during the run shows."""
+    try:
+        text = worker.log_path.read_text(errors="replace")
+    except OSError:
+        return "?"
+    start = text.rfind("Setting newly assigned partitions")
+    if start < 0:
+        return "?"
+    rows: dict[str, str] = {}
+    for line in text[start:].splitlines()[1:]:
+        if line.startswith("["):  # the next log record ends the table
+            break
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0] in topics:
+            rows[cells[0]] = cells[1]
+    return ", ".join(f"{topic.split('.', 1)[1]} {rows.get(topic, 'none')}" for topic in topics)
+
+
+def spread_warnings(spread: list[list[str]], workers: int) -> list[str]:
+    """Set-ups that leave partitions or workers without work, which the figures would hide."""
+    partitions, used = len(spread), sum(1 for queues in spread if queues)
+    queues = sum(map(len, spread))
+    found = []
+    if queues < partitions:
+        found.append(f"queues ({queues}) < partitions ({partitions}): submissions are keyed by queue, "
+                     f"so at most {queues} partition(s) get work")
+    elif used < partitions:
+        found.append(f"murmur2 puts the {queues} queues on only {used} of {partitions} partitions")
+    if workers > partitions:
+        found.append(f"workers ({workers}) > partitions ({partitions}): {workers - partitions} worker(s) "
+                     "get no partition and stay idle")
+    return found
 
 
 def job_state_size() -> int:
@@ -142,7 +213,7 @@ def job_state_size() -> int:
     now = int(time.time() * 1000)
     ulid = "01JZZZZZZZZZZZZZZZZZZZZZZZ"
     event = {"event_id": ulid, "created": now, "job_id": ulid, "payload": ("flotilla.JobSubmitted", job)}
-    envelope = {"queue": QUEUE, "job_set_id": "bench-set", "user": "anonymous", "groups": []}
+    envelope = {"queue": queue_names(1)[0], "job_set_id": JOB_SET, "user": "anonymous", "groups": []}
     state = apply_event(None, "flotilla.JobSubmitted", event, envelope)
     assert state is not None
     return len(encode("job_state", state))
@@ -187,17 +258,63 @@ def http(method: str, url: str, body: Any = None, timeout: float = 10.0) -> tupl
         return exc.code, exc.read().decode(errors="replace")
 
 
-def start_worker(broker_url: str, partitions: int, state_dir: Path) -> WorkerProcess:
-    """A real control-plane worker, in its own session: Ctrl-C reaches only the benchmark, which stops it."""
+def new_worker(broker_url: str, partitions: int, state_dir: Path, index: int) -> WorkerProcess:
+    """A real control-plane worker, in its own session: Ctrl-C reaches only the benchmark, which stops it.
+
+    Every worker keeps the default app id, so they form one consumer group; each needs its own
+    data dir (RocksDB locks it) and web port.
+    """
+    worker_dir = state_dir / f"worker-{index}"
+    worker_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
     env = {
         **os.environ,
         "FLOTILLA_BROKER": broker_url,
-        "FLOTILLA_DATA_DIR": str(state_dir / "data"),
+        "FLOTILLA_DATA_DIR": str(worker_dir / "data"),
         "FLOTILLA_PARTITIONS": str(partitions),
+        "FLOTILLA_WEB_PORT": str(port),
     }
-    port = free_port()
-    env["FLOTILLA_WEB_PORT"] = str(port)
-    return WorkerProcess(env=env, log_path=state_dir / "worker.log", web_port=port, new_session=True)
+    return WorkerProcess(env=env, log_path=worker_dir / "worker.log", web_port=port, new_session=True)
+
+
+def start_workers(workers: list[WorkerProcess], queues: list[str]) -> None:
+    """Start worker 0, create the queues through it, then start the others and wait for every
+    worker to be healthy and to see every queue.
+
+    The queues are created before the other workers start because a queue created while two
+    workers run never reached the second one's `queues` GlobalTable here (faust-streaming 0.15.3;
+    faust-streaming/faust#283): a worker that joins later reads the changelog on recovery instead.
+    Workers start one at a time, in this thread, so an error or Ctrl-C never leaves a child the
+    caller does not know about; the final health pass covers the rebalances each join causes.
+    """
+    for index, worker in enumerate(workers):
+        log(f"starting control-plane worker {index + 1}/{len(workers)} ...")
+        worker.start()
+        if index == 0:
+            create_queues(worker, queues)
+    for worker in workers:
+        worker.wait_healthy(120.0)
+    wait_queues_visible(workers, queues)
+
+
+def create_queues(worker: WorkerProcess, names: list[str]) -> None:
+    for name in names:
+        status, body = http("POST", f"{worker.url}/api/v1/queues", {"name": name})
+        if status // 100 != 2:
+            raise RuntimeError(f"cannot create queue {name!r}: HTTP {status} {body}")
+
+
+def wait_queues_visible(workers: list[WorkerProcess], names: list[str]) -> None:
+    """Until every worker's global table has each queue: a worker that has not seen a queue
+    would reject that queue's submissions."""
+    deadline = time.monotonic() + QUEUE_VISIBLE_TIMEOUT_S
+    for worker in workers:
+        for name in names:
+            while (status := http("GET", f"{worker.url}/api/v1/queues/{name}")[0]) != 200:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"queue {name!r} not visible on {worker.url} after "
+                                       f"{QUEUE_VISIBLE_TIMEOUT_S:.0f}s (HTTP {status})")
+                time.sleep(0.2)
 
 
 # ---------------------------------------------------------------- measurements
@@ -223,22 +340,21 @@ async def started_consumer(bootstrap: str, topics: dict[str, int]) -> AIOKafkaCo
     return consumer
 
 
-async def produce_all(producer: AIOKafkaProducer, topic: str, key: bytes, values: list[bytes]) -> None:
-    futures = [await producer.send(topic, value, key=key) for value in values]
+async def produce_all(producer: AIOKafkaProducer, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    futures = [await producer.send(topic, value, key=key) for key, value in records]
     await asyncio.gather(*futures)
 
 
 async def raw_rate(bootstrap: str, topic: str, size: int, count: int) -> float:
     """Messages/s produced and consumed (first produce -> last consumed) through a fresh topic."""
     await create_topic(bootstrap, topic)
-    value = os.urandom(size)
-    values = [value] * count
+    records = [(b"raw", os.urandom(size))] * count
     consumer = await started_consumer(bootstrap, {topic: 1})
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_OPTIONS)
     await producer.start()
     try:
         start = time.perf_counter()
-        sending = asyncio.create_task(produce_all(producer, topic, b"raw", values))
+        sending = asyncio.create_task(produce_all(producer, topic, records))
         seen, last = 0, start
         next_report = start + PROGRESS_EVERY_S
         while seen < count:
@@ -267,16 +383,20 @@ class IngestResult:
     produce_seconds: float
     checked: int
     mean_state_bytes: float
-    peak_rss_kib: int
-    worker_cpu_s: float
+    peak_rss_kib: list[int]  # per worker
+    worker_cpu_s: list[float]  # per worker
     broker_cpu_s: float
+
+
+def rss_summary(pids: list[int]) -> str:
+    return ", ".join(f"{read_status(pid).get('VmRSS', 0) / 1024:,.0f}" for pid in pids) + " MiB"
 
 
 async def flotilla_rate(
     bootstrap: str,
-    worker_pid: int,
+    worker_pids: list[int],
     broker_pid: int | None,
-    requests: list[bytes],
+    requests: list[tuple[bytes, bytes]],
     jobs: int,
     partitions: int,
     profiler: list[str] | None,
@@ -284,13 +404,13 @@ async def flotilla_rate(
     consumer = await started_consumer(bootstrap, {JOB_STATES: partitions, REJECTED: partitions})
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_OPTIONS)
     await producer.start()
-    sampled_rss = 0
+    sampled_rss = [0] * len(worker_pids)
     stop_sampling = asyncio.Event()
 
     async def sample_rss() -> None:
-        nonlocal sampled_rss
         while not stop_sampling.is_set():
-            sampled_rss = max(sampled_rss, read_status(worker_pid).get("VmRSS", 0))
+            for i, pid in enumerate(worker_pids):
+                sampled_rss[i] = max(sampled_rss[i], read_status(pid).get("VmRSS", 0))
             try:
                 await asyncio.wait_for(stop_sampling.wait(), 0.1)
             except asyncio.TimeoutError:
@@ -305,9 +425,10 @@ async def flotilla_rate(
         seen: set[bytes] = set()
         checked = 0
         state_bytes = 0
-        cpu_before = cpu_seconds(worker_pid), cpu_seconds(broker_pid)
+        workers_cpu_before = [cpu_seconds(pid) for pid in worker_pids]
+        broker_cpu_before = cpu_seconds(broker_pid)
         start = time.perf_counter()
-        sending = asyncio.create_task(produce_all(producer, SUBMISSIONS, QUEUE.encode(), requests))
+        sending = asyncio.create_task(produce_all(producer, SUBMISSIONS, requests))
         produce_done = None
         last = start
         next_report = start + PROGRESS_EVERY_S
@@ -337,19 +458,17 @@ async def flotilla_rate(
                 produce_done = now
             if now >= next_report:
                 elapsed = now - start
-                rss = read_status(worker_pid).get("VmRSS", 0) / 1024
                 log(f"{len(seen):,}/{jobs:,} queued after {elapsed:.1f}s ({len(seen) / elapsed:,.0f} jobs/s), "
-                    f"worker RSS {rss:,.0f} MiB")
+                    f"worker RSS {rss_summary(worker_pids)}")
                 next_report = now + PROGRESS_EVERY_S
         await sending
         if produce_done is None:
             produce_done = time.perf_counter()
-        status = read_status(worker_pid)
-        peak = max(status.get("VmHWM", 0), sampled_rss)
-        worker_cpu = cpu_seconds(worker_pid) - cpu_before[0]
-        broker_cpu = cpu_seconds(broker_pid) - cpu_before[1]
+        workers_cpu = [cpu_seconds(pid) - before for pid, before in zip(worker_pids, workers_cpu_before)]
+        broker_cpu = cpu_seconds(broker_pid) - broker_cpu_before
+        peaks = [max(read_status(pid).get("VmHWM", 0), sampled) for pid, sampled in zip(worker_pids, sampled_rss)]
         return IngestResult(
-            last - start, produce_done - start, checked, state_bytes / len(seen), peak, worker_cpu, broker_cpu
+            last - start, produce_done - start, checked, state_bytes / len(seen), peaks, workers_cpu, broker_cpu
         )
     finally:
         if spy is not None and spy.poll() is None:
@@ -372,14 +491,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=100_000, help="jobs to submit (default 100000)")
     parser.add_argument("--batch", type=int, default=100, help="job items per submit request (default 100)")
-    parser.add_argument("--partitions", type=int, default=1, help="FLOTILLA_PARTITIONS for the worker (default 1)")
-    parser.add_argument("--py-spy", metavar="BIN", help="profile the worker during the Flotilla phase with this py-spy")
+    parser.add_argument("--partitions", type=int, default=1, help="FLOTILLA_PARTITIONS for the workers (default 1)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="control-plane workers in one consumer group (default 1)")
+    parser.add_argument("--queues", type=int, default=1,
+                        help="queues bench-0..bench-{Q-1}; submit requests go round-robin over them (default 1)")
+    parser.add_argument("--py-spy", metavar="BIN",
+                        help="profile worker 0 during the Flotilla phase with this py-spy")
     parser.add_argument("--py-spy-native", action="store_true",
                         help="include native frames (GC, fastavro, syscalls); pauses the worker per sample")
     parser.add_argument("--profile-out", default="/tmp/ingest-profile.txt", help="py-spy output (--format raw)")
     args = parser.parse_args(argv)
-    if args.jobs < 1 or args.batch < 1 or args.partitions < 1:
-        parser.error("--jobs, --batch and --partitions must be positive")
+    if min(args.jobs, args.batch, args.partitions, args.workers, args.queues) < 1:
+        parser.error("--jobs, --batch, --partitions, --workers and --queues must be positive")
     return args
 
 
@@ -390,111 +514,161 @@ def _interrupt(signum: int, frame: Any) -> None:
     os.kill(os.getpid(), signal.SIGINT)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
-    signal.signal(signal.SIGTERM, _interrupt)
+@dataclass
+class Setup:
+    """What the report needs to know about the run besides the measured result."""
+    args: argparse.Namespace
+    queues: list[str]
+    spread: list[list[str]]
+    requests: int
+    request_bytes: int
+    state_bytes: int
+    raw_jobs: list[float]
+    raw_requests: list[float]
+    raw_count: int
+    worker_pids: list[int]
+    assignments: list[str]
 
-    state_dir = Path(tempfile.mkdtemp(prefix="flotilla-bench-ingest-"))
-    broker = EmbeddedBroker(log_path=state_dir / "broker.log")
-    worker: WorkerProcess | None = None
-    try:
-        log(f"encoding {args.jobs:,} jobs in requests of {args.batch} ...")
-        requests = encode_requests(args.jobs, args.batch)
-        request_bytes = round(sum(map(len, requests)) / len(requests))
-        state_bytes = job_state_size()
 
-        broker.start()
-        broker_pid = broker._process.pid if broker._process is not None else None  # for CPU accounting
-        log(f"broker {broker.url} (state and logs in {state_dir})")
-
-        # Raw phase first, before the worker exists: the broker and the machine are otherwise idle.
-        log(f"raw aiokafka: {args.jobs:,} messages of {state_bytes} B, {RAW_REPEATS} times ...")
-        raw_jobs = [
-            asyncio.run(raw_rate(broker.bootstrap, f"bench.raw-job-{i}", state_bytes, args.jobs))
-            for i in range(RAW_REPEATS)
-        ]
-        raw_count = max(len(requests), 1000)
-        log(f"raw aiokafka: {raw_count:,} messages of {request_bytes:,} B, {RAW_REPEATS} times ...")
-        raw_requests = [
-            asyncio.run(raw_rate(broker.bootstrap, f"bench.raw-request-{i}", request_bytes, raw_count))
-            for i in range(RAW_REPEATS)
-        ]
-        raw_job, raw_request = statistics.median(raw_jobs), statistics.median(raw_requests)
-
-        worker = start_worker(broker.url, args.partitions, state_dir)
-        log("starting the control-plane worker ...")
-        worker.start()
-        assert worker.process is not None
-        pid = worker.process.pid
-        status, body = http("POST", f"{worker.url}/api/v1/queues", {"name": QUEUE})
-        if status // 100 != 2:
-            raise RuntimeError(f"cannot create queue {QUEUE!r}: HTTP {status} {body}")
-        log(f"worker pid {pid} healthy on {worker.url}; queue {QUEUE!r} created; submitting ...")
-
-        profiler = None
-        if args.py_spy:
-            profiler = [args.py_spy, "record", "--format", "raw", "-o", args.profile_out, "--pid", str(pid),
-                        "--rate", "100", *(["--native"] if args.py_spy_native else ["--nonblocking"])]
-        result = asyncio.run(
-            flotilla_rate(broker.bootstrap, pid, broker_pid, requests, args.jobs, args.partitions, profiler)
-        )
-    except KeyboardInterrupt:
-        log("interrupted")
-        return 130
-    except Exception as exc:  # noqa: BLE001 - report and clean up
-        log(f"error: {exc}")
-        if worker is not None:
-            log(f"worker log tail:\n{worker.log_tail()}")
-        return 1
-    finally:
-        if worker is not None:
-            worker.stop()
-        broker.stop()
-        shutil.rmtree(state_dir, ignore_errors=True)
-
+def print_report(setup: Setup, result: IngestResult) -> None:
+    args = setup.args
+    raw_job, raw_request = statistics.median(setup.raw_jobs), statistics.median(setup.raw_requests)
     jobs_per_s = args.jobs / result.seconds
     ratio = jobs_per_s / raw_job
-    peak_mib = result.peak_rss_kib / 1024
-    print(f"conditions: {os.cpu_count()} cores (broker, worker and this client share them), "
+    peaks_mib = [kib / 1024 for kib in result.peak_rss_kib]
+    used = sum(1 for queues in setup.spread if queues)
+    events_spread = [len(keys) for keys in queues_by_partition(event_keys(setup.queues), args.partitions)]
+    print(f"conditions: {os.cpu_count()} cores (broker, {args.workers} worker(s) and this client share them), "
           f"Python {platform.python_version()}, embedded Tansu, log in memory")
-    print(f"  jobs {args.jobs:,}, batch {args.batch} items per submit request ({len(requests):,} requests), "
-          f"partitions {args.partitions} (submissions keyed by queue: one queue -> one partition used)")
-    print(f"  message sizes: submit request {request_bytes:,} B, job_state {state_bytes} B "
+    print(f"  jobs {args.jobs:,}, batch {args.batch} items per submit request ({setup.requests:,} requests), "
+          f"round-robin over {args.queues} queue(s); workers {args.workers} (one consumer group); "
+          f"partitions {args.partitions}, {used} used (submissions keyed by queue; queues per partition "
+          f"{[len(queues) for queues in setup.spread]}; job sets per events partition {events_spread})")
+    print(f"  message sizes: submit request {setup.request_bytes:,} B, job_state {setup.state_bytes} B "
           f"(observed mean on job-states {result.mean_state_bytes:,.0f} B)")
     print("  counting: distinct keys of flotilla.job-states; every 1,000th value decoded and checked "
           f"'queued' ({result.checked} checked); flotilla.rejected watched (none)")
     print("  ratio = jobs/s / raw msgs/s of job_state-sized messages (one job through Flotilla vs one "
           "message of that size through raw aiokafka, produce+consume on the same broker)")
     if args.py_spy:
-        print(f"  NOTE: worker profiled with py-spy during this run ({args.profile_out}); figures are perturbed")
+        print(f"  NOTE: worker 0 profiled with py-spy during this run ({args.profile_out}); figures are perturbed")
+    for warning in spread_warnings(setup.spread, args.workers):
+        print(f"  WARNING: {warning}")
     print(f"flotilla: {jobs_per_s:,.0f} jobs/s ({args.jobs:,} jobs queued in {result.seconds:.2f}s; "
           f"all produced after {result.produce_seconds:.2f}s)")
-    print(f"  CPU during the Flotilla phase: worker {result.worker_cpu_s:.1f}s "
-          f"({result.worker_cpu_s / result.seconds:.0%} of one core), broker {result.broker_cpu_s:.1f}s "
+    total_cpu = sum(result.worker_cpu_s)
+    print(f"  CPU during the Flotilla phase: workers {total_cpu:.1f}s in total "
+          f"({total_cpu / result.seconds:.0%} of one core), broker {result.broker_cpu_s:.1f}s "
           f"({result.broker_cpu_s / result.seconds:.0%} of one core)")
-    print(f"raw aiokafka (median of {RAW_REPEATS}): {raw_job:,.0f} msgs/s of {state_bytes} B "
-          f"({args.jobs:,} msgs; runs {', '.join(f'{r:,.0f}' for r in raw_jobs)}); "
-          f"{raw_request:,.0f} msgs/s of {request_bytes:,} B ({raw_count:,} msgs; runs "
-          f"{', '.join(f'{r:,.0f}' for r in raw_requests)}; "
+    per_worker = zip(setup.worker_pids, result.worker_cpu_s, peaks_mib, setup.assignments)
+    for index, (pid, cpu, peak, assigned) in enumerate(per_worker):
+        print(f"    worker {index} (pid {pid}): CPU {cpu:.1f}s ({cpu / result.seconds:.0%} of one core), "
+              f"peak RSS {peak:,.1f} MiB; assigned {assigned}")
+    print(f"raw aiokafka (median of {RAW_REPEATS}): {raw_job:,.0f} msgs/s of {setup.state_bytes} B "
+          f"({args.jobs:,} msgs; runs {', '.join(f'{r:,.0f}' for r in setup.raw_jobs)}); "
+          f"{raw_request:,.0f} msgs/s of {setup.request_bytes:,} B ({setup.raw_count:,} msgs; runs "
+          f"{', '.join(f'{r:,.0f}' for r in setup.raw_requests)}; "
           f"= {raw_request * args.batch:,.0f} jobs/s if each carried {args.batch} jobs)")
     print(f"ratio: {ratio:.1%} of raw (target >= 30%); jobs/s target >= 25,000: "
           f"{'met' if jobs_per_s >= 25_000 else 'NOT met'}")
-    print(f"worker peak RSS: {peak_mib:,.1f} MiB")
+    print(f"worker peak RSS: {max(peaks_mib):,.1f} MiB (max over {args.workers} worker(s))")
     print(json.dumps({
         "jobs": args.jobs,
         "jobs_per_s": round(jobs_per_s, 1),
         "raw_per_s": round(raw_job, 1),
         "ratio": round(ratio, 4),
-        "peak_rss_mib": round(peak_mib, 1),
+        "peak_rss_mib": round(max(peaks_mib), 1),
         "batch": args.batch,
         "partitions": args.partitions,
         "raw_request_per_s": round(raw_request, 1),
-        "request_bytes": request_bytes,
-        "job_state_bytes": state_bytes,
+        "request_bytes": setup.request_bytes,
+        "job_state_bytes": setup.state_bytes,
         "seconds": round(result.seconds, 3),
+        "workers": args.workers,
+        "queues": args.queues,
+        "workers_peak_rss_mib": [round(peak, 1) for peak in peaks_mib],
+        "workers_cpu_s": [round(cpu, 2) for cpu in result.worker_cpu_s],
+        "broker_cpu_s": round(result.broker_cpu_s, 2),
     }))
+
+
+def measure_raw(bootstrap: str, prefix: str, size: int, count: int) -> list[float]:
+    """RAW_REPEATS runs, each on its own fresh topic."""
+    return [asyncio.run(raw_rate(bootstrap, f"bench.raw-{prefix}-{i}", size, count)) for i in range(RAW_REPEATS)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
+    signal.signal(signal.SIGTERM, _interrupt)
+
+    queues = queue_names(args.queues)
+    spread = queues_by_partition(queues, args.partitions)
+    for warning in spread_warnings(spread, args.workers):
+        log(f"WARNING: {warning}")
+    state_dir = Path(tempfile.mkdtemp(prefix="flotilla-bench-ingest-"))
+    broker = EmbeddedBroker(log_path=state_dir / "broker.log")
+    workers: list[WorkerProcess] = []  # every worker that may have a process, for the cleanup below
+    try:
+        log(f"encoding {args.jobs:,} jobs in requests of {args.batch} over {len(queues)} queue(s) ...")
+        requests = encode_requests(args.jobs, args.batch, queues)
+        request_bytes = round(sum(len(value) for _, value in requests) / len(requests))
+        state_bytes = job_state_size()
+
+        broker.start()
+        broker_pid = broker._process.pid if broker._process is not None else None  # for CPU accounting
+        log(f"broker {broker.url} (state and logs in {state_dir})")
+
+        # Raw phase first, before the workers exist: the broker and the machine are otherwise idle.
+        log(f"raw aiokafka: {args.jobs:,} messages of {state_bytes} B, {RAW_REPEATS} times ...")
+        raw_jobs = measure_raw(broker.bootstrap, "job", state_bytes, args.jobs)
+        raw_count = max(len(requests), 1000)
+        log(f"raw aiokafka: {raw_count:,} messages of {request_bytes:,} B, {RAW_REPEATS} times ...")
+        raw_requests = measure_raw(broker.bootstrap, "request", request_bytes, raw_count)
+
+        workers.extend(new_worker(broker.url, args.partitions, state_dir, i) for i in range(args.workers))
+        start_workers(workers, queues)
+        pids = [worker.process.pid for worker in workers if worker.process is not None]
+        log(f"worker pid(s) {pids} healthy on {[worker.url for worker in workers]}; "
+            f"{len(queues)} queue(s) created and seen by every worker; queues per partition "
+            f"{[len(q) for q in spread]}; submitting ...")
+
+        profiler = None
+        if args.py_spy:
+            profiler = [args.py_spy, "record", "--format", "raw", "-o", args.profile_out, "--pid", str(pids[0]),
+                        "--rate", "100", *(["--native"] if args.py_spy_native else ["--nonblocking"])]
+        result = asyncio.run(
+            flotilla_rate(broker.bootstrap, pids, broker_pid, requests, args.jobs, args.partitions, profiler)
+        )
+        assignments = [assigned_partitions(worker) for worker in workers]  # before the logs are removed
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - report and clean up
+        log(f"error: {exc}")
+        for worker in workers:
+            if worker.process is not None:
+                log(f"worker log tail:\n{worker.log_tail()}")
+        return 1
+    finally:
+        stop_all(workers)
+        broker.stop()
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+    print_report(Setup(args, queues, spread, len(requests), request_bytes, state_bytes, raw_jobs, raw_requests,
+                       raw_count, pids, assignments), result)
     return 0
+
+
+def stop_all(workers: list[WorkerProcess]) -> None:
+    """Stop every worker even if stopping one fails, so no child outlives the benchmark."""
+    for worker in workers:
+        try:
+            worker.stop()
+        except Exception as exc:  # noqa: BLE001 - keep stopping the others
+            log(f"could not stop worker pid {worker.process.pid if worker.process else '?'}: {exc}")
+            if worker.process is not None and worker.process.poll() is None:
+                worker.process.kill()
 
 
 if __name__ == "__main__":
