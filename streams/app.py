@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import faust
 
 from schemas.faust_codec import register_codecs
-from streams.agents import ingest, job_state, queues
+from streams.agents import ingest, job_state
 from streams.api import rest
 from streams.config import Settings
 from streams.metrics import Metrics
@@ -19,7 +19,7 @@ from streams.domain.validation import SubmitPolicy
 from streams.replies import Replies
 from streams.tables.client_ids import client_ids_table
 from streams.tables.jobs import JobStore, jobs_table
-from streams.tables.queues import queues_table
+from streams.tables.queues import QueueReplica
 from streams.tables.types import TEXT_CODEC, register_text_codec
 
 
@@ -38,15 +38,19 @@ class ControlPlane:
     topics: Topics
     jobs: JobStore
     client_ids: faust.Table
-    queues: faust.GlobalTable
+    queues: QueueReplica
     policy: SubmitPolicy = field(default_factory=SubmitPolicy)
     replies: Replies = field(default_factory=Replies)
     metrics: Metrics = field(default_factory=Metrics)
 
     @property
     def ready(self) -> bool:
-        """Tables recovered and no rebalance in progress: reads are current."""
-        return self.app.tables.recovery.completed.is_set() and not self.app.rebalancing
+        """Tables recovered, queues read up to date, no rebalance in progress: reads are current."""
+        return (
+            self.app.tables.recovery.completed.is_set()
+            and self.queues.caught_up.is_set()
+            and not self.app.rebalancing
+        )
 
 
 def create_app(settings: Settings) -> faust.App:
@@ -99,11 +103,11 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
         topics=topics,
         jobs=JobStore(jobs_table(app, settings)),
         client_ids=client_ids_table(app, settings),
-        queues=queues_table(app),
+        queues=QueueReplica(settings),
         policy=policy or SubmitPolicy(),
     )
+    app.service(plane.queues)
     ingest.register(plane)
     job_state.register(plane)
-    queues.register(plane)
     rest.register(plane)
     return plane

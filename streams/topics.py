@@ -41,10 +41,10 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("rejected"),
 )
 
-# Table changelogs (Faust's names, `<app id>-<table>-changelog`), created with the partition counts
-# of their source topics: table name -> single partition? The jobs table's changelog is the
-# public `job-states` topic instead, so each job state is produced once.
-CHANGELOGS: dict[str, bool] = {"client-ids": False, "queues": True}
+# Table changelogs (Faust's names, `<app id>-<table>-changelog`), created with the partition count
+# of their source topics. The jobs table's changelog is the public `job-states` topic instead, so
+# each job state is produced once.
+CHANGELOGS: tuple[str, ...] = ("client-ids",)
 
 
 def changelog_name(settings: Settings, table: str) -> str:
@@ -68,11 +68,11 @@ def new_topics(settings: Settings) -> list[NewTopic]:
     wanted += [
         NewTopic(
             changelog_name(settings, table),
-            1 if single else settings.partitions,
+            settings.partitions,
             settings.replication_factor,
             topic_configs={"cleanup.policy": "compact"},
         )
-        for table, single in CHANGELOGS.items()
+        for table in CHANGELOGS
     ]
     return wanted
 

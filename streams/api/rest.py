@@ -1,7 +1,7 @@
 """The REST API, served by the Faust worker's web server.
 
 Every write goes to the log (queue definitions to `queues`, submissions to `submissions`); the API
-then waits until the effect is visible (the queue in the global table, the ingest agent's answer)
+then waits until the effect is visible (the queue in this worker's replica, the ingest agent's answer)
 so a caller that got 2xx can rely on it. Errors are JSON `{"error": reason}` with a 4xx status.
 """
 

@@ -74,7 +74,7 @@ def _up(args: argparse.Namespace) -> int:
             "Flotilla is running:\n"
             f"  broker         {broker.url}  (embedded Tansu, log in memory)\n"
             f"  control plane  pid {worker.process.pid if worker.process else '?'}  "
-            f"(ingest, job-state, queue agents; log {worker.log_path})\n"
+            f"(ingest and job-state agents, queue replica; log {worker.log_path})\n"
             f"  REST API       {worker.url}  (GET /health, /api/v1/queues, /api/v1/jobs)\n"
             "Try: flotilla queue create demo && flotilla submit job.yaml\n"
             "Press Ctrl-C to stop.",

@@ -176,6 +176,7 @@ class Worker:
     data_dir: Path
     log_path: Path
     web_port: int = field(default_factory=free_port)
+    partitions: int = 1
     starts: int = 0
     _process: WorkerProcess | None = field(default=None, repr=False)
     _changelogs: dict[str, str] = field(default_factory=dict, repr=False)
@@ -202,7 +203,7 @@ class Worker:
             from streams.config import Settings
 
             plane = create_control_plane(Settings(broker=self.broker.url, app_id=self.app_id, topic_prefix=self.prefix))
-            found = {"jobs": plane.jobs, "client-ids": plane.client_ids, "queues": plane.queues}[table]
+            found = {"jobs": plane.jobs, "client-ids": plane.client_ids}[table]
             self._changelogs[table] = getattr(found, "table", found).changelog_topic.get_topic_name()
         return self._changelogs[table]
 
@@ -214,6 +215,7 @@ class Worker:
             FLOTILLA_DATA_DIR=str(self.data_dir),
             FLOTILLA_TOPIC_PREFIX=self.prefix,
             FLOTILLA_APP_ID=self.app_id,
+            FLOTILLA_PARTITIONS=str(self.partitions),
             PYTHONUNBUFFERED="1",
         )
         return env
