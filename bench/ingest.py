@@ -278,22 +278,18 @@ def new_worker(broker_url: str, partitions: int, state_dir: Path, index: int) ->
 
 
 def start_workers(workers: list[WorkerProcess], queues: list[str]) -> None:
-    """Start worker 0, create the queues through it, then start the others and wait for every
-    worker to be healthy and to see every queue.
+    """Start the workers, create the queues through the first, and wait until every worker is
+    healthy and sees every queue.
 
-    The queues are created before the other workers start because a queue created while two
-    workers run never reached the second one's `queues` GlobalTable here (faust-streaming 0.15.3;
-    faust-streaming/faust#283): a worker that joins later reads the changelog on recovery instead.
     Workers start one at a time, in this thread, so an error or Ctrl-C never leaves a child the
     caller does not know about; the final health pass covers the rebalances each join causes.
     """
     for index, worker in enumerate(workers):
         log(f"starting control-plane worker {index + 1}/{len(workers)} ...")
         worker.start()
-        if index == 0:
-            create_queues(worker, queues)
     for worker in workers:
         worker.wait_healthy(120.0)
+    create_queues(workers[0], queues)
     wait_queues_visible(workers, queues)
 
 
@@ -305,7 +301,7 @@ def create_queues(worker: WorkerProcess, names: list[str]) -> None:
 
 
 def wait_queues_visible(workers: list[WorkerProcess], names: list[str]) -> None:
-    """Until every worker's global table has each queue: a worker that has not seen a queue
+    """Until every worker's queue replica has each queue: a worker that has not seen a queue
     would reject that queue's submissions."""
     deadline = time.monotonic() + QUEUE_VISIBLE_TIMEOUT_S
     for worker in workers:
