@@ -66,13 +66,3 @@ def to_milli(text: str | int | float) -> int:
     """
     return int((parse_quantity(text) * 1000).to_integral_value(rounding=ROUND_CEILING))
 
-
-def format_milli(value: int) -> str:
-    """Shortest exact quantity string for a milli-unit amount."""
-    if value % 1000:
-        return f"{value}m"
-    whole = value // 1000
-    for suffix, factor in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-        if whole and whole % factor == 0 and whole >= factor:
-            return f"{whole // factor}{suffix}"
-    return str(whole)

@@ -147,10 +147,6 @@ class Queue:
     # Per priority class: resource -> maximum fraction of the pool this queue may hold in that class.
     resource_limits: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
-    @classmethod
-    def from_priority_factor(cls, name: str, priority_factor: float, **kwargs: object) -> Queue:
-        return cls(name=name, weight=1.0 / priority_factor, **kwargs)  # type: ignore[arg-type]
-
 
 @dataclass(frozen=True, slots=True)
 class RateLimit:

@@ -145,9 +145,6 @@ class CandidateGangs:
         else:
             self._only_evicted_queues.add(queue)
 
-    def remaining(self) -> Iterator[QueueCursor]:
-        return iter(self._heap)
-
 
 def rescheduling_order(queues: Sequence[tuple[str, float, float, Sequence[JobState]]], allocation: dict[str, list[int]],
                        cost: DrfCost, prefer_large: bool) -> list[JobState]:

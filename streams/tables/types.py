@@ -1,8 +1,8 @@
-"""Key and value types that tell Faust tables which codec to use, and the text codec.
+"""The UTF-8 text codec and the table key type that selects it.
 
 Faust derives a table's serializers from its key/value types (anything but `bytes` defaults to
-JSON); these types carry our codec names so table changelogs hold plain UTF-8 keys and Avro values,
-readable by any consumer that has the schemas.
+JSON); `TextKey` carries our codec's name so changelogs hold plain UTF-8 keys (job ids, client-id
+keys) that any consumer can read.
 """
 
 from __future__ import annotations
@@ -30,20 +30,11 @@ def register_text_codec() -> None:
         codecs.register(TEXT_CODEC, TextCodec())
 
 
-class _SerializerType:
-    _options: SimpleNamespace
+class TextKey:
+    """UTF-8 strings as table keys (and small text values)."""
+
+    _options = SimpleNamespace(serializer=TEXT_CODEC)
 
     @classmethod
     def from_data(cls, data: Any, preferred_type: Any = None) -> Any:
         return data
-
-
-class TextKey(_SerializerType):
-    """UTF-8 string keys."""
-
-    _options = SimpleNamespace(serializer=TEXT_CODEC)
-
-
-def avro_value(schema: str) -> type:
-    """A value type that (de)serializes plain dicts with the named Avro schema."""
-    return type(f"Avro_{schema}", (_SerializerType,), {"_options": SimpleNamespace(serializer=f"flotilla.{schema}")})
