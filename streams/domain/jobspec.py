@@ -1,4 +1,4 @@
-"""Complete job-spec records (records.md ``JobItem``/``PodSpec``) from possibly partial dicts.
+"""Complete job-spec records (the Avro ``JobItem``/``PodSpec`` in schemas/) from possibly partial dicts.
 
 Items decoded by fastavro already carry every field, but items built by the REST API, the CLI or
 tests often omit defaults. Validation works on the completed form so that the ``JobSubmitted``
