@@ -30,6 +30,14 @@ class Settings:
     rebalance_timeout_s: float = 10.0
     heartbeat_interval_s: float = 1.0
     submit_timeout_s: float = 30.0
+    # Scheduling: one cycle per window of this length (a tick on the scheduler feed ends it).
+    schedule_period_s: float = 1.0
+    # An executor silent this long has its leases expired and their jobs requeued.
+    executor_timeout_s: float = 10.0
+    # How often an executor reports its nodes and runs.
+    executor_report_interval_s: float = 1.0
+    # Runs of one job that may be returned or expire before the job fails instead of requeueing.
+    max_attempts: int = 3
     log_level: str = "info"
 
     @property
