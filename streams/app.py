@@ -11,15 +11,17 @@ from dataclasses import dataclass, field
 import faust
 
 from schemas.faust_codec import register_codecs
-from streams.agents import ingest, job_state
+from streams.agents import executor_reports, ingest, job_state, scheduler
 from streams.api import rest
 from streams.config import Settings
 from streams.metrics import Metrics
 from streams.domain.validation import SubmitPolicy
+from streams.leasing.config import LeasingConfig
 from streams.replies import Replies
 from streams.tables.client_ids import client_ids_table
 from streams.tables.jobs import JobStore, jobs_table
 from streams.tables.queues import QueueReplica
+from streams.tables.scheduler_index import scheduler_index_table
 from streams.tables.types import TEXT_CODEC, register_text_codec
 
 
@@ -29,6 +31,9 @@ class Topics:
     events: faust.TopicT
     rejected: faust.TopicT
     queues: faust.TopicT
+    scheduler_feed: faust.TopicT
+    executor_commands: faust.TopicT
+    executor_reports: faust.TopicT
 
 
 @dataclass
@@ -39,6 +44,8 @@ class ControlPlane:
     jobs: JobStore
     client_ids: faust.Table
     queues: QueueReplica
+    scheduler_index: faust.Table
+    leasing: LeasingConfig
     policy: SubmitPolicy = field(default_factory=SubmitPolicy)
     replies: Replies = field(default_factory=Replies)
     metrics: Metrics = field(default_factory=Metrics)
@@ -76,6 +83,11 @@ def create_app(settings: Settings) -> faust.App:
     )
 
 
+def leasing_config(settings: Settings) -> LeasingConfig:
+    timeout_ms = int(settings.executor_timeout_s * 1000)
+    return LeasingConfig(executor_timeout_ms=timeout_ms, missing_run_grace_ms=timeout_ms, max_attempts=settings.max_attempts)
+
+
 def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None) -> ControlPlane:
     register_codecs()
     register_text_codec()
@@ -96,6 +108,9 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
         events=topic("events", "raw"),
         rejected=topic("rejected", "flotilla.rejection"),
         queues=topic("queues", "raw", partitions=1),
+        scheduler_feed=topic("scheduler-feed", "raw", partitions=1),
+        executor_commands=topic("executor-commands", "raw"),
+        executor_reports=topic("executor-reports", "raw"),
     )
     plane = ControlPlane(
         settings=settings,
@@ -104,10 +119,14 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
         jobs=JobStore(jobs_table(app, settings)),
         client_ids=client_ids_table(app, settings),
         queues=QueueReplica(settings),
+        scheduler_index=scheduler_index_table(app, settings),
+        leasing=leasing_config(settings),
         policy=policy or SubmitPolicy(),
     )
     app.service(plane.queues)
     ingest.register(plane)
     job_state.register(plane)
+    executor_reports.register(plane)
+    scheduler.register(plane)
     rest.register(plane)
     return plane

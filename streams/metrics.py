@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 # Prometheus's text format; aiohttp refuses a charset inside content_type, and UTF-8 is the default.
 CONTENT_TYPE = "text/plain; version=0.0.4"
@@ -38,6 +38,20 @@ class Metrics:
             "flotilla_events", "Job events folded into the jobs table, by outcome (applied, unchanged, refused, "
             "unknown_job, undecodable)", ["outcome"], registry=self.registry,
         )
+        self.executor_reports = Counter(
+            "flotilla_executor_reports", "Executor reports forwarded to the scheduler feed, by outcome", ["outcome"],
+            registry=self.registry,
+        )
+        self.cycles = Counter("flotilla_scheduling_cycles", "Scheduling cycles run", registry=self.registry)
+        self.cycle_seconds = Histogram(
+            "flotilla_scheduling_cycle_seconds", "Time to decide one scheduling cycle (index to events)",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0), registry=self.registry,
+        )
+        self.decisions = Counter(
+            "flotilla_scheduling_decisions", "Jobs leased, preempted, requeued or ended by the scheduler", ["kind"],
+            registry=self.registry,
+        )
+        self.index_jobs = Gauge("flotilla_scheduler_index_jobs", "Unfinished jobs in the scheduler's index", registry=self.registry)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -44,7 +44,10 @@ TOPICS: tuple[TopicSpec, ...] = (
 # Table changelogs (Faust's names, `<app id>-<table>-changelog`), created with the partition count
 # of their source topics. The jobs table's changelog is the public `job-states` topic instead, so
 # each job state is produced once.
-CHANGELOGS: tuple[str, ...] = ("client-ids",)
+CHANGELOGS: tuple[TopicSpec, ...] = (
+    TopicSpec("client-ids", compacted=True),
+    TopicSpec("scheduler-index", compacted=True, single_partition=True),
+)
 
 
 def changelog_name(settings: Settings, table: str) -> str:
@@ -67,12 +70,12 @@ def new_topics(settings: Settings) -> list[NewTopic]:
     ]
     wanted += [
         NewTopic(
-            changelog_name(settings, table),
-            settings.partitions,
+            changelog_name(settings, spec.name),
+            partitions_of(settings, spec),
             settings.replication_factor,
             topic_configs={"cleanup.policy": "compact"},
         )
-        for table in CHANGELOGS
+        for spec in CHANGELOGS
     ]
     return wanted
 

@@ -1,7 +1,10 @@
 """The job-state agent: folds `events` into the `jobs` table, whose changelog is `job-states`.
 
 Writing the table is publishing: the compacted `job-states` topic is the table's changelog, so
-every job state reaches external consumers with one message.
+every job state reaches external consumers with one message. The agent also forwards what the
+change means downstream (`streams.domain.downstream`): a job delta to `scheduler-feed` when the
+scheduler's view changed, a command to `executor-commands` when a run starts or must stop, and
+job-set actions (an event with no job id) to `scheduler-feed`.
 
 All the logic is the pure fold in `streams.domain.jobs`; this agent only reads the table, applies
 the event and writes back. A message it cannot decode or an event the state machine refuses is
@@ -11,11 +14,16 @@ logged and skipped: one bad message must not stop the fold for every other job.
 from __future__ import annotations
 
 import logging
+import random
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from schemas.codec import SchemaError, decode
-from streams.domain.jobs import apply_event
+from schemas.codec import SchemaError, decode, encode
+from streams.domain import feed
+from streams.domain.downstream import executor_command, feed_change
+from streams.domain.ids import new_id
+from streams.domain.jobs import apply_event, event_kind
 from streams.domain.states import TransitionRefused
 
 if TYPE_CHECKING:
@@ -35,17 +43,40 @@ def register(plane: ControlPlane) -> None:
                 plane.metrics.events.labels("undecodable").inc()
                 log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
                 continue
-            for outcome, count in apply_sequence(plane, sequence).items():
+            rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
+            folded = apply_sequence(plane, sequence, rng)
+            for outcome, count in folded.outcomes.items():
                 plane.metrics.events.labels(outcome).inc(count)
+            for record in folded.feed:
+                await plane.topics.scheduler_feed.send(value=feed.encode(record))
+            for command in folded.commands:
+                await plane.topics.executor_commands.send(
+                    key=command["executor"], value=encode("executor_command", command, validate_record=False)
+                )
 
 
-def apply_sequence(plane: ControlPlane, sequence: dict[str, Any]) -> Counter[str]:
-    """Fold every job event of the sequence; returns how many were applied, unchanged, refused..."""
-    outcomes: Counter[str] = Counter()
+@dataclass
+class Folded:
+    """One sequence's fold: how many events were applied, unchanged, refused...; and what to forward."""
+
+    outcomes: Counter[str] = field(default_factory=Counter)
+    feed: list[feed.FeedRecord] = field(default_factory=list)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+
+
+def apply_sequence(plane: ControlPlane, sequence: dict[str, Any], rng: random.Random) -> Folded:
+    """Fold every job event of the sequence. ``rng`` (seeded from the message's position)
+    makes command ids the same when a message is folded again after a crash."""
+    folded = Folded()
+    outcomes = folded.outcomes
     envelope = {key: sequence[key] for key in ("queue", "job_set_id", "user", "groups")}
     for event in sequence["events"]:
         job_id = event["job_id"]
-        if job_id is None:  # cycle records describe decisions, not a job
+        if job_id is None:  # a job-set action, or a cycle record (which describes decisions only)
+            action = job_set_action(envelope, event)
+            if action is not None:
+                folded.feed.append(action)
+                outcomes["job_set_action"] += 1
             continue
         kind = event["payload"][0]
         before = plane.jobs.get(job_id)
@@ -64,4 +95,21 @@ def apply_sequence(plane: ControlPlane, sequence: dict[str, Any]) -> Counter[str
             continue
         plane.jobs.put(after)
         outcomes["applied"] += 1
-    return outcomes
+        delta = feed_change(before, after)
+        if delta is not None:
+            folded.feed.append(delta)
+        command = executor_command(before, after, new_id(event["created"], rng), event["created"])
+        if command is not None:
+            folded.commands.append(command)
+    return folded
+
+
+def job_set_action(envelope: dict[str, Any], event: dict[str, Any]) -> feed.JobSetAction | None:
+    """An event without a job id asks something of every unfinished job of the job set."""
+    kind, payload = event["payload"]
+    common = {"queue": envelope["queue"], "job_set_id": envelope["job_set_id"], "event_id": event["event_id"], "time": event["created"]}
+    if event_kind(kind) == "JobCancelRequested":
+        return feed.JobSetAction(action="cancel", reason=payload.get("reason") or "", **common)
+    if event_kind(kind) == "JobReprioritised":
+        return feed.JobSetAction(action="reprioritise", new_priority=payload["new_priority"], **common)
+    return None

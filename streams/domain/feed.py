@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from streams.domain.queues import queue_weight
 from streams.domain.resources import job_resource_request
 from streams.domain.states import JOB_TERMINAL
 
@@ -92,6 +93,8 @@ class ExecutorState:
     nodes: tuple[NodeState, ...] = ()
     # run id -> job id of every run the executor holds, active or recently ended.
     runs: dict[str, str] = field(default_factory=dict)
+    # The runs among those still leased, pending or running.
+    active: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +115,18 @@ class QueueInfo:
     name: str
     weight: float
     cordoned: bool = False
-    resource_limits: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The queue record's resource_limits_by_priority_class_name, per-pool overrides included.
+    resource_limits: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def queue_info(queue: dict[str, Any]) -> QueueInfo:
+    """The scheduling view of a validated queue record."""
+    return QueueInfo(
+        name=queue["name"],
+        weight=queue_weight(queue),
+        cordoned=queue["cordoned"],
+        resource_limits=queue["resource_limits_by_priority_class_name"],
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +202,7 @@ def decode(raw: bytes) -> FeedRecord:
             )
         if kind == "executor":
             nodes = tuple(NodeState(**{**n, "taints": tuple(n.get("taints", ()))}) for n in body.pop("nodes", ()))
-            return ExecutorState(**body, nodes=nodes)
+            return ExecutorState(**{**body, "active": tuple(body.get("active", ()))}, nodes=nodes)
         if kind == "job_set":
             return JobSetAction(**body)
         if kind == "tick":
@@ -205,6 +219,7 @@ def _to_json(record: FeedRecord) -> dict[str, Any]:
             "pool": record.pool,
             "time": record.time,
             "runs": record.runs,
+            "active": record.active,
             "nodes": [{name: getattr(n, name) for name in NodeState.__slots__} for n in record.nodes],
         }
     if isinstance(record, Tick):

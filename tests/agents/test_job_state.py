@@ -6,6 +6,7 @@ what the Faust table and the job-states topic hold.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,9 +39,9 @@ def test_events_are_folded_and_counted_by_outcome() -> None:
     cycle = ("SchedulingCycle", {"event_id": "c1", "created": 5, "job_id": None,
                                  "payload": {"cycle_id": "c1", "cycle_time": 5, "seed": 1, "feed_offsets": {}, "decisions": []}})
 
-    outcomes = apply_sequence(plane, sequence(submitted, leased, submitted, stray, refused, cycle))
+    folded = apply_sequence(plane, sequence(submitted, leased, submitted, stray, refused, cycle), random.Random(1))
 
-    assert outcomes == {"applied": 2, "unchanged": 1, "unknown_job": 1, "refused": 1}
+    assert folded.outcomes == {"applied": 2, "unchanged": 1, "unknown_job": 1, "refused": 1}
     stored = decode("job_state", plane.table["job-1"])
     assert stored["state"] == "leased" and [r["run_id"] for r in stored["runs"]] == ["run-1"]
     assert set(plane.table) == {"job-1"}
@@ -49,8 +50,10 @@ def test_events_are_folded_and_counted_by_outcome() -> None:
 def test_replaying_a_sequence_changes_nothing() -> None:
     plane, ev = Plane(), Events("job-2")
     events = sequence(ev.submitted(), ev.leased("run-1"), ev("JobRunRunning", run_id="run-1", node="node-1"))
-    apply_sequence(plane, events)
+    apply_sequence(plane, events, random.Random(1))
     first = dict(plane.table)
 
-    assert apply_sequence(plane, events) == {"unchanged": 3}
+    again = apply_sequence(plane, events, random.Random(1))
+    assert again.outcomes == {"unchanged": 3}
+    assert again.feed == [] and again.commands == []
     assert plane.table == first

@@ -1,0 +1,133 @@
+"""The windowed scheduling agent: folds `scheduler-feed` into its index and runs a cycle per tick.
+
+The feed has one partition, so exactly one worker runs this agent's stream at a time; a
+standby takes over on a rebalance and rebuilds the index from the `scheduler-index` table
+before its first record. Windows are tumbling and closed by tick records that a timer on the
+owning worker produces into the feed itself: cycle boundaries, cycle clocks and queue
+definitions are on the log, so replaying the feed repeats every cycle.
+
+The agent is thin: `streams.leasing` decides, this module reads the feed, writes the table and
+publishes the events, commands and cycle record a cycle produced.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from faust.types import TP
+
+from schemas.codec import encode
+from streams.domain import feed
+from streams.leasing.index import SchedulerIndex
+from streams.leasing.plan import CycleOutcome, plan_cycle
+
+if TYPE_CHECKING:
+    import faust
+
+    from streams.app import ControlPlane
+
+log = logging.getLogger(__name__)
+
+# A tick not seen back within this many periods is taken as lost and another is sent.
+_TICK_PATIENCE_PERIODS = 10
+
+
+@dataclass
+class SchedulerState:
+    """Per-worker state of the agent; the index is None until (re)built from the table."""
+
+    index: SchedulerIndex | None = None
+    tick_sent_at: float | None = None  # monotonic time of the tick in flight
+
+
+def register(plane: ControlPlane) -> SchedulerState:
+    state = SchedulerState()
+    app = plane.app
+    feed_partition = TP(plane.topics.scheduler_feed.get_topic_name(), 0)
+
+    async def forget_index(*args: Any, **kwargs: Any) -> None:
+        state.index = None
+        state.tick_sent_at = None
+
+    app.on_partitions_revoked.connect(forget_index)
+    app.on_partitions_assigned.connect(forget_index)
+
+    @app.agent(plane.topics.scheduler_feed, name="scheduler", concurrency=1)
+    async def run(stream: Any) -> None:
+        async for event in stream.events():
+            message = event.message
+            if state.index is None:
+                state.index = rebuild(plane.scheduler_index)
+                log.info("scheduler index rebuilt: %d jobs, %d executors", len(state.index.jobs), len(state.index.executors))
+            try:
+                record = feed.decode(message.value)
+            except ValueError as exc:
+                log.error("skipping scheduler-feed record at offset %s: %s", message.offset, exc)
+                continue
+            if isinstance(record, feed.Tick):
+                state.tick_sent_at = None
+                await cycle(plane, state.index, record, message.offset)
+            else:
+                persist(plane.scheduler_index, state.index, state.index.apply(record))
+
+    @app.timer(plane.settings.schedule_period_s)
+    async def tick() -> None:
+        """Close the window, from the worker that owns the feed, one tick in flight at a time."""
+        if app.rebalancing or feed_partition not in app.assignor.assigned_actives():
+            return
+        period = plane.settings.schedule_period_s
+        if state.tick_sent_at is not None and time.monotonic() - state.tick_sent_at < _TICK_PATIENCE_PERIODS * period:
+            return
+        queues = tuple(feed.queue_info(q) for q in sorted(plane.queues.values(), key=lambda q: q["name"]))
+        state.tick_sent_at = time.monotonic()
+        await plane.topics.scheduler_feed.send(value=feed.encode(feed.Tick(time=int(time.time() * 1000), queues=queues)))
+
+    return state
+
+
+async def cycle(plane: ControlPlane, index: SchedulerIndex, tick: feed.Tick, offset: int) -> CycleOutcome:
+    started = time.perf_counter()
+    outcome = plan_cycle(index, tick, offset, plane.leasing)
+    persist(plane.scheduler_index, index, outcome.changed)
+    decided = time.perf_counter() - started
+    for sequence in outcome.sequences:
+        await plane.topics.events.send(
+            key=f"{sequence['queue']}/{sequence['job_set_id']}", value=encode("event_sequence", sequence, validate_record=False)
+        )
+    for command in outcome.commands:
+        await plane.topics.executor_commands.send(key=command["executor"], value=encode("executor_command", command, validate_record=False))
+    if outcome.record is not None:
+        record = outcome.record
+        await plane.topics.events.send(
+            key=f"{record['queue']}/{record['job_set_id']}", value=encode("event_sequence", record, validate_record=False)
+        )
+    metrics = plane.metrics
+    metrics.cycles.inc()
+    metrics.cycle_seconds.observe(decided)
+    metrics.index_jobs.set(len(index.jobs))
+    for kind in ("leased", "preempted", "requeued", "ended"):
+        metrics.decisions.labels(kind).inc(getattr(outcome, kind))
+    if outcome.record is not None:
+        log.info(
+            "cycle %s at offset %s: %.3f s, %d leased, %d preempted, %d requeued, %d ended, %d jobs in index",
+            outcome.cycle_id, offset, decided, outcome.leased, outcome.preempted, outcome.requeued, outcome.ended, len(index.jobs),
+        )
+    return outcome
+
+
+def rebuild(table: faust.Table) -> SchedulerIndex:
+    index = SchedulerIndex()
+    index.load((key, value) for key, value in table.items())
+    return index
+
+
+def persist(table: faust.Table, index: SchedulerIndex, keys: list[str]) -> None:
+    for key in dict.fromkeys(keys):
+        value = index.dump(key)
+        if value is not None:
+            table[key] = value
+        elif key in table:
+            del table[key]

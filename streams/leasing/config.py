@@ -1,0 +1,31 @@
+"""What the scheduling agent needs to know beyond the algorithm's own configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from streams.scheduling.model import PriorityClass, SchedulingConfig
+
+
+def default_priority_classes() -> dict[str, PriorityClass]:
+    """Armada's defaults: the same priority, one class that may be preempted and one that may not.
+
+    They must match the classes submission accepts (`streams.domain.validation.SubmitPolicy`).
+    """
+    return {
+        "armada-default": PriorityClass("armada-default", priority=1000, preemptible=False),
+        "armada-preemptible": PriorityClass("armada-preemptible", priority=1000, preemptible=True),
+    }
+
+
+@dataclass(frozen=True)
+class LeasingConfig:
+    scheduling: SchedulingConfig = field(default_factory=lambda: SchedulingConfig(priority_classes=default_priority_classes()))
+    # An executor whose last report is older than this has its leases expired.
+    executor_timeout_ms: int = 10_000
+    # A run an executor should hold but has not reported for this long is treated as returned.
+    missing_run_grace_ms: int = 10_000
+    # Runs of a job that may be returned or expire before the job fails.
+    max_attempts: int = 3
+    # Unschedulable jobs named in a cycle record, so that a million queued jobs stay one message.
+    max_unschedulable_recorded: int = 200

@@ -1,0 +1,167 @@
+"""The scheduling agent's view of the world: unfinished jobs, executors and limiter state.
+
+The index runs ahead of the log. When a cycle leases, requeues or ends a job, the index records
+that at once, while the job-state agent folds the matching event and sends the confirming job
+delta back through the feed a little later. Deltas that were already on their way describe the
+job as it was before the decision; the entry's expectation recognises and skips them, so a job
+leased in one cycle is never seen as queued again by the next.
+
+Everything is keyed for the agent's changelog-backed table (`dump`/`load`), from which the
+index is rebuilt when a worker takes the scheduler feed over.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+
+from streams.domain import feed
+from streams.domain.feed import ExecutorState, JobDelta, JobSetAction
+from streams.leasing.convert import limiters_from_json, limiters_to_json, scheduling_job
+from streams.scheduling.model import Job, LimiterState
+
+LEASE, REQUEUE, END = "lease", "requeue", "end"
+LIMITERS_KEY = "x:limiters"
+
+
+@dataclass(slots=True)
+class Entry:
+    """A job as the scheduler last decided or heard. ``expect`` names a decision not yet
+    confirmed by the feed; ``expect_runs`` is the job's run count the decision left behind."""
+
+    delta: JobDelta
+    expect: str | None = None
+    expect_runs: int = 0
+    # A job-set reprioritisation to announce with a JobReprioritised event at the next cycle.
+    announce_priority: float | None = None
+    _job: Job | None = None
+
+    @property
+    def job(self) -> Job:
+        if self._job is None:
+            self._job = scheduling_job(self.delta)
+        return self._job
+
+    def set(self, delta: JobDelta) -> None:
+        self.delta, self._job = delta, None
+
+    def confirmed_by(self, delta: JobDelta) -> bool:
+        if self.expect == LEASE:
+            return delta.runs >= self.expect_runs
+        if self.expect == REQUEUE:
+            return delta.runs > self.expect_runs or (delta.runs == self.expect_runs and delta.state == "queued")
+        return False  # END: only the terminal delta, which removes the entry
+
+
+class SchedulerIndex:
+    def __init__(self) -> None:
+        self.jobs: dict[str, Entry] = {}
+        self.executors: dict[str, ExecutorState] = {}
+        self.limiters = LimiterState()
+        # Orphan runs already told to stop; in memory only, so a take-over may ask once more.
+        self.orphans_cancelled: set[str] = set()
+
+    # -- the feed ---------------------------------------------------------------------------
+    def apply(self, record: JobDelta | ExecutorState | JobSetAction) -> list[str]:
+        """Fold one feed record; returns the table keys it changed."""
+        if isinstance(record, JobDelta):
+            return self._apply_job(record)
+        if isinstance(record, ExecutorState):
+            self.executors[record.executor] = record
+            return [executor_key(record.executor)]
+        return self._apply_job_set(record)
+
+    def _apply_job(self, delta: JobDelta) -> list[str]:
+        key = job_key(delta.job_id)
+        if delta.terminal:
+            return [key] if self.jobs.pop(delta.job_id, None) is not None else []
+        entry = self.jobs.get(delta.job_id)
+        if entry is None:
+            self.jobs[delta.job_id] = Entry(delta)
+        elif entry.expect is None or entry.confirmed_by(delta):
+            entry.set(delta)
+            entry.expect = None
+        else:
+            # Older than our decision. Requests are sticky, so they are kept even so.
+            flags = (entry.delta.cancel_requested or delta.cancel_requested, entry.delta.preempt_requested or delta.preempt_requested)
+            if flags == (entry.delta.cancel_requested, entry.delta.preempt_requested):
+                return []
+            entry.set(replace(entry.delta, cancel_requested=flags[0], preempt_requested=flags[1]))
+        return [key]
+
+    def _apply_job_set(self, action: JobSetAction) -> list[str]:
+        changed = []
+        for job_id, entry in self.jobs.items():
+            if entry.delta.queue != action.queue or entry.delta.job_set_id != action.job_set_id:
+                continue
+            if action.action == "cancel" and not entry.delta.cancel_requested:
+                entry.set(replace(entry.delta, cancel_requested=True))
+            elif action.action == "reprioritise" and action.new_priority is not None:
+                entry.set(replace(entry.delta, priority=action.new_priority))
+                entry.announce_priority = action.new_priority
+            else:
+                continue
+            changed.append(job_key(job_id))
+        return changed
+
+    # -- decisions --------------------------------------------------------------------------
+    def decide(self, job_id: str, expect: str, delta: JobDelta) -> str:
+        """Record a decision about a job ahead of its confirmation; returns the changed key."""
+        entry = self.jobs[job_id]
+        entry.set(delta)
+        entry.expect, entry.expect_runs = expect, delta.runs
+        return job_key(job_id)
+
+    def set_limiters(self, limiters: LimiterState) -> list[str]:
+        if limiters == self.limiters:
+            return []
+        self.limiters = limiters
+        return [LIMITERS_KEY]
+
+    # -- the table ----------------------------------------------------------------------------
+    def dump(self, key: str) -> bytes | None:
+        """The table value for ``key``, or None when the key is to be deleted."""
+        kind, _, name = key.partition(":")
+        if kind == "j":
+            entry = self.jobs.get(name)
+            if entry is None:
+                return None
+            body = {"d": json.loads(feed.encode(entry.delta)), "x": entry.expect, "n": entry.expect_runs, "p": entry.announce_priority}
+            return json.dumps(body, separators=(",", ":")).encode()
+        if kind == "e":
+            state = self.executors.get(name)
+            return None if state is None else feed.encode(state)
+        if key == LIMITERS_KEY:
+            return json.dumps(limiters_to_json(self.limiters)).encode()
+        raise KeyError(key)
+
+    def load(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """Rebuild from the table's contents."""
+        self.__init__()  # type: ignore[misc]
+        for key, value in items:
+            kind, _, name = key.partition(":")
+            if kind == "j":
+                body = json.loads(value)
+                delta = feed.decode(json.dumps(body["d"]).encode())
+                assert isinstance(delta, JobDelta)
+                self.jobs[name] = Entry(delta, body["x"], body["n"], body["p"])
+            elif kind == "e":
+                state = feed.decode(value)
+                assert isinstance(state, ExecutorState)
+                self.executors[name] = state
+            elif key == LIMITERS_KEY:
+                self.limiters = limiters_from_json(json.loads(value))
+
+    def keys(self) -> Iterator[str]:
+        yield from (job_key(job_id) for job_id in self.jobs)
+        yield from (executor_key(name) for name in self.executors)
+        yield LIMITERS_KEY
+
+
+def job_key(job_id: str) -> str:
+    return f"j:{job_id}"
+
+
+def executor_key(executor: str) -> str:
+    return f"e:{executor}"

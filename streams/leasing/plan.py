@@ -1,0 +1,267 @@
+"""One scheduling cycle around the algorithm: the lease lifecycle, placement, and what to publish.
+
+At a tick the cycle, in this order and always walking jobs in id order so that a replay of the
+feed decides the same:
+1. answers cancel and preempt requests and announces job-set reprioritisations;
+2. expires the leases of executors that stopped reporting, and takes back runs an executor
+   returned or no longer holds: the job is requeued (avoiding a node that returned it) until
+   `max_attempts` runs came back, then it fails;
+3. tells executors to stop runs the control plane no longer wants (orphans);
+4. runs `streams.scheduling.schedule` once per pool of live executors and turns its leases and
+   preemptions into events.
+Ids of new runs and events come from a generator seeded with the tick's offset on the feed, so
+the same cycle over the same index produces the same events, which the fold then de-duplicates.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from streams.domain.feed import ExecutorState, JobDelta, Tick, node_id
+from streams.domain.ids import new_id
+from streams.leasing.config import LeasingConfig
+from streams.leasing.convert import scheduling_node, scheduling_queue
+from streams.leasing.index import END, LEASE, REQUEUE, Entry, SchedulerIndex, job_key
+from streams.scheduling.cycle import schedule
+from streams.scheduling.model import CycleInput, CycleResult, Job, RunningJob
+
+SCHEDULER_USER = "scheduler"
+CYCLES_QUEUE, CYCLES_JOB_SET = "_scheduler", "cycles"
+MAX_EVENTS_PER_SEQUENCE = 1000
+
+
+@dataclass
+class CycleOutcome:
+    cycle_id: str
+    seed: int
+    sequences: list[dict[str, Any]] = field(default_factory=list)  # event_sequence records
+    commands: list[dict[str, Any]] = field(default_factory=list)  # executor_command records
+    record: dict[str, Any] | None = None  # the SchedulingCycle sequence, when anything was decided
+    changed: list[str] = field(default_factory=list)  # index table keys
+    leased: int = 0
+    preempted: int = 0
+    requeued: int = 0
+    ended: int = 0
+
+
+class _Cycle:
+    def __init__(self, index: SchedulerIndex, tick: Tick, offset: int, config: LeasingConfig) -> None:
+        self.index, self.tick, self.config = index, tick, config
+        self.now = tick.time
+        self.rng = random.Random(offset)
+        self.outcome = CycleOutcome(cycle_id=new_id(self.now, self.rng), seed=offset)
+        self.events: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        self.decisions: list[dict[str, Any]] = []
+        self.live = {
+            name: state
+            for name, state in sorted(index.executors.items())
+            if self.now - state.time <= config.executor_timeout_ms
+        }
+
+    # -- output -----------------------------------------------------------------------------
+    def emit(self, delta: JobDelta, kind: str, payload: dict[str, Any]) -> None:
+        self.events[(delta.queue, delta.job_set_id)].append(
+            {"event_id": new_id(self.now, self.rng), "created": self.now, "job_id": delta.job_id, "payload": (f"flotilla.{kind}", payload)}
+        )
+
+    def decide(self, entry: Entry, expect: str, delta: JobDelta) -> None:
+        self.outcome.changed.append(self.index.decide(entry.delta.job_id, expect, delta))
+
+    def end(self, entry: Entry, kind: str, payload: dict[str, Any]) -> None:
+        self.emit(entry.delta, kind, payload)
+        self.decide(entry, END, entry.delta)
+        self.outcome.ended += 1
+
+    # -- 1 and 2: requests and the lease lifecycle -------------------------------------------
+    def lifecycle(self) -> None:
+        for job_id in sorted(self.index.jobs):
+            entry = self.index.jobs[job_id]
+            if entry.expect == END:
+                continue
+            d = entry.delta
+            if entry.announce_priority is not None:
+                self.emit(d, "JobReprioritised", {"new_priority": entry.announce_priority})
+                entry.announce_priority = None
+                self.outcome.changed.append(job_key(job_id))
+            if d.cancel_requested:
+                self.end(entry, "JobCancelled", {"run_id": d.run_id if d.run_active else None, "reason": "cancelled on request"})
+            elif d.preempt_requested and d.run_active:
+                self.end(entry, "JobPreempted", {"run_id": d.run_id, "reason": "preempted on request"})
+            elif d.run_active and d.executor not in self.live:
+                message = f"executor {d.executor} has not reported for {self.config.executor_timeout_ms / 1000:g} s"
+                self.take_back(entry, "lease_expired", message, avoid=None)
+            elif d.run_active and self.lost(d, self.live[d.executor or ""]):
+                message = f"executor {d.executor} no longer holds the run"
+                self.take_back(entry, "lease_returned", message, avoid=node_id(d.executor or "", d.node or ""))
+            elif d.run_returned:
+                self.requeue_or_fail(entry, d, f"run {d.run_id} returned")
+
+    def lost(self, d: JobDelta, executor: ExecutorState) -> bool:
+        leased_at = d.leased_at if d.leased_at is not None else self.now
+        return executor.time - leased_at > self.config.missing_run_grace_ms and d.run_id not in executor.runs
+
+    def take_back(self, entry: Entry, category: str, message: str, avoid: str | None) -> None:
+        d = entry.delta
+        reason = category.replace("_", " ")
+        self.emit(d, "JobRunFailed", {"run_id": d.run_id, "reason": reason, "message": message, "exit_code": None, "category": category, "retryable": True})
+        taken = replace(
+            d,
+            run_state=category,
+            returned_runs=d.returned_runs + 1,
+            avoid_nodes=tuple(sorted({*d.avoid_nodes, avoid})) if avoid else d.avoid_nodes,
+        )
+        self.requeue_or_fail(entry, taken, f"{reason}: {message}")
+
+    def requeue_or_fail(self, entry: Entry, d: JobDelta, reason: str) -> None:
+        if d.returned_runs >= self.config.max_attempts:
+            message = f"{d.returned_runs} runs were returned or expired (limit {self.config.max_attempts})"
+            self.emit(d, "JobFailed", {"reason": "max_runs_exceeded", "message": message, "exit_code": None})
+            self.decide(entry, END, d)
+            self.outcome.ended += 1
+            return
+        self.emit(d, "JobRequeued", {"run_id": d.run_id, "reason": reason, "avoid_nodes": list(d.avoid_nodes)})
+        self.decide(entry, REQUEUE, replace(d, state="queued"))
+        self.outcome.requeued += 1
+
+    # -- 3: orphans ---------------------------------------------------------------------------
+    def orphans(self) -> None:
+        for name, state in self.live.items():
+            for run_id in state.active:
+                if run_id in self.index.orphans_cancelled:
+                    continue
+                job_id = state.runs.get(run_id, "")
+                entry = self.index.jobs.get(job_id)
+                if entry is not None and entry.delta.run_id == run_id and entry.expect != END:
+                    continue
+                self.index.orphans_cancelled.add(run_id)
+                self.outcome.commands.append(
+                    {
+                        "command_id": new_id(self.now, self.rng),
+                        "executor": name,
+                        "kind": "cancel_run",
+                        "job_id": job_id,
+                        "run_id": run_id,
+                        "queue": entry.delta.queue if entry else "",
+                        "job_set_id": entry.delta.job_set_id if entry else "",
+                        "node": None,
+                        "spec": None,
+                        "grace_period_seconds": entry.delta.grace_period_s if entry else 1,
+                        "reason": "the control plane no longer holds this run",
+                        "created": self.now,
+                    }
+                )
+
+    # -- 4: placement -------------------------------------------------------------------------
+    def place(self) -> None:
+        queues = {q.name: q for q in self.tick.queues}
+        pools = sorted({state.pool for state in self.live.values()})
+        leased: set[str] = set()
+        for pool in pools:
+            executors = [state for state in self.live.values() if state.pool == pool]
+            where = {node_id(s.executor, n.name): (s.executor, n.name) for s in executors for n in s.nodes}
+            running, queued = self.pool_jobs(where, leased, queues)
+            active = sorted({job.queue for job in queued} | {r.job.queue for r in running})
+            inputs = CycleInput(
+                queues=tuple(scheduling_queue(queues[name], pool) for name in active),
+                nodes=tuple(self.nodes(executors)),
+                running=tuple(running),
+                queued=tuple(queued),
+                now=self.now / 1000.0,
+                seed=self.outcome.seed,
+                limiters=self.index.limiters,
+            )
+            result = schedule(inputs, self.config.scheduling)
+            self.apply(pool, result, where, leased)
+            self.outcome.changed += self.index.set_limiters(result.limiters)
+
+    def nodes(self, executors: Iterable[ExecutorState]) -> Iterable[Any]:
+        held = max((pc.priority for pc in self.config.scheduling.priority_classes.values()), default=0)
+        return (scheduling_node(state, node, held) for state in executors for node in state.nodes)
+
+    def pool_jobs(
+        self, where: dict[str, tuple[str, str]], leased: set[str], queues: dict[str, Any]
+    ) -> tuple[list[RunningJob], list[Job]]:
+        classes = self.config.scheduling.priority_classes
+        running: list[RunningJob] = []
+        queued: list[Job] = []
+        for job_id in sorted(self.index.jobs):
+            entry = self.index.jobs[job_id]
+            d = entry.delta
+            if entry.expect == END or d.queue not in queues or d.priority_class not in classes:
+                continue
+            if d.run_active:
+                node = node_id(d.executor or "", d.node or "")
+                if node in where:
+                    started = (d.leased_at or 0) / 1000.0
+                    running.append(RunningJob(entry.job, node, classes[d.priority_class].priority, started))
+            elif d.state == "queued" and job_id not in leased:
+                queued.append(entry.job)
+        return running, queued
+
+    def apply(self, pool: str, result: CycleResult, where: dict[str, tuple[str, str]], leased: set[str]) -> None:
+        for placed in result.scheduled:
+            entry = self.index.jobs[placed.job_id]
+            executor, node = where[placed.node]
+            run_id = new_id(self.now, self.rng)
+            d = entry.delta
+            self.emit(
+                d,
+                "JobLeased",
+                {"run_id": run_id, "executor": executor, "node": node, "pool": pool, "scheduled_at_priority": placed.priority, "cycle_id": self.outcome.cycle_id},
+            )
+            self.decide(
+                entry,
+                LEASE,
+                replace(d, state="leased", runs=d.runs + 1, run_id=run_id, executor=executor, node=node, run_state="leased", leased_at=self.now),
+            )
+            leased.add(placed.job_id)
+            self.decisions.append({"job_id": placed.job_id, "kind": "leased", "executor": executor, "node": node, "reason": f"scheduled in pool {pool}"})
+        self.outcome.leased += len(result.scheduled)
+        for victim in result.preempted:
+            entry = self.index.jobs[victim.job_id]
+            executor, node = where.get(victim.node, (entry.delta.executor, entry.delta.node))
+            self.end(entry, "JobPreempted", {"run_id": entry.delta.run_id, "reason": victim.reason})
+            self.decisions.append({"job_id": victim.job_id, "kind": "preempted", "executor": executor, "node": node, "reason": victim.reason})
+        self.outcome.preempted += len(result.preempted)
+        budget = self.config.max_unschedulable_recorded
+        for group in sorted(result.unscheduled, key=lambda g: not g.attempted):
+            for job_id in group.job_ids[:budget]:
+                if job_id not in leased:
+                    self.decisions.append({"job_id": job_id, "kind": "unschedulable", "executor": None, "node": None, "reason": group.reason})
+                    budget -= 1
+            if budget <= 0:
+                break
+
+    # -- all together -------------------------------------------------------------------------
+    def run(self) -> CycleOutcome:
+        self.lifecycle()
+        self.orphans()
+        self.place()
+        self.outcome.sequences = [
+            {"queue": queue, "job_set_id": job_set, "user": SCHEDULER_USER, "groups": [], "events": events[start : start + MAX_EVENTS_PER_SEQUENCE]}
+            for (queue, job_set), events in sorted(self.events.items())
+            for start in range(0, len(events), MAX_EVENTS_PER_SEQUENCE)
+        ]
+        if self.events or self.outcome.commands:
+            self.outcome.record = self.cycle_record()
+        return self.outcome
+
+    def cycle_record(self) -> dict[str, Any]:
+        payload = {
+            "cycle_id": self.outcome.cycle_id,
+            "cycle_time": self.now,
+            "seed": self.outcome.seed,
+            "feed_offsets": {"0": self.outcome.seed},
+            "decisions": self.decisions,
+        }
+        event = {"event_id": new_id(self.now, self.rng), "created": self.now, "job_id": None, "payload": ("flotilla.SchedulingCycle", payload)}
+        return {"queue": CYCLES_QUEUE, "job_set_id": CYCLES_JOB_SET, "user": SCHEDULER_USER, "groups": [], "events": [event]}
+
+
+def plan_cycle(index: SchedulerIndex, tick: Tick, offset: int, config: LeasingConfig) -> CycleOutcome:
+    """Run the cycle closed by ``tick`` (at feed ``offset``); mutates ``index`` with its decisions."""
+    return _Cycle(index, tick, offset, config).run()
