@@ -177,6 +177,8 @@ class Worker:
     log_path: Path
     web_port: int = field(default_factory=free_port)
     partitions: int = 1
+    # More FLOTILLA_* settings, e.g. a short executor timeout.
+    extra_env: dict[str, str] = field(default_factory=dict)
     starts: int = 0
     _process: WorkerProcess | None = field(default=None, repr=False)
     _changelogs: dict[str, str] = field(default_factory=dict, repr=False)
@@ -218,6 +220,7 @@ class Worker:
             FLOTILLA_PARTITIONS=str(self.partitions),
             PYTHONUNBUFFERED="1",
         )
+        env.update(self.extra_env)
         return env
 
     def start(self, timeout: float = HEALTH_TIMEOUT_S) -> Worker:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from ops.broker import free_port
+from ops.broker import EmbeddedBroker, free_port
 from schemas.codec import encode
-from tests.integration.conftest import Worker, poll, remove_tree
+from tests.integration.conftest import Worker, new_worker, poll, remove_tree
 from tests.integration.helpers import USER, create_queue, get_job, item, submit
 
 pytestmark = pytest.mark.integration
@@ -67,6 +68,18 @@ def lifecycle(job_id: str, n: int) -> tuple[str, list[dict[str, Any]]]:
 def sequence(job_set: str, events: list[dict[str, Any]]) -> tuple[bytes, bytes]:
     record = {"queue": QUEUE, "job_set_id": job_set, "user": USER, "groups": [], "events": events}
     return f"{QUEUE}/{job_set}".encode(), encode("event_sequence", record)
+
+
+@pytest.fixture(scope="module")
+def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+    """A worker whose scheduler never runs a cycle: the jobs here are leased to an executor that
+    does not exist, whose leases a cycle would expire, changing the states this test compares."""
+    started = new_worker(broker, tmp_path_factory.mktemp("recovery"), "recovery")
+    started.extra_env = {"FLOTILLA_SCHEDULE_PERIOD_S": "3600"}
+    try:
+        yield started.start()
+    finally:
+        started.stop()
 
 
 def snapshot(worker: Worker, job_ids: list[str]) -> dict[str, dict[str, Any]]:
