@@ -1,0 +1,1 @@
+"""Backends: what runs a leased job (local processes, simulated runs, Kubernetes pods)."""
