@@ -1,34 +1,149 @@
-"""`flotilla-executor --id NAME --backend local|fake|kubernetes`: one executor per cluster.
+"""`flotilla-executor --id ID --backend local|fake|kubernetes`: one executor per cluster.
 
-The command line is fixed now so deployment scripts can be written against it; the backends
-arrive with the pipeline issue, and until then the command says so and exits with status 2.
+Broker, topic prefix and app id come from ``FLOTILLA_*`` variables like every Flotilla process;
+``--broker`` overrides the variable. Exit status: 0 after a clean stop (SIGTERM, SIGINT), 2 for a
+bad command line or configuration, 1 when the executor fails while running.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import os
+import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+from executor.backend import Backend
+from executor.cluster import ClusterSpecError, load_cluster_spec, uniform_nodes
 
 BACKENDS = ("local", "fake", "kubernetes")
+_EXECUTOR_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")  # names a directory and a consumer group
+FAKE_NODE_DEFAULTS = {"nodes": 10, "cpu": "32", "memory": "256Gi"}
+
+
+class UsageError(Exception):
+    """A command line or configuration the executor cannot start with."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flotilla-executor", description="Run leased Flotilla jobs on one cluster")
     parser.add_argument("--id", required=True, help="executor id (one per cluster)")
     parser.add_argument("--backend", choices=BACKENDS, default="local")
-    parser.add_argument("--broker", help="kafka://host:port (default $FLOTILLA_BROKER)")
+    parser.add_argument("--broker", help="broker URL, e.g. kafka://host:9092 (default $FLOTILLA_BROKER)")
+    parser.add_argument("--pool", help='pool of the nodes (default: the cluster spec\'s, else "default")')
+    parser.add_argument("--state-dir", type=Path, help="local: run directories and logs (default .flotilla/executors/<id>)")
+    parser.add_argument("--nodes", type=int, help="local and fake: number of nodes (default 2 local, 10 fake)")
+    parser.add_argument("--node-cpu", help="cpu of each node (default: local, this machine's cpus shared; fake, 32)")
+    parser.add_argument("--node-memory", help="memory of each node (default: local, half this machine's RAM shared; fake, 256Gi)")
+    parser.add_argument("--cluster", type=Path, help="fake: cluster spec YAML (nodes, pool, run times); see executor/clusters/example.yaml")
+    parser.add_argument("--kubeconfig", help="kubernetes: kubeconfig file (default: in-cluster, else ~/.kube/config)")
+    parser.add_argument("--namespace", help="kubernetes: put every pod in this namespace (default: each job's own)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    print(
-        f"flotilla-executor: the {args.backend} backend is not available in this release; "
-        "executors arrive with the job-running pipeline",
-        file=sys.stderr,
+    try:
+        if not _EXECUTOR_ID.match(args.id):
+            raise UsageError(f"executor id {args.id!r} must be letters, digits, '.', '_' or '-' (at most 63)")
+        from streams.config import Settings
+
+        settings = Settings.from_env(broker=args.broker)
+        backend = build_backend(args)
+    except (UsageError, ClusterSpecError, ValueError) as exc:  # ValueError: a malformed FLOTILLA_* variable
+        print(f"flotilla-executor: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
-    return 2
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    from executor.runtime import Executor
+
+    try:
+        asyncio.run(Executor(settings, args.id, backend).run())
+    except Exception as exc:  # noqa: BLE001 - the reason goes to the operator, not a traceback
+        logging.getLogger("executor").debug("executor failed", exc_info=True)
+        print(f"flotilla-executor: executor {args.id} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# Options that only some backends take; --state-dir is accepted by all (only local keeps state).
+_OPTIONS_OF = {
+    "nodes": ("local", "fake"),
+    "node_cpu": ("local", "fake"),
+    "node_memory": ("local", "fake"),
+    "cluster": ("fake",),
+    "kubeconfig": ("kubernetes",),
+    "namespace": ("kubernetes",),
+}
+
+
+def build_backend(args: argparse.Namespace) -> Backend:
+    foreign = [
+        f"--{name.replace('_', '-')}"
+        for name, backends in _OPTIONS_OF.items()
+        if getattr(args, name) is not None and args.backend not in backends
+    ]
+    if foreign:
+        raise UsageError(f"not options of the {args.backend} backend: {', '.join(foreign)}")
+    if args.backend == "local":
+        return _local(args)
+    if args.backend == "fake":
+        return _fake(args)
+    return _kubernetes(args)
+
+
+def _local(args: argparse.Namespace) -> Backend:
+    from executor.backends.local import LocalBackend
+
+    count = 2 if args.nodes is None else args.nodes
+    if count < 1:
+        raise UsageError(f"--nodes must be at least 1, got {count}")
+    cpu = args.node_cpu or str(max(1, (os.cpu_count() or 1) // count))
+    memory = args.node_memory or f"{max(256, _ram_bytes() // 2 // count // 2**20)}Mi"
+    nodes = uniform_nodes(count, "local", cpu, memory)
+    state_dir = args.state_dir or Path(".flotilla/executors") / args.id
+    return LocalBackend(state_dir, nodes, pool=args.pool or "default")
+
+
+def _fake(args: argparse.Namespace) -> Backend:
+    from executor.backends.fake import FakeBackend
+
+    if args.cluster is not None:
+        if args.nodes is not None or args.node_cpu or args.node_memory:
+            raise UsageError("give either --cluster or --nodes/--node-cpu/--node-memory, not both")
+        return FakeBackend.from_spec(load_cluster_spec(args.cluster), pool=args.pool)
+    nodes = uniform_nodes(
+        FAKE_NODE_DEFAULTS["nodes"] if args.nodes is None else args.nodes,
+        "node",
+        args.node_cpu or FAKE_NODE_DEFAULTS["cpu"],
+        args.node_memory or FAKE_NODE_DEFAULTS["memory"],
+    )
+    return FakeBackend(nodes, pool=args.pool or "default")
+
+
+def _kubernetes(args: argparse.Namespace) -> Backend:
+    try:
+        from executor.backends.kubernetes import KubernetesBackend
+    except ImportError as exc:
+        raise UsageError(f"the kubernetes backend is not available: {exc}") from exc
+    try:
+        return KubernetesBackend(
+            executor_id=args.id, pool=args.pool or "default", namespace=args.namespace, kubeconfig=args.kubeconfig
+        )
+    except Exception as exc:  # the client's configuration errors come in many types
+        raise UsageError(f"cannot reach the Kubernetes cluster: {type(exc).__name__}: {exc}") from exc
+
+
+def _ram_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 4 * 2**30
 
 
 if __name__ == "__main__":
