@@ -172,7 +172,11 @@ def job_delta(job: dict[str, Any]) -> JobDelta:
         node=latest["node"] if latest else None,
         run_state=latest["state"] if latest else None,
         leased_at=latest["leased_at"] if latest else None,
-        avoid_nodes=tuple(sorted({node_id(run["executor"], run["node"]) for run in returned if run["node"]})),
+        # Only runs their executor gave back: an expired lease says nothing against the node
+        # (the scheduler's own take-back of an expired lease avoids nothing either).
+        avoid_nodes=tuple(
+            sorted({node_id(run["executor"], run["node"]) for run in returned if run["node"] and run["state"] == "lease_returned"})
+        ),
         returned_runs=len(returned),
         cancel_requested=job["cancel_requested"],
         preempt_requested=job["preempt_requested"],
