@@ -21,8 +21,12 @@ _STOP_COMMAND = {"cancelled": "cancel_run", "preempted": "preempt_run", "failed"
 
 
 def _significant(delta: JobDelta) -> JobDelta:
-    """Pending and running hold the same resources: the scheduler need not hear of the step."""
-    return replace(delta, run_state="active") if delta.run_state in _ACTIVE_RUN else delta
+    """Pending and running hold the same resources: the scheduler need not hear of the step.
+
+    The job's state moves along with its latest run's, so both are compared as "active"."""
+    if delta.run_state not in _ACTIVE_RUN:
+        return delta
+    return replace(delta, run_state="active", state="active" if delta.state in _ACTIVE_RUN else delta.state)
 
 
 def feed_change(before: dict[str, Any] | None, after: dict[str, Any]) -> JobDelta | None:
