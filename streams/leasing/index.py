@@ -79,12 +79,15 @@ class SchedulerIndex:
         entry = self.jobs.get(delta.job_id)
         if entry is None:
             self.jobs[delta.job_id] = Entry(delta)
-        elif entry.expect is None or entry.confirmed_by(delta):
-            entry.set(delta)
+            return [key]
+        # Requests are sticky, and a job-set cancel is known here only (the fold does not mark
+        # the jobs), so neither a newer nor an older delta takes one away.
+        flags = (entry.delta.cancel_requested or delta.cancel_requested, entry.delta.preempt_requested or delta.preempt_requested)
+        if entry.expect is None or entry.confirmed_by(delta):
+            entry.set(replace(delta, cancel_requested=flags[0], preempt_requested=flags[1]))
             entry.expect = None
         else:
-            # Older than our decision. Requests are sticky, so they are kept even so.
-            flags = (entry.delta.cancel_requested or delta.cancel_requested, entry.delta.preempt_requested or delta.preempt_requested)
+            # Older than our decision: only the requests are taken from it.
             if flags == (entry.delta.cancel_requested, entry.delta.preempt_requested):
                 return []
             entry.set(replace(entry.delta, cancel_requested=flags[0], preempt_requested=flags[1]))
