@@ -56,6 +56,8 @@ class _Cycle:
         self.outcome = CycleOutcome(cycle_id=new_id(self.now, self.rng), seed=offset)
         self.events: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         self.decisions: list[dict[str, Any]] = []
+        # Jobs this cycle ended: the fold sends the command that stops their runs.
+        self.ended: set[str] = set()
         self.live = {
             name: state
             for name, state in sorted(index.executors.items())
@@ -69,6 +71,8 @@ class _Cycle:
         )
 
     def decide(self, entry: Entry, expect: str, delta: JobDelta) -> None:
+        if expect == END:
+            self.ended.add(entry.delta.job_id)
         self.outcome.changed.append(self.index.decide(entry.delta.job_id, expect, delta))
 
     def end(self, entry: Entry, kind: str, payload: dict[str, Any]) -> None:
@@ -135,8 +139,11 @@ class _Cycle:
                     continue
                 job_id = state.runs.get(run_id, "")
                 entry = self.index.jobs.get(job_id)
-                if entry is not None and entry.delta.run_id == run_id and entry.expect != END:
-                    continue
+                # The job's active run is no orphan, unless an earlier cycle ended the job (this
+                # cycle's endings are stopped by the fold, with the right kind of command).
+                if entry is not None and entry.delta.run_id == run_id and entry.delta.run_active:
+                    if entry.expect != END or job_id in self.ended:
+                        continue
                 self.index.orphans_cancelled.add(run_id)
                 self.outcome.commands.append(
                     {
@@ -163,11 +170,11 @@ class _Cycle:
         for pool in pools:
             executors = [state for state in self.live.values() if state.pool == pool]
             where = {node_id(s.executor, n.name): (s.executor, n.name) for s in executors for n in s.nodes}
-            running, queued = self.pool_jobs(where, leased, queues)
+            running, queued, unmanaged = self.pool_jobs(where, leased, queues)
             active = sorted({job.queue for job in queued} | {r.job.queue for r in running})
             inputs = CycleInput(
                 queues=tuple(scheduling_queue(queues[name], pool) for name in active),
-                nodes=tuple(self.nodes(executors)),
+                nodes=tuple(self.nodes(executors, unmanaged)),
                 running=tuple(running),
                 queued=tuple(queued),
                 now=self.now / 1000.0,
@@ -178,29 +185,44 @@ class _Cycle:
             self.apply(pool, result, where, leased)
             self.outcome.changed += self.index.set_limiters(result.limiters)
 
-    def nodes(self, executors: Iterable[ExecutorState]) -> Iterable[Any]:
+    def nodes(self, executors: Iterable[ExecutorState], unmanaged: dict[str, dict[str, int]]) -> Iterable[Any]:
+        """``unmanaged``: per node, what runs the cycle cannot schedule around hold, counted as
+        used by pods Flotilla did not start."""
         held = max((pc.priority for pc in self.config.scheduling.priority_classes.values()), default=0)
-        return (scheduling_node(state, node, held) for state in executors for node in state.nodes)
+        for state in executors:
+            for node in state.nodes:
+                extra = unmanaged.get(node_id(state.executor, node.name))
+                if extra:
+                    node = replace(node, used={k: node.used.get(k, 0) + extra.get(k, 0) for k in {*node.used, *extra}})
+                yield scheduling_node(state, node, held)
 
     def pool_jobs(
         self, where: dict[str, tuple[str, str]], leased: set[str], queues: dict[str, Any]
-    ) -> tuple[list[RunningJob], list[Job]]:
+    ) -> tuple[list[RunningJob], list[Job], dict[str, dict[str, int]]]:
+        """Running and queued jobs of the pool, and per node the resources of runs whose queue
+        (not in the tick) or priority class (not configured) the cycle does not know: they are
+        neither scheduled nor preempted, but their resources stay taken."""
         classes = self.config.scheduling.priority_classes
         running: list[RunningJob] = []
         queued: list[Job] = []
+        unmanaged: dict[str, dict[str, int]] = defaultdict(dict)
         for job_id in sorted(self.index.jobs):
             entry = self.index.jobs[job_id]
             d = entry.delta
-            if entry.expect == END or d.queue not in queues or d.priority_class not in classes:
+            if entry.expect == END:
                 continue
+            known = d.queue in queues and d.priority_class in classes
             if d.run_active:
                 node = node_id(d.executor or "", d.node or "")
-                if node in where:
+                if node in where and known:
                     started = (d.leased_at or 0) / 1000.0
                     running.append(RunningJob(entry.job, node, classes[d.priority_class].priority, started))
-            elif d.state == "queued" and job_id not in leased:
+                elif node in where:
+                    for name, amount in d.requests.items():
+                        unmanaged[node][name] = unmanaged[node].get(name, 0) + amount
+            elif known and d.state == "queued" and job_id not in leased:
                 queued.append(entry.job)
-        return running, queued
+        return running, queued, unmanaged
 
     def apply(self, pool: str, result: CycleResult, where: dict[str, tuple[str, str]], leased: set[str]) -> None:
         for placed in result.scheduled:
