@@ -10,8 +10,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.codec import decode
+from schemas.codec import decode, encode
 from streams.agents.job_state import apply_sequence
+from streams.domain import feed
 from streams.tables.jobs import JobStore
 from tests.domain.builders import ENVELOPE, Events
 
@@ -57,3 +58,57 @@ def test_replaying_a_sequence_changes_nothing() -> None:
     assert again.outcomes == {"unchanged": 3}
     assert again.feed == [] and again.commands == []
     assert plane.table == first
+
+
+def test_a_lease_and_a_cancel_forward_deltas_and_executor_commands() -> None:
+    plane, ev = Plane(), Events("job-3")
+    first = apply_sequence(plane, sequence(ev.submitted(), ev.leased("run-1", node="node-2")), random.Random(7))
+
+    assert [(d.state, d.runs, d.run_id) for d in first.feed] == [("queued", 0, None), ("leased", 1, "run-1")]
+    [lease] = first.commands
+    assert (lease["kind"], lease["executor"], lease["node"], lease["run_id"], lease["job_id"]) == (
+        "lease", "cluster-1", "node-2", "run-1", "job-3")
+    assert lease["spec"]["pod_spec"]["containers"] and lease["created"] == 2_000
+    encode("executor_command", lease)
+
+    progress = apply_sequence(plane, sequence(ev("JobRunPending", run_id="run-1", node="node-2"),
+                                              ev("JobRunRunning", run_id="run-1", node="node-2")), random.Random(8))
+    assert progress.outcomes == {"applied": 2}
+    assert progress.feed == [] and progress.commands == []
+
+    cancel = apply_sequence(plane, sequence(ev("JobCancelled", run_id="run-1", reason="by user")), random.Random(9))
+    [terminal] = cancel.feed
+    assert terminal.state == "cancelled" and terminal.terminal
+    [stop] = cancel.commands
+    assert (stop["kind"], stop["executor"], stop["run_id"], stop["spec"]) == ("cancel_run", "cluster-1", "run-1", None)
+    encode("executor_command", stop)
+    assert stop["command_id"] != lease["command_id"]
+
+
+def test_command_ids_come_from_the_seeded_generator() -> None:
+    ev = Events("job-4")
+    events = sequence(ev.submitted(), ev.leased("run-1"))
+    one = apply_sequence(Plane(), events, random.Random("events/0/12"))
+    two = apply_sequence(Plane(), events, random.Random("events/0/12"))
+    other = apply_sequence(Plane(), events, random.Random("events/0/13"))
+    assert one.commands == two.commands
+    assert one.commands[0]["command_id"] != other.commands[0]["command_id"]
+
+
+def test_a_job_set_action_is_forwarded_and_changes_no_job() -> None:
+    plane, ev = Plane(), Events("job-5")
+    apply_sequence(plane, sequence(ev.submitted()), random.Random(1))
+    before = dict(plane.table)
+    cancel = ("JobCancelRequested", {"event_id": "set-cancel", "created": 9_000, "job_id": None, "payload": {"reason": "all done"}})
+    reprioritise = ("JobReprioritised", {"event_id": "set-prio", "created": 9_500, "job_id": None, "payload": {"new_priority": 3.0}})
+
+    folded = apply_sequence(plane, sequence(cancel, reprioritise), random.Random(2))
+
+    assert folded.feed == [
+        feed.JobSetAction(queue="team-a", job_set_id="set-1", action="cancel", reason="all done", event_id="set-cancel", time=9_000),
+        feed.JobSetAction(queue="team-a", job_set_id="set-1", action="reprioritise", new_priority=3.0, event_id="set-prio", time=9_500),
+    ]
+    assert folded.commands == []
+    assert folded.outcomes == {"job_set_action": 2}
+    assert plane.table == before
+    assert decode("job_state", plane.table["job-5"])["cancel_requested"] is False
