@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from executor.backend import Backend
-from executor.cluster import ClusterSpecError, load_cluster_spec, uniform_nodes
+from executor.cluster import load_cluster_spec, uniform_nodes
+from executor.runtime import Executor, ready_line
+from streams.config import Settings
 
 BACKENDS = ("local", "fake", "kubernetes")
 _EXECUTOR_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")  # names a directory and a consumer group
@@ -49,21 +51,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not _EXECUTOR_ID.match(args.id):
             raise UsageError(f"executor id {args.id!r} must be letters, digits, '.', '_' or '-' (at most 63)")
-        from streams.config import Settings
-
         settings = Settings.from_env(broker=args.broker)
         backend = build_backend(args)
-    except (UsageError, ClusterSpecError, ValueError) as exc:  # ValueError: a malformed FLOTILLA_* variable
+    except (UsageError, ValueError) as exc:  # ValueError: a bad cluster spec or FLOTILLA_* variable
         print(f"flotilla-executor: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
-    from executor.runtime import Executor
-
     try:
-        asyncio.run(Executor(settings, args.id, backend).run())
+        asyncio.run(_serve(Executor(settings, args.id, backend)))
     except Exception as exc:  # noqa: BLE001 - the reason goes to the operator, not a traceback
         logging.getLogger("executor").debug("executor failed", exc_info=True)
         print(f"flotilla-executor: executor {args.id} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -137,6 +135,20 @@ def _kubernetes(args: argparse.Namespace) -> Backend:
         )
     except Exception as exc:  # the client's configuration errors come in many types
         raise UsageError(f"cannot reach the Kubernetes cluster: {type(exc).__name__}: {exc}") from exc
+
+
+async def _serve(executor: Executor) -> None:
+    """Run the executor, printing its ready line on stdout whatever the log level."""
+
+    async def announce() -> None:
+        await executor.ready.wait()
+        print(ready_line(executor.executor_id), flush=True)
+
+    announcer = asyncio.create_task(announce())
+    try:
+        await executor.run()
+    finally:
+        announcer.cancel()
 
 
 def _ram_bytes() -> int:

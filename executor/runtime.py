@@ -48,7 +48,7 @@ def wall_clock_ms() -> int:
 
 
 def ready_line(executor_id: str) -> str:
-    """What the executor logs once it consumes commands and has reported; ops/executor.py waits for it."""
+    """What the executor prints once it consumes commands and has reported; ops/executor.py waits for it."""
     return f"executor {executor_id} ready"
 
 
@@ -70,6 +70,7 @@ class Executor:
         self._changes: list[Change] = []
         self._flush_lock = asyncio.Lock()
         self._stopping = asyncio.Event()
+        self.ready = asyncio.Event()  # set once commands are consumed and the first report is out
         self._rng = random.Random(os.urandom(16))
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
@@ -109,19 +110,16 @@ class Executor:
             group_id=f"{self.settings.app_id}-executor-{self.executor_id}",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            session_timeout_ms=int(self.settings.session_timeout_s * 1000),
-            rebalance_timeout_ms=int(self.settings.rebalance_timeout_s * 1000),
-            heartbeat_interval_ms=int(self.settings.heartbeat_interval_s * 1000),
             max_partition_fetch_bytes=MAX_MESSAGE_BYTES,
             fetch_max_bytes=MAX_MESSAGE_BYTES,
         )
-        await self._consumer.start()
         tasks: list[asyncio.Task[None]] = []
         try:
+            await self._consumer.start()
             await self._assign_all_partitions()
             await self._flush()
             await self._report()
-            log.info(ready_line(self.executor_id))
+            self.ready.set()
             tasks = [
                 asyncio.create_task(self._consume(), name="executor-commands"),
                 asyncio.create_task(self._every(self.flush_interval_s, self._flush), name="executor-events"),

@@ -1,7 +1,7 @@
 """An executor (`flotilla-executor`) as a child process: start, wait until ready, kill or stop.
 
 `flotilla up` and the integration tests run executors this way, so that what is tested is the
-process users run. Ready means the executor logged ``executor <id> ready``: it consumes its
+process users run. Ready means the executor printed ``executor <id> ready``: it consumes its
 commands and has sent its first report.
 """
 

@@ -65,8 +65,9 @@ class FakeBackend:
         self._loop: asyncio.Task[None] | None = None
 
     @classmethod
-    def from_spec(cls, spec: ClusterSpec, pool: str | None = None, **options: object) -> FakeBackend:
-        return cls(spec.nodes, spec.runtime, pool=pool or spec.pool or "default", **options)  # type: ignore[arg-type]
+    def from_spec(cls, spec: ClusterSpec, pool: str | None = None) -> FakeBackend:
+        """``pool`` (from the command line) wins over the spec's."""
+        return cls(spec.nodes, spec.runtime, pool=pool or spec.pool or "default")
 
     # ------------------------------------------------------------------ Backend
 

@@ -39,9 +39,6 @@ class RunLedger:
     def __contains__(self, run_id: str) -> bool:
         return run_id in self._runs
 
-    def __len__(self) -> int:
-        return len(self._runs)
-
     def get(self, run_id: str) -> RunStatus | None:
         return self._runs.get(run_id)
 

@@ -40,10 +40,6 @@ FORGOTTEN = "forgotten"
 class RunDir:
     path: Path
 
-    @property
-    def run_id(self) -> str:
-        return self.path.name
-
     def file(self, name: str) -> Path:
         return self.path / name
 

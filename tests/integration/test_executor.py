@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from ops.broker import EmbeddedBroker
 from ops.executor import ExecutorProcess
@@ -90,6 +91,22 @@ class Log:
     def kinds(self, job_id: str) -> list[str]:
         return [kind for _, kind, job, _, _ in self.events() if job == job_id]
 
+    def committed(self, group: str) -> int:
+        """Commands the consumer group ``group`` committed, over every partition."""
+
+        async def fetch() -> int:
+            topic = f"{self.prefix}executor-commands"
+            consumer = AIOKafkaConsumer(bootstrap_servers=self.broker.bootstrap, group_id=group, enable_auto_commit=False)
+            await consumer.start()
+            try:
+                partitions = [TopicPartition(topic, p) for p in range(2)]
+                consumer.assign(partitions)
+                return sum([await consumer.committed(tp) or 0 for tp in partitions])
+            finally:
+                await consumer.stop()
+
+        return asyncio.run(fetch())
+
     def reports(self) -> list[dict[str, Any]]:
         return [decode("executor_report", r.value) for r in read_topic(self.broker.bootstrap, f"{self.prefix}executor-reports")]
 
@@ -111,6 +128,7 @@ def log(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Log]:
 
 def test_a_fake_executor_runs_leases_reports_them_and_ignores_other_executors_commands(log: Log) -> None:
     executor = log.executor("fake-1", "fake", "--nodes", "3").start()
+    produce(log.broker.bootstrap, f"{log.prefix}executor-commands", [(b"fake-1", b"not a command")])  # skipped
     log.lease("fake-1", "run-ok", "node-1", job_spec(annotations={RUNTIME_ANNOTATION: "0.3"}))
     log.lease("fake-1", "run-back", "node-2", job_spec(annotations={OUTCOME_ANNOTATION: "returned"}))
     log.lease("fake-1", "run-long", "node-0", job_spec(annotations={RUNTIME_ANNOTATION: "600"}))
@@ -146,6 +164,8 @@ def test_a_fake_executor_runs_leases_reports_them_and_ignores_other_executors_co
     assert report["pool"] == "default"
     assert [node["name"] for node in report["nodes"]] == ["node-0", "node-1", "node-2"]
     assert {r["run_id"]: r["state"] for r in report["runs"]} == {"run-ok": "succeeded", "run-back": "returned", "run-long": "cancelled"}
+    # every command was acted on (or skipped) and committed, other executors' and garbage included
+    poll(lambda: log.committed(f"{log.prefix.rstrip('.')}-executor-fake-1") == 7, 15, "offsets of all 7 commands committed")
     executor.stop()
     assert executor.process is not None and executor.process.returncode == 0, executor.log_tail()
 
