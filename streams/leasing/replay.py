@@ -1,0 +1,40 @@
+"""Replaying the scheduler feed repeats every cycle: the audit behind each lease and preemption.
+
+A cycle depends only on the index (folded from the feed up to its tick) and the tick itself,
+so folding the same records into a fresh index and running a cycle at each tick gives the same
+decisions, ids included. Comparing them with the `SchedulingCycle` records on `events` checks
+that what the scheduler did is what its recorded inputs imply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from streams.domain import feed
+from streams.leasing.config import LeasingConfig
+from streams.leasing.index import SchedulerIndex
+from streams.leasing.plan import CycleOutcome, plan_cycle
+
+
+def replay(records: Iterable[tuple[int, bytes]], config: LeasingConfig) -> Iterator[CycleOutcome]:
+    """The outcome of every cycle of a feed given as ``(offset, value)`` pairs in offset order.
+
+    Records that are not feed records are skipped, as the agent skips them.
+    """
+    index = SchedulerIndex()
+    for offset, value in records:
+        try:
+            record = feed.decode(value)
+        except ValueError:
+            continue
+        if isinstance(record, feed.Tick):
+            yield plan_cycle(index, record, offset, config)
+        else:
+            index.apply(record)
+
+
+def decisions(outcome: CycleOutcome) -> list[dict[str, object]]:
+    """The decisions a cycle recorded (empty when it decided nothing)."""
+    if outcome.record is None:
+        return []
+    return list(outcome.record["events"][0]["payload"][1]["decisions"])
