@@ -133,6 +133,8 @@ class _Cycle:
 
     # -- 3: orphans ---------------------------------------------------------------------------
     def orphans(self) -> None:
+        # Forget runs no executor reports any more, so the set stays as small as the orphans.
+        self.index.orphans_cancelled &= {run_id for state in self.index.executors.values() for run_id in state.active}
         for name, state in self.live.items():
             for run_id in state.active:
                 if run_id in self.index.orphans_cancelled:
