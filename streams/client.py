@@ -6,6 +6,7 @@ import json
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,16 +38,65 @@ class Client:
             f"{self.url}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            response = self._open(request)
+        except ClientError as exc:
+            if exc.status in accept:
+                return exc.body
+            raise
+        with response:
+            try:
                 return json.loads(response.read() or b"null")
+            except OSError as exc:
+                raise ClientError(f"lost the connection to Flotilla at {self.url}: {exc}") from exc
+
+    def events(self, path: str) -> Iterator[ServerEvent]:
+        """The server-sent events of a GET, as they arrive; ends when the server ends the stream."""
+        request = urllib.request.Request(f"{self.url}{path}", headers={"Accept": "text/event-stream"})
+        with self._open(request) as response:
+            try:
+                yield from parse_sse(line.decode() for line in response)
+            except OSError as exc:
+                raise ClientError(f"lost the connection to Flotilla at {self.url}: {exc}") from exc
+
+    def _open(self, request: urllib.request.Request) -> Any:
+        try:
+            return urllib.request.urlopen(request, timeout=self.timeout_s)
         except urllib.error.HTTPError as exc:
             payload = _json_or_text(exc.read())
-            if exc.code in accept:
-                return payload
             reason = payload.get("error") if isinstance(payload, dict) else payload
             raise ClientError(f"{reason or exc.reason} (HTTP {exc.code})", exc.code, payload) from exc
         except (urllib.error.URLError, OSError) as exc:
             raise ClientError(f"cannot reach Flotilla at {self.url}: {getattr(exc, 'reason', exc)}") from exc
+
+
+@dataclass(frozen=True)
+class ServerEvent:
+    """One server-sent event: `id`, `event` and the `data` lines joined."""
+
+    id: str | None
+    event: str
+    data: str
+
+
+def parse_sse(lines: Iterable[str]) -> Iterator[ServerEvent]:
+    """Server-sent events from the lines of a `text/event-stream` body (comments are skipped)."""
+    fields: dict[str, str] = {}
+    data: list[str] = []
+    for raw in lines:
+        line = raw.rstrip("\r\n")
+        if not line:
+            if data:
+                yield ServerEvent(id=fields.get("id"), event=fields.get("event", "message"), data="\n".join(data))
+            fields, data = {}, []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            data.append(value)
+        elif name in ("id", "event"):
+            fields[name] = value
 
 
 def _json_or_text(raw: bytes) -> Any:

@@ -1,20 +1,24 @@
-"""The REST API, served by the Faust worker's web server.
+"""The REST API, served by the Faust worker's web server: queues, submission, job status, health, metrics.
 
 Every write goes to the log (queue definitions to `queues`, submissions to `submissions`); the API
 then waits until the effect is visible (the queue in this worker's replica, the ingest agent's answer)
 so a caller that got 2xx can rely on it. Errors are JSON `{"error": reason}` with a 4xx status.
+Job control (`job_control.py`) answers 202 once its request is on the log, because its effect
+comes from the scheduler later; a job set's events stream from `job_set_events.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from faust import web
 
 from schemas.codec import SchemaError, encode
+from streams.api import job_control, job_set_events
+from streams.api.http import ApiError, answers_errors, json_body
+from streams.api.lookups import job_or_404, queue_or_404
 from streams.domain import jobspec
 from streams.domain.ids import IdFactory
 from streams.domain.queues import validate_queue
@@ -26,37 +30,6 @@ if TYPE_CHECKING:
 
 ANONYMOUS = "anonymous"
 _VISIBILITY_TIMEOUT_S = 10.0
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
-Handler = Callable[..., Awaitable[web.Response]]
-
-
-def _answers_errors(handler: Handler) -> Handler:
-    async def wrapped(self: web.View, request: web.Request, **kwargs: Any) -> web.Response:
-        try:
-            return await handler(self, request, **kwargs)
-        except ApiError as exc:
-            return self.json({"error": exc.reason}, status=exc.status)
-
-    wrapped.__name__ = handler.__name__
-    return wrapped
-
-
-async def _body(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
-        raise ApiError(400, f"request body is not JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise ApiError(400, "request body must be a JSON object")
-    return body
 
 
 async def _until(condition: Callable[[], bool], what: str) -> None:
@@ -71,12 +44,8 @@ async def _until(condition: Callable[[], bool], what: str) -> None:
 def register(plane: ControlPlane) -> None:
     app = plane.app
     ids = IdFactory.system()
-
-    def queue_or_404(name: str) -> dict[str, Any]:
-        queue = plane.queues.get(name)
-        if queue is None:
-            raise ApiError(404, f"queue {name!r} does not exist")
-        return queue
+    job_control.register(plane, ids, ANONYMOUS)
+    job_set_events.register(plane)
 
     async def write_queue(raw: dict[str, Any], *, exists: bool) -> dict[str, Any]:
         queue, reason = validate_queue(raw)
@@ -107,35 +76,35 @@ def register(plane: ControlPlane) -> None:
         async def get(self, request: web.Request) -> web.Response:
             return self.json({"queues": sorted((dict(q) for q in plane.queues.values()), key=lambda q: q["name"])})
 
-        @_answers_errors
+        @answers_errors
         async def post(self, request: web.Request) -> web.Response:
-            return self.json(await write_queue(await _body(request), exists=False), status=201)
+            return self.json(await write_queue(await json_body(request), exists=False), status=201)
 
     @app.page("/api/v1/queues/{name}")
     class Queue(web.View):
-        @_answers_errors
+        @answers_errors
         async def get(self, request: web.Request, name: str) -> web.Response:
-            return self.json(queue_or_404(name))
+            return self.json(queue_or_404(plane, name))
 
-        @_answers_errors
+        @answers_errors
         async def put(self, request: web.Request, name: str) -> web.Response:
-            body = await _body(request)
+            body = await json_body(request)
             if body.setdefault("name", name) != name:
                 raise ApiError(400, f"queue name in the body ({body['name']!r}) differs from the URL ({name!r})")
             return self.json(await write_queue(body, exists=True))
 
-        @_answers_errors
+        @answers_errors
         async def delete(self, request: web.Request, name: str) -> web.Response:
-            queue_or_404(name)
+            queue_or_404(plane, name)
             await plane.topics.queues.send(key=name, value=None)
             await _until(lambda: plane.queues.get(name) is None, f"deletion of queue {name!r}")
             return self.json({"deleted": name})
 
     @app.page("/api/v1/jobs")
     class Jobs(web.View):
-        @_answers_errors
+        @answers_errors
         async def post(self, request: web.Request) -> web.Response:
-            body = await _body(request)
+            body = await json_body(request)
             submit = submit_request(body, request_id=ids.new(), user=ANONYMOUS, groups=[])
             try:
                 message = encode("submit_request", submit)
@@ -173,12 +142,9 @@ def register(plane: ControlPlane) -> None:
 
     @app.page("/api/v1/jobs/{job_id}")
     class Job(web.View):
-        @_answers_errors
+        @answers_errors
         async def get(self, request: web.Request, job_id: str) -> web.Response:
-            job = plane.jobs.get(job_id)
-            if job is None:
-                raise ApiError(404, f"job {job_id!r} not found")
-            return self.json(job_view(job))
+            return self.json(job_view(job_or_404(plane, job_id)))
 
 
 def submit_request(body: dict[str, Any], *, request_id: str, user: str, groups: list[str]) -> dict[str, Any]:

@@ -1,0 +1,49 @@
+"""What every REST view shares: the error type, its JSON answer and request-body parsing.
+
+A refusal is raised as `ApiError` wherever it is found and answered in one place, so every
+endpoint gives the same `{"error": reason}` shape with a 4xx/5xx status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # kept out at run time so that the pure request parsers can raise ApiError
+    from faust import web
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+Handler = Callable[..., Awaitable["web.Response"]]
+
+
+def answers_errors(handler: Handler) -> Handler:
+    async def wrapped(self: web.View, request: web.Request, **kwargs: Any) -> web.Response:
+        try:
+            return await handler(self, request, **kwargs)
+        except ApiError as exc:
+            return self.json({"error": exc.reason}, status=exc.status)
+
+    wrapped.__name__ = handler.__name__
+    return wrapped
+
+
+async def json_body(request: web.Request, *, optional: bool = False) -> dict[str, Any]:
+    """The body as a JSON object; with ``optional``, an empty body is ``{}`` (a bare `POST .../cancel`)."""
+    raw = await request.read()
+    if optional and not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+        raise ApiError(400, f"request body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    return body
