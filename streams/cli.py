@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from streams.client import ClientError
-from streams.commands import jobs, queues, services
+from streams.commands import CommandError, control, jobs, queues, services, watch
 from streams.jobfile import JobFileError
 from streams.scenarios import cli as scenario_cli
 
@@ -22,6 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     services.register(commands)
     queues.register(commands)
     jobs.register(commands)
+    control.register(commands)
+    watch.register(commands)
     scenario_cli.register(commands)
     return parser
 
@@ -30,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ClientError, JobFileError) as exc:
+    except (ClientError, CommandError, JobFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

@@ -1,4 +1,4 @@
-"""`flotilla submit FILE` and `flotilla job status ID`."""
+"""`flotilla submit FILE`, `flotilla job status ID` and `flotilla job logs ID`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from streams.client import Client
+from streams.commands import CommandError
 from streams.jobfile import load_job_file
 
 
@@ -27,12 +28,20 @@ def register(commands: Any) -> None:
     status.add_argument("--url", help="REST API (default $FLOTILLA_URL or http://127.0.0.1:8080)")
     status.set_defaults(func=_status)
 
+    logs = actions.add_parser("logs", help="print the output of a job's run on a local executor of this machine")
+    logs.add_argument("job_id")
+    logs.add_argument("--run", help="run id (default: the job's latest run)")
+    logs.add_argument("--state-dir", type=Path, default=Path(".flotilla"),
+                      help="the state directory `flotilla up` was given (default .flotilla)")
+    logs.add_argument("--url", help="REST API (default $FLOTILLA_URL or http://127.0.0.1:8080)")
+    logs.set_defaults(func=_logs)
+
 
 def _submit(args: argparse.Namespace) -> int:
     try:
         text = args.file.read_text()
     except OSError as exc:
-        raise SystemExit(f"error: cannot read {args.file}: {exc.strerror}") from exc
+        raise CommandError(f"cannot read {args.file}: {exc.strerror}") from exc
     request = load_job_file(text)
     answer = Client.from_env(args.url).call("POST", "/api/v1/jobs", request, accept=(207, 422))
     errors = [(i, item["error"]) for i, item in enumerate(answer["items"]) if "error" in item]
@@ -62,3 +71,39 @@ def _status(args: argparse.Namespace) -> int:
         exit_code = "" if run["exit_code"] is None else f" exit {run['exit_code']}"
         print(f"  run {run['run_id']} on {run['executor']}/{run['node']}: {run['state']}{exit_code}")
     return 0
+
+
+def _logs(args: argparse.Namespace) -> int:
+    job = Client.from_env(args.url).call("GET", f"/api/v1/jobs/{args.job_id}")
+    log = run_log_path(job, args.state_dir, args.run)
+    sys.stdout.buffer.write(log.read_bytes())
+    sys.stdout.flush()
+    return 0
+
+
+def run_log_path(job: dict[str, Any], state_dir: Path, run_id: str | None) -> Path:
+    """Where a local executor keeps the output of the job's run (the latest one unless ``run_id``).
+
+    The executor named by the run keeps its state under `<state-dir>/executors/<executor>/`, so a
+    run of any other executor (Kubernetes, another machine) has no directory here.
+    """
+    runs = job["runs"]
+    if not runs:
+        raise CommandError(f"job {job['job_id']} has not run yet (it is {job['state']})")
+    if run_id is None:
+        run = runs[-1]
+    else:
+        run = next((r for r in runs if r["run_id"] == run_id), None)
+        if run is None:
+            known = ", ".join(r["run_id"] for r in runs)
+            raise CommandError(f"job {job['job_id']} has no run {run_id} (its runs: {known})")
+    executor_dir = state_dir / "executors" / run["executor"]
+    if not executor_dir.is_dir():
+        raise CommandError(
+            f"run {run['run_id']} ran on executor {run['executor']!r}, which keeps no files under {executor_dir}: "
+            "logs are kept only by local executors on this machine (is --state-dir the one `flotilla up` used?)"
+        )
+    log = executor_dir / "runs" / run["run_id"] / "output.log"
+    if not log.is_file():
+        raise CommandError(f"run {run['run_id']} has no log yet (it is {run['state']}; expected {log})")
+    return log
