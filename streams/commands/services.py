@@ -1,23 +1,30 @@
-"""`flotilla up` (everything on this machine) and `flotilla worker` (one control-plane worker)."""
+"""`flotilla up` (everything on this machine, jobs included) and `flotilla worker` (one control-plane worker)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streams.config import Settings
 
+if TYPE_CHECKING:
+    from ops.executor import ExecutorProcess
+    from ops.worker import WorkerProcess
+
+LOCAL_EXECUTOR = "local"
+
 
 def register(commands: Any) -> None:
-    up = commands.add_parser("up", help="run Flotilla on this machine: embedded broker, control plane, REST API")
+    up = commands.add_parser("up", help="run Flotilla on this machine: embedded broker, control plane, REST API, local executor")
     up.add_argument("--broker-port", type=int, default=9092, help="embedded broker port (default 9092; 0 = any free port)")
     up.add_argument("--web-port", type=int, default=8080, help="REST API port on 127.0.0.1 (default 8080)")
-    up.add_argument("--state-dir", type=Path, default=Path(".flotilla"), help="worker data and logs (default .flotilla)")
+    up.add_argument("--state-dir", type=Path, default=Path(".flotilla"), help="worker data, executor runs and logs (default .flotilla)")
     up.set_defaults(func=_up)
 
     worker = commands.add_parser("worker", help="run one control-plane worker (Faust) against a broker")
@@ -40,8 +47,10 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     from ops.broker import BrokerError, EmbeddedBroker, free_port
+    from ops.executor import ExecutorError, ExecutorProcess
     from ops.worker import WorkerError, WorkerProcess
 
+    _stop_on_sigterm()
     state = args.state_dir.resolve()
     data_dir = state / "data"
     # The embedded broker keeps its log in memory, so it starts empty: table state left by an
@@ -67,16 +76,29 @@ def _up(args: argparse.Namespace) -> int:
         "FLOTILLA_DATA_DIR": str(data_dir),
     }
     worker = WorkerProcess(env=env, log_path=state / "worker.log", web_port=args.web_port)
-    children = {"control plane": worker}
+    # `flotilla job logs` finds a run's output under <state-dir>/executors/<executor id>/.
+    executor_dir = state / "executors" / LOCAL_EXECUTOR
+    executor = ExecutorProcess(
+        executor_id=LOCAL_EXECUTOR,
+        backend="local",
+        env=env,
+        log_path=state / "executor.log",
+        args=["--broker", broker.url, "--state-dir", str(executor_dir)],
+    )
+    # Stopped in reverse order: the executor before the control plane it reports to.
+    children: dict[str, WorkerProcess | ExecutorProcess] = {"control plane": worker, "executor": executor}
     try:
         worker.start(timeout_s=120)
+        executor.start(timeout_s=60)
         print(
             "Flotilla is running:\n"
             f"  broker         {broker.url}  (embedded Tansu, log in memory)\n"
-            f"  control plane  pid {worker.process.pid if worker.process else '?'}  "
-            f"(ingest and job-state agents, queue replica; log {worker.log_path})\n"
+            f"  control plane  pid {_pid(worker)}  "
+            f"(ingest, job-state and scheduling agents, queue replica; log {worker.log_path})\n"
+            f"  executor       {LOCAL_EXECUTOR}, pid {_pid(executor)}  "
+            f"(runs jobs as processes on this machine; runs under {executor_dir / 'runs'}; log {executor.log_path})\n"
             f"  REST API       {worker.url}  (GET /health, /api/v1/queues, /api/v1/jobs)\n"
-            "Try: flotilla queue create demo && flotilla submit job.yaml\n"
+            "Try: flotilla queue create demo && flotilla submit job.yaml && flotilla watch demo JOBSET\n"
             "Press Ctrl-C to stop.",
             flush=True,
         )
@@ -89,6 +111,9 @@ def _up(args: argparse.Namespace) -> int:
     except WorkerError as exc:
         print(f"error: the control plane did not start: {exc}", file=sys.stderr)
         return 1
+    except ExecutorError as exc:
+        print(f"error: the local executor did not start: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("\nstopping...", flush=True)
         return 0
@@ -96,6 +121,19 @@ def _up(args: argparse.Namespace) -> int:
         for child in reversed(list(children.values())):
             child.stop()
         broker.stop()
+
+
+def _stop_on_sigterm() -> None:
+    """A service manager stops with SIGTERM: handled like Ctrl-C, so the children are stopped too, not orphaned."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _pid(child: WorkerProcess | ExecutorProcess) -> str:
+    return str(child.process.pid) if child.process else "?"
 
 
 def _port_free(port: int) -> bool:

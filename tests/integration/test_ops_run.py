@@ -1,5 +1,6 @@
 """The README's `ops/run`, in the background: wait for the API, create a queue and submit a job file
-with the `flotilla` CLI, see the job queued, then Ctrl-C (SIGINT) stops everything it started."""
+with the `flotilla` CLI, see the job run to success on the local executor, watch its events and read
+its output, then Ctrl-C (SIGINT) stops everything it started."""
 
 from __future__ import annotations
 
@@ -39,8 +40,8 @@ jobs:
           command: [sh, -c]
           args: ["echo hello"]
           resources:
-            requests: {cpu: 1, memory: 64Mi}
-            limits: {cpu: 1, memory: 64Mi}
+            requests: {cpu: 100m, memory: 64Mi}
+            limits: {cpu: 100m, memory: 64Mi}
 """
 
 
@@ -137,7 +138,11 @@ def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         assert listening(broker_port)
         worker_pid = int(next(line for line in output.lines if "control plane" in line).split("pid", 1)[1].split()[0])
         assert worker_pid in started and alive(worker_pid)
-        assert len([p for p in started if alive(p)]) >= 2, "expected at least the broker and the worker"
+        executor = re.search(r"executor\s+local, pid (\d+)", output.text)
+        assert executor, f"ops/run did not say it runs the local executor:\n{output.text}"
+        executor_pid = int(executor.group(1))
+        assert executor_pid in started and alive(executor_pid)
+        assert len([p for p in started if alive(p)]) >= 3, "expected at least the broker, the worker and the executor"
 
         created = cli(url, "queue", "create", "demo", "--json")
         assert created.returncode == 0, created.stderr
@@ -150,16 +155,39 @@ def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         (job_id,) = json.loads(submitted.stdout)["job_ids"]
         assert job_id
 
-        def queued() -> dict[str, Any] | None:
+        def found() -> dict[str, Any] | None:
             status = cli(url, "job", "status", job_id, "--json")
             if status.returncode != 0:
                 assert "not found" in status.stderr, status.stderr
                 return None
             return json.loads(status.stdout)
 
-        job = poll(queued, 30, f"`flotilla job status {job_id}` to find the job")
-        assert job["state"] == "queued", job
+        job = poll(found, 30, f"`flotilla job status {job_id}` to find the job")
+        assert job["state"] in ("queued", "leased", "pending", "running", "succeeded"), job
         assert job["queue"] == "demo" and job["job_set"] == "first" and job["client_id"] == "hello-1"
+
+        # Needs the scheduler to lease the job to the local executor.
+        def finished() -> dict[str, Any] | None:
+            status = found()
+            assert status is not None
+            return status if status["state"] not in ("queued", "leased", "pending", "running") else None
+
+        job = poll(finished, 60, f"job {job_id} to finish")
+        assert job["state"] == "succeeded", job
+        (run,) = job["runs"]
+        assert run["executor"] == "local" and run["state"] == "succeeded"
+
+        logs = cli(url, "job", "logs", job_id, "--state-dir", str(state))
+        assert logs.returncode == 0, logs.stderr
+        assert logs.stdout == "hello\n"
+
+        watched = cli(url, "watch", "demo", "first", "--no-follow", "--json")
+        assert watched.returncode == 0, watched.stderr
+        events = [json.loads(line) for line in watched.stdout.splitlines()]
+        assert {e["job_id"] for e in events} == {job_id}
+        kinds = [e["kind"] for e in events]
+        assert kinds[0] == "JobSubmitted" and kinds[-1] == "JobSucceeded", kinds
+        assert "JobLeased" in kinds and "JobRunRunning" in kinds, kinds
 
         # re-submitting the same file: the client id makes it the same job
         again = cli(url, "submit", str(job_file), "--json")
