@@ -27,15 +27,16 @@ if TYPE_CHECKING:
 def register(plane: ControlPlane, ids: IdFactory, user: str) -> None:
     app = plane.app
 
-    async def write(queue: str, job_set_id: str, job_id: str | None, payload: Payload) -> web.Response:
+    async def write(queue: str, job_set_id: str, job_id: str | None, payload: Payload) -> dict[str, list[str]]:
+        """The 202 answer, once the broker has acknowledged the event: the request is on the log."""
         created = ids.clock_ms()
         event_id = new_id(created, ids.rng)
         sequence = control_sequence(
             queue=queue, job_set_id=job_set_id, job_id=job_id, payload=payload, event_id=event_id, created=created, user=user
         )
         sent = await plane.topics.events.send(key=f"{queue}/{job_set_id}", value=encode("event_sequence", sequence))
-        await sent  # acknowledged by the broker: a 202 means the request is on the log
-        return app.web.json({"event_ids": [event_id]}, status=202)
+        await sent
+        return {"event_ids": [event_id]}
 
     @app.page(f"/api/v1/jobs/{{job_id}}/{{action:{'|'.join(JOB_ACTIONS)}}}")
     class JobControl(web.View):
@@ -45,7 +46,7 @@ def register(plane: ControlPlane, ids: IdFactory, user: str) -> None:
             job = job_or_404(plane, job_id)
             if job["state"] in JOB_TERMINAL:
                 raise ApiError(409, f"job {job_id} already finished ({job['state']}); there is nothing to {action}")
-            return await write(job["queue"], job["job_set_id"], job_id, payload)
+            return self.json(await write(job["queue"], job["job_set_id"], job_id, payload), status=202)
 
     @app.page(f"/api/v1/queues/{{queue}}/jobsets/{{job_set}}/{{action:{'|'.join(JOB_SET_ACTIONS)}}}")
     class JobSetControl(web.View):
@@ -53,4 +54,4 @@ def register(plane: ControlPlane, ids: IdFactory, user: str) -> None:
         async def post(self, request: web.Request, queue: str, job_set: str, action: str) -> web.Response:
             payload = JOB_SET_ACTIONS[action](await json_body(request, optional=True))
             queue_or_404(plane, queue)
-            return await write(queue, job_set, None, payload)
+            return self.json(await write(queue, job_set, None, payload), status=202)
