@@ -1,0 +1,982 @@
+"""Pipeline benchmark: submit-to-lease latency and lease throughput through the whole control plane.
+
+Everything is real and runs as the user runs it: an embedded Tansu broker on a free port, one
+control-plane worker (`python -m streams.cli worker`, schedule period `--period`) and `--executors`
+fake executors (`python -m executor.cli --backend fake`) sharing `--nodes` 32-cpu / 256Gi nodes.
+Jobs ask for `--job-cpu` / `--job-memory` and run for `--runtime` seconds (annotation
+`flotilla.io/fake-runtime-seconds`), so no job ends during the run and free capacity is the only
+thing that changes. The default 250m / 1Gi gives 128 jobs per node (cpu-bound), 128,000 on 1,000
+nodes: the 100,000 jobs all fit, the nodes end about 80% full, and tightest-fit packing still has
+choices to make at every lease.
+
+Two sessions, each with its own broker and worker:
+
+1. stream session (executors running from the start):
+   - warm-up: one job, leased, so the nodes are known to the scheduler before the clock starts;
+   - idle: `--idle-jobs` jobs in requests of `--idle-batch`, each request after a random pause of
+     0..2x`--idle-interval`, so submissions land at random points of the schedule window. Per job:
+     submitted = `created` of its JobSubmitted event (ingest stamps the submission message's
+     timestamp); leased = `created` of its JobLeased event (the scheduler stamps its cycle's tick
+     time, i.e. when the timer produced the tick that closed the window, before the scheduler has
+     read it: "at the tick") and the JobLeased message's own timestamp (when the worker produced
+     it, after the cycle: "on the log"). p50 / p99 / max of both;
+   - stream: `--jobs` jobs in requests of `--batch`, produced to `flotilla.submissions` as fast as
+     possible (as bench/ingest.py does). leases/s = leases / (the first leasing cycle's tick -> the
+     last JobLeased message timestamp): a cycle's leases reach the log together, so first -> last
+     JobLeased message alone would be zero when one cycle leases everything. Also over sliding 5 s
+     windows of message timestamps (1 s apart): peak and median. Ingest runs at about 3,000 jobs/s
+     on this machine, so this rate is bounded by ingest, not by the scheduler.
+2. queued-first session: the same `--jobs` are submitted with no executor running; once the
+   scheduler's index holds them all (`flotilla_scheduler_index_jobs` at GET /metrics), the
+   executors start. leases/s = jobs / (first executor ready -> last JobLeased message timestamp):
+   the capacity appearing is the start, so the time to see the executors' reports is included.
+
+After each throughput phase the run keeps following `events` for `--settle` seconds (default 30)
+and reports what the scheduler took back meanwhile (JobRequeued, JobRunFailed by category): a
+lease rate means little if the next cycles expire the leases.
+
+Each phase also gives the scheduler's decision rate: leases per second of logged cycle time, over
+the cycles that leased, i.e. what the cycle itself costs without the wait for ticks and the hops
+through the broker.
+
+Cycle times are the worker log's `cycle <id> at offset N: X s, L leased, ...` lines (only cycles
+that decided something log one), split by phase; the `flotilla_scheduling_cycle_seconds`
+histogram adds the count and mean of every cycle, idle ones included. The scheduling agent runs
+in the worker process: its RSS is the worker's VmHWM (peak) and VmRSS (at the end).
+
+An agent crash (Faust logs `Crashed reason=...`; its supervisor restarts the agent, but what the
+agent was doing with the message it failed on is lost: the rest of a cycle's output, an executor
+report) makes the results unreliable: the wait for leases gives up once nothing moved for
+CRASH_SETTLE_S after a crash, the figures cover what was leased until then, the report says so,
+`agent_crashes` in the JSON lists the reasons, and the exit status is 1.
+
+CPU seconds of the worker, the executors, the broker and this process are taken per phase, and
+the whole machine's busy time from /proc/stat: the rest is other load, printed as the share of
+one core that processes outside the benchmark used.
+
+Usage: .venv/bin/python bench/pipeline.py [--jobs 100000] [--idle-jobs 1000] [--nodes 1000]
+       [--executors 2] [--period 1.0] [--executor-timeout S] [--job-cpu 250m] [--job-memory 1Gi]
+       [--settle 30] [--py-spy BIN] [--keep]
+Progress goes to stderr; the last stdout line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import json
+import math
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from aiokafka import AIOKafkaProducer  # noqa: E402
+from aiokafka.structs import ConsumerRecord  # noqa: E402
+
+from bench.ingest import (  # noqa: E402
+    PRODUCER_OPTIONS, cpu_seconds, create_queues, produce_all, read_status, started_consumer,
+    wait_queues_visible,
+)
+from executor.backends.fake import RUNTIME_ANNOTATION  # noqa: E402
+from ops.broker import EmbeddedBroker, free_port  # noqa: E402
+from ops.executor import ExecutorProcess  # noqa: E402
+from ops.worker import WorkerProcess  # noqa: E402
+from schemas.codec import decode, encode  # noqa: E402
+from streams.domain import jobspec  # noqa: E402
+from streams.domain.quantity import to_milli  # noqa: E402
+from streams.leasing.plan import CYCLES_QUEUE, SCHEDULER_USER  # noqa: E402
+
+SUBMISSIONS = "flotilla.submissions"
+EVENTS = "flotilla.events"
+QUEUE_PREFIX = "bench-"
+SUBMITTER = "anonymous"
+HEADER_BYTES = 2  # schemas.codec's wire format: a magic byte and the schema release, then Avro
+NODE_CPU, NODE_MEMORY = "32", "256Gi"
+WARMUP, IDLE, STREAM = "warmup", "idle", "stream"
+WINDOW_S = 5.0
+PROGRESS_EVERY_S = 5.0
+STALL_TIMEOUT_S = 180.0
+CYCLE_LINE = re.compile(r"cycle \S+ at offset \d+: ([0-9.]+) s, (\d+) leased")
+CRASHED = re.compile(r"Agent\*: (\S+)\]: Crashed reason=(.*)")  # how Faust logs an agent that raised
+CRASH_SETTLE_S = 30.0
+METRICS_TIMEOUT_S = 30.0
+
+
+def log(message: str) -> None:
+    print(f"[pipeline] {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- jobs
+
+
+@dataclass(frozen=True)
+class JobShape:
+    cpu: str
+    memory: str
+    runtime_s: float
+
+    def slots_per_node(self) -> int:
+        return min(to_milli(NODE_CPU) // to_milli(self.cpu), to_milli(NODE_MEMORY) // to_milli(self.memory))
+
+
+def job_item(job_set: str, i: int, shape: JobShape) -> dict[str, Any]:
+    """A fake-backend job with a client id (ingest de-duplicates by it, as in bench/ingest.py)."""
+    resources = {"cpu": shape.cpu, "memory": shape.memory}
+    return jobspec.job_item({
+        "client_id": f"{job_set}-{i:08d}",
+        "annotations": {RUNTIME_ANNOTATION: str(shape.runtime_s)},
+        "pod_spec": {
+            "restart_policy": "Never",
+            "containers": [{
+                "name": "main",
+                "image": "busybox:latest",
+                "command": ["sleep", str(shape.runtime_s)],
+                "resources": {"requests": dict(resources), "limits": dict(resources)},
+            }],
+        },
+    })
+
+
+def encode_requests(job_set: str, jobs: int, batch: int, queues: list[str], shape: JobShape) -> list[tuple[bytes, bytes]]:
+    """(key, value) submit records of ``batch`` items, round-robin over the queues, keyed by queue."""
+    records = []
+    for index, first in enumerate(range(0, jobs, batch)):
+        queue = queues[index % len(queues)]
+        request = {
+            "request_id": f"{job_set}-request-{index:08d}",
+            "queue": queue,
+            "job_set_id": job_set,
+            "user": SUBMITTER,
+            "groups": [],
+            "items": [job_item(job_set, i, shape) for i in range(first, min(first + batch, jobs))],
+        }
+        records.append((queue.encode(), encode("submit_request", request)))
+    return records
+
+
+# ---------------------------------------------------------------- the events topic
+
+
+@dataclass(frozen=True)
+class Lease:
+    tick_ms: int  # `created` of JobLeased: the cycle's tick time
+    log_ms: int  # the JobLeased message's timestamp: when the worker produced it
+
+
+def _avro_string(buffer: bytes, position: int) -> tuple[str, int]:
+    """One Avro string (zig-zag varint length, then UTF-8) starting at ``position``."""
+    shift = raw = 0
+    while True:
+        byte = buffer[position]
+        position += 1
+        raw |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    length = (raw >> 1) ^ -(raw & 1)
+    return buffer[position : position + length].decode(), position + length
+
+
+def sequence_header(value: bytes) -> tuple[str, str]:
+    """(queue, user) of an encoded event_sequence, read without decoding the events.
+
+    The executors' run events and the scheduler's decision records are most of the topic and of
+    no use here; skipping them keeps this process from taking CPU the worker needs.
+    """
+    queue, position = _avro_string(value, HEADER_BYTES)
+    _, position = _avro_string(value, position)  # job set
+    user, _ = _avro_string(value, position)
+    return queue, user
+
+
+@dataclass
+class EventFollower:
+    """Reads `flotilla.events` from the start in the background: submission and lease times per job.
+
+    Only sequences by ``users`` are decoded: the submitter's (JobSubmitted) when submission times
+    are wanted, and the scheduler's. Scheduler events other than JobLeased (requeues, failures)
+    are counted: here they would mean leases were taken back (expired, returned) during the run.
+    """
+
+    bootstrap: str
+    users: frozenset[str]
+    submitted: dict[str, int] = field(default_factory=dict)  # job id -> `created` (ms) of its JobSubmitted
+    leases: dict[str, dict[str, Lease]] = field(default_factory=dict)  # job set -> job id -> first lease
+    leased_again: int = 0
+    other_decisions: Counter[str] = field(default_factory=Counter)
+    _task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        consumer = await started_consumer(self.bootstrap, {EVENTS: 1})
+        self._task = asyncio.create_task(self._follow(consumer))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def check(self) -> None:
+        """Raise what stopped the follower, if it stopped."""
+        if self._task is not None and self._task.done() and not self._task.cancelled():
+            self._task.result()
+
+    def leased(self, job_set: str) -> dict[str, Lease]:
+        return self.leases.get(job_set, {})
+
+    async def _follow(self, consumer: Any) -> None:
+        try:
+            while True:
+                batches = await consumer.getmany(timeout_ms=200, max_records=5_000)
+                for records in batches.values():
+                    for record in records:
+                        self._fold(record)
+                await asyncio.sleep(0)  # let the phase's own tasks run between large batches
+        finally:
+            await consumer.stop()
+
+    def _fold(self, record: ConsumerRecord) -> None:
+        queue, user = sequence_header(record.value)
+        if queue == CYCLES_QUEUE or user not in self.users:
+            return
+        sequence = decode("event_sequence", record.value)
+        job_set = sequence["job_set_id"]
+        for event in sequence["events"]:
+            kind = event["payload"][0].rsplit(".", 1)[-1]
+            if kind == "JobSubmitted":
+                self.submitted[event["job_id"]] = event["created"]
+            elif kind == "JobLeased":
+                leases = self.leases.setdefault(job_set, {})
+                if event["job_id"] in leases:
+                    self.leased_again += 1
+                else:
+                    leases[event["job_id"]] = Lease(event["created"], record.timestamp)
+            elif user == SCHEDULER_USER:
+                category = event["payload"][1].get("category")
+                self.other_decisions[f"{kind} ({category})" if category else kind] += 1
+
+
+# ---------------------------------------------------------------- processes
+
+
+@dataclass
+class WorkerLog:
+    """The worker's log, read as it grows: the cycles the scheduler logged and any agent crash
+    (`Crashed reason=...`, logged when an agent raises; Faust restarts it with the next message)."""
+
+    path: Path
+    cycles: list[tuple[float, int]] = field(default_factory=list)  # (seconds, leased)
+    crashes: list[str] = field(default_factory=list)
+    _offset: int = 0
+    _partial: bytes = b""
+
+    def poll(self) -> None:
+        with open(self.path, "rb") as handle:
+            handle.seek(self._offset)
+            data = handle.read()
+        self._offset += len(data)
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for raw in lines:
+            line = raw.decode(errors="replace")
+            if match := CYCLE_LINE.search(line):
+                self.cycles.append((float(match[1]), int(match[2])))
+            elif match := CRASHED.search(line):
+                self.crashes.append(f"{match[1]}: {match[2].strip()}")
+
+
+@dataclass
+class Session:
+    """One broker, one control-plane worker and the fake executors, with their logs in one directory."""
+
+    name: str
+    directory: Path
+    args: argparse.Namespace
+    queues: list[str]
+    broker: EmbeddedBroker = field(init=False)
+    worker: WorkerProcess | None = None
+    worker_log: WorkerLog = field(init=False)
+    executors: list[ExecutorProcess] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.directory.mkdir(parents=True)
+        self.broker = EmbeddedBroker(log_path=self.directory / "broker.log")
+        self.worker_log = WorkerLog(self.directory / "worker.log")
+
+    def start(self) -> None:
+        """Broker, worker, queues (created through the worker and seen by it)."""
+        self.broker.start()
+        port = free_port()
+        env = {
+            **os.environ,
+            "FLOTILLA_BROKER": self.broker.url,
+            "FLOTILLA_DATA_DIR": str(self.directory / "data"),
+            "FLOTILLA_WEB_PORT": str(port),
+            "FLOTILLA_SCHEDULE_PERIOD_S": str(self.args.period),
+        }
+        if self.args.executor_timeout is not None:
+            env["FLOTILLA_EXECUTOR_TIMEOUT_S"] = str(self.args.executor_timeout)
+        self.worker = WorkerProcess(env=env, log_path=self.worker_log.path, web_port=port, new_session=True)
+        log(f"{self.name}: broker {self.broker.url}, starting the worker (logs in {self.directory}) ...")
+        self.worker.start(120.0)
+        create_queues(self.worker, self.queues)
+        wait_queues_visible([self.worker], self.queues)
+
+    @property
+    def worker_pid(self) -> int:
+        assert self.worker is not None and self.worker.process is not None
+        return self.worker.process.pid
+
+    def pids(self) -> dict[str, list[int]]:
+        """Process ids by role, for CPU accounting."""
+        broker = self.broker._process  # noqa: SLF001 - EmbeddedBroker exposes no pid
+        return {
+            "worker": [self.worker_pid],
+            "executors": [e.process.pid for e in self.executors if e.process is not None],
+            "broker": [broker.pid] if broker is not None else [],
+        }
+
+    def start_executors(self) -> float:
+        """Start every executor at once; returns the wall-clock time the first one was ready."""
+        env = {**os.environ, "FLOTILLA_BROKER": self.broker.url}
+        for index, nodes in enumerate(split(self.args.nodes, self.args.executors)):
+            executor_id = f"fake-{index}"
+            spec = self.directory / f"{executor_id}.yaml"
+            group = {"count": nodes, "prefix": f"{executor_id}-node", "cpu": NODE_CPU, "memory": NODE_MEMORY}
+            spec.write_text(yaml.safe_dump({"nodes": [group]}))
+            self.executors.append(ExecutorProcess(
+                executor_id=executor_id, backend="fake", env=env, log_path=self.directory / f"{executor_id}.log",
+                args=("--cluster", str(spec)), new_session=True,
+            ))
+
+        def ready_at(executor: ExecutorProcess) -> float:
+            executor.start(120.0)
+            return time.time()
+
+        with ThreadPoolExecutor(len(self.executors)) as pool:
+            return min(pool.map(ready_at, self.executors))
+
+    def metrics(self) -> str:
+        """GET /metrics; empty when the worker does not answer in time (it can be that busy)."""
+        assert self.worker is not None
+        try:
+            with urllib.request.urlopen(f"{self.worker.url}/metrics", timeout=METRICS_TIMEOUT_S) as response:
+                return response.read().decode()
+        except (OSError, urllib.error.URLError) as exc:
+            log(f"  GET /metrics failed: {exc!r}")
+            return ""
+
+    def cycle_histogram(self) -> tuple[float | None, float | None]:
+        """(count, sum of seconds) of every cycle, idle ones included, from GET /metrics."""
+        metrics = self.metrics()
+        return (metric_value(metrics, "flotilla_scheduling_cycle_seconds_count"),
+                metric_value(metrics, "flotilla_scheduling_cycle_seconds_sum"))
+
+    def stop(self) -> None:
+        """Stop every process even if stopping one fails, so no child outlives the benchmark."""
+        for process in [*self.executors, self.worker]:
+            if process is None:
+                continue
+            try:
+                process.stop()
+            except Exception as exc:  # noqa: BLE001 - keep stopping the others
+                log(f"could not stop {process.log_path.stem}: {exc}")
+        self.broker.stop()
+
+
+def split(total: int, parts: int) -> list[int]:
+    """``total`` as ``parts`` nearly equal counts."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def metric_value(exposition: str, name: str) -> float | None:
+    """The value of an unlabelled sample in Prometheus's text format."""
+    for line in exposition.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def machine_busy_seconds() -> float:
+    """CPU time every core of the machine spent busy since boot (/proc/stat, all but idle and iowait)."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds per role over one phase, and what the rest of the machine used meanwhile."""
+
+    pids: dict[str, list[int]]
+    started: float = field(default_factory=time.monotonic)
+    before: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.before = self.read()
+
+    def read(self) -> dict[str, float]:
+        found = {role: sum(cpu_seconds(pid) for pid in pids) for role, pids in self.pids.items()}
+        found["bench"] = time.process_time()
+        found["machine"] = machine_busy_seconds()
+        return found
+
+    def spent(self, pids: dict[str, list[int]]) -> tuple[float, dict[str, float]]:
+        """(wall seconds, CPU seconds by role including "other"); ``pids`` may name processes started
+        during the phase (the executors), which count from zero."""
+        self.pids = pids
+        after = self.read()
+        used = {role: after[role] - self.before.get(role, 0.0) for role in after}
+        machine = used.pop("machine")
+        used["other"] = max(0.0, machine - sum(used.values()))
+        return time.monotonic() - self.started, used
+
+
+@contextmanager
+def profiled(args: argparse.Namespace, pid: int, phase: str) -> Iterator[None]:
+    """py-spy on the worker during a phase, when asked for: `--format raw` (folded stacks)."""
+    if not args.py_spy:
+        yield
+        return
+    out = f"{args.profile_out}-{phase}.txt"
+    spy = subprocess.Popen(
+        [args.py_spy, "record", "--format", "raw", "-o", out, "--pid", str(pid), "--rate", "100", "--nonblocking"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    time.sleep(1.0)  # let it attach before the phase starts
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+        try:
+            spy.wait(60)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            spy.wait()
+        log(f"profile of the worker during {phase}: {out}")
+
+
+# ---------------------------------------------------------------- figures
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1) of a non-empty list."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def summary(values: list[float]) -> dict[str, float | None]:
+    """count, p50, p99, max (None when there are no values)."""
+    if not values:
+        return {"count": 0, "p50": None, "p99": None, "max": None}
+    return {"count": len(values), "p50": percentile(values, 0.5), "p99": percentile(values, 0.99), "max": max(values)}
+
+
+def latencies(follower: EventFollower, job_set: str) -> tuple[list[float], list[float]]:
+    """Seconds from submission to (the lease's tick, the lease on the log), per leased job."""
+    ticks, logged = [], []
+    for job_id, lease in follower.leased(job_set).items():
+        submitted_ms = follower.submitted[job_id]
+        ticks.append((lease.tick_ms - submitted_ms) / 1000)
+        logged.append((lease.log_ms - submitted_ms) / 1000)
+    return ticks, logged
+
+
+@dataclass(frozen=True)
+class Rate:
+    per_s: float  # leases / (start -> last lease on the log)
+    span_s: float
+    peak_5s: float | None  # best sliding 5 s window (None when the leases span less than 5 s)
+    median_5s: float | None
+
+
+def lease_rate(log_times_ms: list[int], start_s: float) -> Rate | None:
+    """Leases per second from ``start_s`` (epoch s) to the last lease's log timestamp, and over 5 s
+    windows ending 1 s apart, from the first lease's until one holds the last lease."""
+    if not log_times_ms:
+        return None
+    times = sorted(t / 1000 for t in log_times_ms)
+    span = max(times[-1] - start_s, 1e-3)
+    windows = []
+    if times[-1] - times[0] >= WINDOW_S:
+        end = times[0] + WINDOW_S
+        while True:
+            windows.append((bisect.bisect_left(times, end) - bisect.bisect_left(times, end - WINDOW_S)) / WINDOW_S)
+            if end > times[-1]:
+                break
+            end += 1.0
+    return Rate(len(times) / span, span, max(windows, default=None), statistics.median(windows) if windows else None)
+
+
+def decision_rate(cycles: list[tuple[float, int]]) -> float | None:
+    """Leases per second of logged cycle time, over the cycles that leased: the scheduler's own
+    speed, without the wait for ticks and the hops through the broker."""
+    leasing = [(seconds, leased) for seconds, leased in cycles if leased]
+    time_spent = sum(seconds for seconds, _ in leasing)
+    return sum(leased for _, leased in leasing) / time_spent if time_spent else None
+
+
+@dataclass
+class PhaseResult:
+    name: str
+    seconds: float
+    cpu: dict[str, float]
+    cycles: list[tuple[float, int]]
+    worker_rss_mib: float
+    worker_peak_mib: float
+
+
+@contextmanager
+def phase(session: Session, name: str, results: list[PhaseResult]) -> Iterator[int]:
+    """Measure CPU, logged cycles and worker RSS over the body; appends a PhaseResult.
+    Yields the index of the phase's first logged cycle (see wait_leased)."""
+    session.worker_log.poll()
+    first_cycle = len(session.worker_log.cycles)
+    meter = CpuMeter(session.pids())
+    log(f"{session.name}: phase {name} ...")
+    yield first_cycle
+    seconds, cpu = meter.spent(session.pids())
+    session.worker_log.poll()
+    status = read_status(session.worker_pid)
+    results.append(PhaseResult(
+        name, seconds, cpu, session.worker_log.cycles[first_cycle:], status.get("VmRSS", 0) / 1024,
+        status.get("VmHWM", 0) / 1024,
+    ))
+
+
+# ---------------------------------------------------------------- phases
+
+
+async def wait_leased(
+    session: Session, follower: EventFollower, job_set: str, count: int, first_cycle: int, progress: Callable[[], str]
+) -> None:
+    """Until ``count`` jobs of the job set are leased and the worker logged the cycles that leased
+    them (from its ``first_cycle``-th logged cycle on), so that the phase's cycle figures are whole.
+
+    Returns early once an agent crashed and nothing moved for CRASH_SETTLE_S (the crash lost part
+    of the pipeline's work, so the rest may never come); fails when nothing moves for STALL_TIMEOUT_S.
+    """
+    seen, last_change = (-1, -1), time.monotonic()
+    next_report = last_change + PROGRESS_EVERY_S
+    while True:
+        follower.check()
+        session.worker_log.poll()
+        leased = len(follower.leased(job_set))
+        logged = sum(n for _, n in session.worker_log.cycles[first_cycle:])
+        if leased >= count and logged >= count:
+            return
+        now = time.monotonic()
+        if (leased, logged) != seen:
+            seen, last_change = (leased, logged), now
+        elif session.worker_log.crashes and now - last_change > CRASH_SETTLE_S:
+            log(f"  {job_set}: stopped at {leased:,}/{count:,} leased: an agent crashed: {session.worker_log.crashes[0][:300]}")
+            return
+        elif now - last_change > STALL_TIMEOUT_S:
+            raise RuntimeError(f"no {job_set} job leased for {STALL_TIMEOUT_S:.0f}s: {leased:,}/{count:,}")
+        if now >= next_report:
+            log(f"  {job_set}: {leased:,}/{count:,} leased, {len(session.worker_log.cycles) - first_cycle} cycles "
+                f"logged; {progress()}")
+            next_report = now + PROGRESS_EVERY_S
+        await asyncio.sleep(0.2)
+
+
+async def settle(session: Session, follower: EventFollower, seconds: float) -> None:
+    """Keep following the log after a throughput phase, so that leases later cycles take back
+    (expired, returned, requeued) are counted: a lease rate means little if the leases do not stick."""
+    if seconds <= 0:
+        return
+    log(f"{session.name}: watching {seconds:g}s more for leases taken back ...")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        follower.check()
+        await asyncio.sleep(0.5)
+    session.worker_log.poll()
+
+
+async def submit_spread(producer: AIOKafkaProducer, requests: list[tuple[bytes, bytes]], interval_s: float, seed: int) -> None:
+    """One request at a time, each after a random pause of 0..2x``interval_s`` and on the log before the next."""
+    rng = random.Random(seed)
+    for key, value in requests:
+        await asyncio.sleep(rng.uniform(0, 2 * interval_s))
+        await (await producer.send(SUBMISSIONS, value, key=key))
+
+
+def worker_progress(session: Session) -> Callable[[], str]:
+    def line() -> str:
+        status = read_status(session.worker_pid)
+        return f"worker RSS {status.get('VmRSS', 0) / 1024:,.0f} MiB (peak {status.get('VmHWM', 0) / 1024:,.0f})"
+    return line
+
+
+@dataclass
+class StreamResult:
+    idle_tick: list[float]
+    idle_log: list[float]
+    stream_tick: list[float]
+    stream_log: list[float]
+    rate: Rate | None
+    submit_to_last_lease_s: float | None
+    leased_again: int
+    other_decisions: Counter[str]
+    phases: list[PhaseResult]
+    histogram: tuple[float | None, float | None]
+    crashes: list[str]  # every agent crash the worker logged, settle time included
+
+
+async def stream_session(session: Session, args: argparse.Namespace, shape: JobShape) -> StreamResult:
+    """Executors first; warm-up, idle latency, then the stream of ``--jobs``."""
+    follower = EventFollower(session.broker.bootstrap, frozenset({SUBMITTER, SCHEDULER_USER}))
+    await follower.start()
+    producer = AIOKafkaProducer(bootstrap_servers=session.broker.bootstrap, **PRODUCER_OPTIONS)
+    await producer.start()
+    phases: list[PhaseResult] = []
+    progress = worker_progress(session)
+    try:
+        log(f"{session.name}: starting {args.executors} fake executor(s), {args.nodes:,} nodes ...")
+        await asyncio.to_thread(session.start_executors)
+        await produce_all(producer, SUBMISSIONS, encode_requests(WARMUP, 1, 1, session.queues, shape))
+        await wait_leased(session, follower, WARMUP, 1, 0, progress)
+
+        idle = encode_requests(IDLE, args.idle_jobs, args.idle_batch, session.queues, shape)
+        with phase(session, IDLE, phases) as first_cycle:
+            await submit_spread(producer, idle, args.idle_interval, seed=1)
+            await wait_leased(session, follower, IDLE, args.idle_jobs, first_cycle, progress)
+        idle_tick, idle_log = latencies(follower, IDLE)
+
+        log(f"{session.name}: encoding {args.jobs:,} jobs ...")
+        stream = encode_requests(STREAM, args.jobs, args.batch, session.queues, shape)
+        with profiled(args, session.worker_pid, "stream"), phase(session, STREAM, phases) as first_cycle:
+            started = time.time()
+            await produce_all(producer, SUBMISSIONS, stream)
+            await wait_leased(session, follower, STREAM, args.jobs, first_cycle,
+                              lambda: f"{len(follower.submitted):,} submitted; {progress()}")
+        leases = follower.leased(STREAM).values()
+        stream_tick, stream_log = latencies(follower, STREAM)
+        await settle(session, follower, args.settle)
+        return StreamResult(
+            idle_tick, idle_log, stream_tick, stream_log,
+            lease_rate([lease.log_ms for lease in leases], start_s=min((lease.tick_ms for lease in leases), default=0) / 1000),
+            max(lease.log_ms for lease in leases) / 1000 - started if leases else None,
+            follower.leased_again, follower.other_decisions, phases, session.cycle_histogram(),
+            session.worker_log.crashes,
+        )
+    finally:
+        await producer.stop()
+        await follower.stop()
+
+
+@dataclass
+class QueuedFirstResult:
+    rate: Rate | None  # from the first executor ready
+    queue_seconds: float  # submission -> all jobs in the scheduler's index
+    leased: int
+    leased_again: int
+    other_decisions: Counter[str]
+    phases: list[PhaseResult]
+    histogram: tuple[float | None, float | None]
+    crashes: list[str]
+
+
+async def wait_indexed(session: Session, jobs: int) -> None:
+    """Until the scheduler's index holds ``jobs`` jobs (the gauge is set at every cycle)."""
+    last, last_change = -1.0, time.monotonic()
+    next_report = last_change + PROGRESS_EVERY_S
+    while (held := metric_value(await asyncio.to_thread(session.metrics), "flotilla_scheduler_index_jobs") or 0) < jobs:
+        session.worker_log.poll()
+        if session.worker_log.crashes:
+            raise RuntimeError(f"an agent crashed while jobs were queued: {session.worker_log.crashes[0][:300]}")
+        now = time.monotonic()
+        if held != last:
+            last, last_change = held, now
+        elif now - last_change > STALL_TIMEOUT_S:
+            raise RuntimeError(f"the scheduler's index stayed at {held:,.0f}/{jobs:,} jobs for {STALL_TIMEOUT_S:.0f}s")
+        if now >= next_report:
+            log(f"  {held:,.0f}/{jobs:,} jobs in the scheduler's index; {worker_progress(session)()}")
+            next_report = now + PROGRESS_EVERY_S
+        await asyncio.sleep(0.5)
+
+
+async def queued_first_session(session: Session, args: argparse.Namespace, shape: JobShape) -> QueuedFirstResult:
+    """All ``--jobs`` queued with no capacity, then the executors start."""
+    follower = EventFollower(session.broker.bootstrap, frozenset({SCHEDULER_USER}))
+    await follower.start()
+    producer = AIOKafkaProducer(bootstrap_servers=session.broker.bootstrap, **PRODUCER_OPTIONS)
+    await producer.start()
+    phases: list[PhaseResult] = []
+    try:
+        log(f"{session.name}: encoding {args.jobs:,} jobs ...")
+        requests = encode_requests(STREAM, args.jobs, args.batch, session.queues, shape)
+        with phase(session, "queue", phases):
+            started = time.monotonic()
+            await produce_all(producer, SUBMISSIONS, requests)
+            await wait_indexed(session, args.jobs)
+            queue_seconds = time.monotonic() - started
+        log(f"{session.name}: {args.jobs:,} jobs queued in {queue_seconds:.1f}s; starting the executors")
+        with profiled(args, session.worker_pid, "queued-first"), phase(session, "queued-first", phases) as first_cycle:
+            # The executors' start-up is inside the phase: their processes do not exist before.
+            capacity_at = await asyncio.to_thread(session.start_executors)
+            await wait_leased(session, follower, STREAM, args.jobs, first_cycle, worker_progress(session))
+        times = [lease.log_ms for lease in follower.leased(STREAM).values()]
+        await settle(session, follower, args.settle)
+        return QueuedFirstResult(
+            lease_rate(times, start_s=capacity_at), queue_seconds, len(times),
+            follower.leased_again, follower.other_decisions, phases, session.cycle_histogram(),
+            session.worker_log.crashes,
+        )
+    finally:
+        await producer.stop()
+        await follower.stop()
+
+
+# ---------------------------------------------------------------- report
+
+
+def fmt(value: float | None, spec: str = ",.0f") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def none_or_round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def rounded(values: dict[str, float | None], digits: int = 3) -> dict[str, float | None]:
+    return {key: none_or_round(value, digits) for key, value in values.items()}
+
+
+def print_latencies(label: str, tick: list[float], logged: list[float]) -> None:
+    at_tick, on_log = summary(tick), summary(logged)
+    print(f"  {label} ({at_tick['count']:,} jobs): at the tick p50 {fmt(at_tick['p50'], '.3f')}s, "
+          f"p99 {fmt(at_tick['p99'], '.3f')}s, max {fmt(at_tick['max'], '.3f')}s; on the log p50 "
+          f"{fmt(on_log['p50'], '.3f')}s, p99 {fmt(on_log['p99'], '.3f')}s, max {fmt(on_log['max'], '.3f')}s")
+
+
+def print_rate(label: str, rate: Rate | None, leased: int, jobs: int, start: str) -> None:
+    if rate is None:
+        print(f"  {label}: nothing leased")
+        return
+    print(f"  {label}: {rate.per_s:,.0f} leases/s ({leased:,} of {jobs:,} leased, {start} -> last lease on the log "
+          f"{rate.span_s:.1f}s); 5 s windows: peak {fmt(rate.peak_5s)}/s, median {fmt(rate.median_5s)}/s")
+
+
+def print_phase(result: PhaseResult) -> None:
+    share = ", ".join(f"{role} {seconds:.1f}s ({seconds / result.seconds:.0%})" for role, seconds in result.cpu.items())
+    print(f"  phase {result.name}: {result.seconds:.1f}s wall; CPU (share of one core) {share}")
+    if result.cycles:
+        cycles = summary([seconds for seconds, _ in result.cycles])
+        leased = [n for _, n in result.cycles]
+        print(f"    cycles logged {cycles['count']}: p50 {fmt(cycles['p50'], '.3f')}s, p99 {fmt(cycles['p99'], '.3f')}s, "
+              f"max {fmt(cycles['max'], '.3f')}s; leases per cycle max {max(leased):,}, total {sum(leased):,}; "
+              f"decided at {fmt(decision_rate(result.cycles))} leases per second of cycle time")
+    print(f"    worker RSS {result.worker_rss_mib:,.0f} MiB at the end (peak so far {result.worker_peak_mib:,.0f} MiB)")
+
+
+def print_session_notes(label: str, histogram: tuple[float | None, float | None], leased_again: int,
+                        other_decisions: Counter[str], crashes: list[str]) -> None:
+    for crash in crashes:
+        print(f"  ERROR ({label}): an agent of the worker crashed (restarted, the message it failed on lost): "
+              f"{crash[:400]}")
+    count, total = histogram
+    if count and total is not None:
+        print(f"  {label}: flotilla_scheduling_cycle_seconds: {count:,.0f} cycles in all, mean {total / count:.4f}s")
+    if leased_again or other_decisions:
+        print(f"  WARNING ({label}): leases did not all stick: the scheduler emitted {dict(other_decisions)} up to "
+              f"the end of the settle time, and {leased_again:,} JobLeased for jobs leased before (the figures "
+              "count each job's first lease)")
+
+
+def cycle_figures(phases: list[PhaseResult]) -> dict[str, float | None]:
+    found = summary([seconds for result in phases for seconds, _ in result.cycles])
+    return {"cycle_count": found["count"], "cycle_p50_s": found["p50"], "cycle_p99_s": found["p99"],
+            "cycle_max_s": found["max"]}
+
+
+def met(value: float | None, ok: bool) -> str:
+    return "n/a" if value is None else "met" if ok else "NOT met"
+
+
+def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queued: QueuedFirstResult) -> None:
+    phases = stream.phases + queued.phases
+    capacity = shape.slots_per_node() * args.nodes
+    others = max(result.cpu["other"] / result.seconds for result in phases)
+    print(f"conditions: {os.cpu_count()} cores shared by the broker, the worker, {args.executors} executor(s), this "
+          f"client and other users' processes (these used at most {others:.0%} of one core in any phase); "
+          f"Python {platform.python_version()}; embedded Tansu, log in memory; 1 partition per topic")
+    print(f"  nodes {args.nodes:,} ({NODE_CPU} cpu / {NODE_MEMORY}) over {args.executors} fake executor(s) "
+          f"{split(args.nodes, args.executors)}; jobs {shape.cpu} / {shape.memory}, fake run time {shape.runtime_s:g}s "
+          f"({shape.slots_per_node()} per node, capacity {capacity:,}); queues {args.queues}; schedule period "
+          f"{args.period:g}s; idle: {args.idle_jobs:,} jobs, {args.idle_batch} per request, a request every "
+          f"0..{2 * args.idle_interval * 1000:.0f} ms; load: {args.jobs:,} jobs, {args.batch} per request")
+    print("stream session (executors up from the start):")
+    print_latencies("idle submit-to-lease", stream.idle_tick, stream.idle_log)
+    print_latencies("submit-to-lease under the stream", stream.stream_tick, stream.stream_log)
+    print_rate("stream", stream.rate, len(stream.stream_tick), args.jobs, "first leasing tick")
+    print(f"  the last lease was on the log {fmt(stream.submit_to_last_lease_s, '.1f')}s after the first submission")
+    for result in stream.phases:
+        print_phase(result)
+    print_session_notes("stream session", stream.histogram, stream.leased_again, stream.other_decisions, stream.crashes)
+    print("queued-first session (executors started once every job is in the scheduler's index):")
+    print(f"  {args.jobs:,} jobs queued in {queued.queue_seconds:.1f}s")
+    print_rate("queued first", queued.rate, queued.leased, args.jobs, "first executor ready")
+    for result in queued.phases:
+        print_phase(result)
+    print_session_notes("queued-first session", queued.histogram, queued.leased_again, queued.other_decisions,
+                        queued.crashes)
+
+    idle, idle_log = summary(stream.idle_tick), summary(stream.idle_log)
+    stream_rate = stream.rate.per_s if stream.rate else None
+    queued_rate = queued.rate.per_s if queued.rate else None
+    crashes = [crash[:400] for crash in stream.crashes + queued.crashes]
+    peak = max(result.worker_peak_mib for result in phases)
+    print(f"targets: idle submit-to-lease p99 <= 1 s: {met(idle['p99'], (idle['p99'] or 0) <= 1)} "
+          f"({fmt(idle['p99'], '.3f')}s at the tick, {fmt(idle_log['p99'], '.3f')}s on the log); >= 5,000 leases/s: "
+          f"stream {met(stream_rate, (stream_rate or 0) >= 5000)}, queued first {met(queued_rate, (queued_rate or 0) >= 5000)}"
+          f"{'; INCOMPLETE: an agent crashed' if crashes else ''}")
+    print(f"worker (scheduling agent) RSS: peak {peak:,.1f} MiB; at the end {stream.phases[-1].worker_rss_mib:,.1f} MiB "
+          f"(stream session), {queued.phases[-1].worker_rss_mib:,.1f} MiB (queued-first session)")
+    print(json.dumps({
+        "nodes": args.nodes,
+        "executors": args.executors,
+        "jobs": args.jobs,
+        "idle_jobs": args.idle_jobs,
+        "queues": args.queues,
+        "job_cpu": shape.cpu,
+        "job_memory": shape.memory,
+        "period_s": args.period,
+        "idle_p50_s": none_or_round(idle["p50"]),
+        "idle_p99_s": none_or_round(idle["p99"]),
+        "idle_max_s": none_or_round(idle["max"]),
+        "idle_log_p50_s": none_or_round(idle_log["p50"]),
+        "idle_log_p99_s": none_or_round(idle_log["p99"]),
+        "idle_log_max_s": none_or_round(idle_log["max"]),
+        "stream_p50_s": none_or_round(summary(stream.stream_tick)["p50"]),
+        "stream_p99_s": none_or_round(summary(stream.stream_tick)["p99"]),
+        "stream_leased": len(stream.stream_tick),
+        "leases_per_s": none_or_round(stream_rate, 1),
+        "leases_per_s_peak_5s": none_or_round(stream.rate.peak_5s if stream.rate else None, 1),
+        "leases_per_s_median_5s": none_or_round(stream.rate.median_5s if stream.rate else None, 1),
+        "queued_first_leased": queued.leased,
+        "leases_per_s_queued_first": none_or_round(queued_rate, 1),
+        "queued_first_seconds": none_or_round(queued.rate.span_s if queued.rate else None),
+        "decided_leases_per_s_stream": none_or_round(decision_rate(stream.phases[-1].cycles), 1),
+        "decided_leases_per_s_queued_first": none_or_round(decision_rate(queued.phases[-1].cycles), 1),
+        **rounded(cycle_figures(phases)),
+        "cycles_by_phase": {result.name: rounded(cycle_figures([result])) for result in phases},
+        "worker_peak_rss_mib": round(peak, 1),
+        "worker_rss_end_mib": round(stream.phases[-1].worker_rss_mib, 1),
+        "worker_rss_end_queued_first_mib": round(queued.phases[-1].worker_rss_mib, 1),
+        "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
+        "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
+        "taken_back_stream": dict(stream.other_decisions),
+        "taken_back_queued_first": dict(queued.other_decisions),
+        "agent_crashes": crashes,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+    }))
+
+
+# ---------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=100_000, help="jobs of the throughput phases (default 100000)")
+    parser.add_argument("--idle-jobs", type=int, default=1000, help="jobs of the idle-latency phase (default 1000)")
+    parser.add_argument("--nodes", type=int, default=1000, help=f"fake nodes of {NODE_CPU} cpu / {NODE_MEMORY} (default 1000)")
+    parser.add_argument("--executors", type=int, default=2, help="fake executors sharing the nodes (default 2)")
+    parser.add_argument("--period", type=float, default=1.0, help="FLOTILLA_SCHEDULE_PERIOD_S (default 1.0)")
+    parser.add_argument("--executor-timeout", type=float, help="FLOTILLA_EXECUTOR_TIMEOUT_S (default: the worker's)")
+    parser.add_argument("--queues", type=int, default=1, help="queues; requests go round-robin over them (default 1)")
+    parser.add_argument("--job-cpu", default="250m", help="cpu request of every job (default 250m)")
+    parser.add_argument("--job-memory", default="1Gi", help="memory request of every job (default 1Gi)")
+    parser.add_argument("--runtime", type=float, default=3600.0, help="fake run time of every job, s (default 3600)")
+    parser.add_argument("--batch", type=int, default=100, help="jobs per submit request under load (default 100)")
+    parser.add_argument("--idle-batch", type=int, default=10, help="jobs per submit request when idle (default 10)")
+    parser.add_argument("--idle-interval", type=float, default=0.05,
+                        help="mean pause between idle requests, s (default 0.05)")
+    parser.add_argument("--settle", type=float, default=30.0,
+                        help="s to keep watching after each throughput phase for leases taken back (default 30)")
+    parser.add_argument("--py-spy", metavar="BIN", help="profile the worker during both throughput phases")
+    parser.add_argument("--profile-out", default="/tmp/pipeline-profile",
+                        help="py-spy output prefix; -stream.txt / -queued-first.txt are appended")
+    parser.add_argument("--keep", action="store_true", help="keep the logs directory instead of removing it")
+    args = parser.parse_args(argv)
+    if min(args.jobs, args.idle_jobs, args.nodes, args.executors, args.queues, args.batch, args.idle_batch) < 1:
+        parser.error("counts must be positive")
+    if args.executors > args.nodes:
+        parser.error("--executors must not exceed --nodes")
+    shape = JobShape(args.job_cpu, args.job_memory, args.runtime)
+    needed = args.jobs + args.idle_jobs + 1
+    if shape.slots_per_node() * args.nodes < needed:
+        parser.error(f"{args.nodes:,} nodes hold {shape.slots_per_node() * args.nodes:,} jobs of {shape.cpu} / "
+                     f"{shape.memory}, fewer than the {needed:,} the stream session leases")
+    return args
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    # SIGTERM becomes SIGINT: asyncio.run cancels the phase (its finally blocks close the clients),
+    # then main() stops the processes.
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    shape = JobShape(args.job_cpu, args.job_memory, args.runtime)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
+    signal.signal(signal.SIGTERM, _interrupt)
+    queues = [f"{QUEUE_PREFIX}{i}" for i in range(args.queues)]
+    directory = Path(tempfile.mkdtemp(prefix="flotilla-bench-pipeline-"))
+    sessions: list[Session] = []
+    try:
+        sessions.append(Session("stream session", directory / "stream", args, queues))
+        sessions[-1].start()
+        stream = asyncio.run(stream_session(sessions[-1], args, shape))
+        sessions[-1].stop()
+        sessions.append(Session("queued-first session", directory / "queued-first", args, queues))
+        sessions[-1].start()
+        queued = asyncio.run(queued_first_session(sessions[-1], args, shape))
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - report and clean up
+        log(f"error: {exc!r}")
+        for session in sessions:
+            for process in [session.worker, *session.executors]:
+                if process is not None:
+                    log(process.log_tail())
+        return 1
+    finally:
+        for session in sessions:
+            session.stop()
+        if args.keep:
+            log(f"logs kept in {directory}")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+    report(args, shape, stream, queued)
+    return 1 if stream.crashes or queued.crashes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
