@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from executor.runtime import ready_line
+from ops import child
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,16 +92,7 @@ class ExecutorProcess:
         if not self.running:
             return
         assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
+        child.stop(self.process, grace_s)
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return f"(no log at {self.log_path})"
-        return f"--- last {lines} lines of {self.log_path} ---\n" + "\n".join(text[-lines:])
+        return child.log_tail(self.log_path, lines)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ops import child
 from streams.client import Client, ClientError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,16 +84,7 @@ class WorkerProcess:
         if not self.running:
             return
         assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
+        child.stop(self.process, grace_s)
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return f"(no log at {self.log_path})"
-        return f"--- last {lines} lines of {self.log_path} ---\n" + "\n".join(text[-lines:])
+        return child.log_tail(self.log_path, lines)
