@@ -1,0 +1,1 @@
+"""Who is calling (authentication) and what they may do (queue permissions), for REST and gRPC alike."""
