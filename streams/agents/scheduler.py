@@ -99,8 +99,7 @@ async def cycle(plane: ControlPlane, index: SchedulerIndex, tick: feed.Tick, off
         )
     for command in outcome.commands:
         await plane.topics.executor_commands.send(key=command["executor"], value=encode("executor_command", command, validate_record=False))
-    if outcome.record is not None:
-        record = outcome.record
+    for record in outcome.records:
         await plane.topics.events.send(
             key=f"{record['queue']}/{record['job_set_id']}", value=encode("event_sequence", record, validate_record=False)
         )
@@ -110,7 +109,7 @@ async def cycle(plane: ControlPlane, index: SchedulerIndex, tick: feed.Tick, off
     metrics.index_jobs.set(len(index.jobs))
     for kind in ("leased", "preempted", "requeued", "ended"):
         metrics.decisions.labels(kind).inc(getattr(outcome, kind))
-    if outcome.record is not None:
+    if outcome.records:
         log.info(
             "cycle %s at offset %s: %.3f s, %d leased, %d preempted, %d requeued, %d ended, %d jobs in index",
             outcome.cycle_id, offset, decided, outcome.leased, outcome.preempted, outcome.requeued, outcome.ended, len(index.jobs),

@@ -32,6 +32,9 @@ from streams.scheduling.model import CycleInput, CycleResult, Job, RunningJob
 SCHEDULER_USER = "scheduler"
 CYCLES_QUEUE, CYCLES_JOB_SET = "_scheduler", "cycles"
 MAX_EVENTS_PER_SEQUENCE = 1000
+# Decisions per SchedulingCycle record: about 100 bytes each, so a record stays far below the
+# broker's 1 MB message limit however many jobs a cycle decides.
+MAX_DECISIONS_PER_RECORD = 2000
 
 
 @dataclass
@@ -40,7 +43,8 @@ class CycleOutcome:
     seed: int
     sequences: list[dict[str, Any]] = field(default_factory=list)  # event_sequence records
     commands: list[dict[str, Any]] = field(default_factory=list)  # executor_command records
-    record: dict[str, Any] | None = None  # the SchedulingCycle sequence, when anything was decided
+    # SchedulingCycle sequences, the decisions split across them in order; none when nothing was decided.
+    records: list[dict[str, Any]] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)  # index table keys
     leased: int = 0
     preempted: int = 0
@@ -271,16 +275,19 @@ class _Cycle:
             for start in range(0, len(events), MAX_EVENTS_PER_SEQUENCE)
         ]
         if self.events or self.outcome.commands:
-            self.outcome.record = self.cycle_record()
+            self.outcome.records = [
+                self.cycle_record(self.decisions[start : start + MAX_DECISIONS_PER_RECORD])
+                for start in range(0, max(len(self.decisions), 1), MAX_DECISIONS_PER_RECORD)
+            ]
         return self.outcome
 
-    def cycle_record(self) -> dict[str, Any]:
+    def cycle_record(self, decisions: list[dict[str, Any]]) -> dict[str, Any]:
         payload = {
             "cycle_id": self.outcome.cycle_id,
             "cycle_time": self.now,
             "seed": self.outcome.seed,
             "feed_offsets": {"0": self.outcome.seed},
-            "decisions": self.decisions,
+            "decisions": decisions,
         }
         event = {"event_id": new_id(self.now, self.rng), "created": self.now, "job_id": None, "payload": ("flotilla.SchedulingCycle", payload)}
         return {"queue": CYCLES_QUEUE, "job_set_id": CYCLES_JOB_SET, "user": SCHEDULER_USER, "groups": [], "events": [event]}

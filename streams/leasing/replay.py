@@ -34,7 +34,5 @@ def replay(records: Iterable[tuple[int, bytes]], config: LeasingConfig) -> Itera
 
 
 def decisions(outcome: CycleOutcome) -> list[dict[str, object]]:
-    """The decisions a cycle recorded (empty when it decided nothing)."""
-    if outcome.record is None:
-        return []
-    return list(outcome.record["events"][0]["payload"][1]["decisions"])
+    """The decisions a cycle recorded, across all its records (empty when it decided nothing)."""
+    return [decision for record in outcome.records for event in record["events"] for decision in event["payload"][1]["decisions"]]

@@ -19,6 +19,7 @@ from streams.domain.validation import SubmitPolicy, validate_item
 from streams.leasing.config import LeasingConfig
 from streams.leasing.index import SchedulerIndex
 from streams.leasing.plan import CycleOutcome, plan_cycle
+from streams.leasing.replay import decisions as recorded_decisions
 from streams.tables.jobs import JobStore
 from tests.domain.builders import container, item
 from tests.leasing.builders import PREEMPTIBLE, nodes, tick
@@ -42,8 +43,8 @@ def preempted(outcome: CycleOutcome) -> set[str]:
 
 
 def decisions(outcome: CycleOutcome) -> list[dict[str, Any]]:
-    assert outcome.record is not None
-    return outcome.record["events"][0]["payload"][1]["decisions"]
+    assert outcome.records
+    return recorded_decisions(outcome)
 
 
 @dataclass
@@ -134,8 +135,8 @@ class Loop:
             codec.encode("executor_command", command)
         for sequence in outcome.sequences:
             self.publish(sequence, deliver=False)
-        if outcome.record is not None:
-            self.publish(outcome.record, deliver=False)
+        for record in outcome.records:
+            self.publish(record, deliver=False)
         self.commands += outcome.commands
         if deliver:
             self.deliver()

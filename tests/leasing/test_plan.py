@@ -14,7 +14,7 @@ import pytest
 from streams.domain.feed import JobSetAction, QueueInfo, queue_info
 from streams.leasing.config import LeasingConfig
 from streams.leasing.index import LEASE, SchedulerIndex
-from streams.leasing.plan import plan_cycle
+from streams.leasing.plan import MAX_DECISIONS_PER_RECORD, plan_cycle
 from tests.leasing.builders import DEFAULT, PREEMPTIBLE, delta, executor, holding, nodes, running, tick
 from tests.leasing.loop import Loop, decisions, events, kinds, leases, preempted
 
@@ -134,7 +134,7 @@ def test_a_gang_without_room_for_every_member_is_not_leased_at_all() -> None:
     outcome = loop.cycle(2_000)
     assert outcome.leased == 0 and leases(outcome) == {}
     assert all(loop.job(j)["state"] == "queued" for j in members)
-    assert outcome.record is None  # nothing decided, nothing recorded
+    assert outcome.records == []  # nothing decided, nothing recorded
     # with another job leased in the same cycle, the record says why the gang was not
     loop.submit("small", "b", cpu="1", at=2_100)
     loop.report("ex1", 2_500, nodes(2, cpu=16))
@@ -187,7 +187,7 @@ def test_nothing_to_do_records_nothing() -> None:
     loop = Loop()
     loop.report("ex1", 1_500)
     outcome = loop.cycle(2_000)
-    assert outcome.sequences == [] and outcome.commands == [] and outcome.record is None
+    assert outcome.sequences == [] and outcome.commands == [] and outcome.records == []
 
 
 # -- no double lease ---------------------------------------------------------------------------
@@ -449,7 +449,7 @@ def test_orphan_runs_are_cancelled_once() -> None:
 
     orphans = sorted((c["run_id"], c["job_id"], c["executor"], c["kind"]) for c in outcome.commands)
     assert orphans == [("ghost-run", "ghost", "ex1", "cancel_run"), ("stale-run", "j1", "ex1", "cancel_run")]
-    assert outcome.record is not None  # the cycle is recorded when it sent commands
+    assert outcome.records  # the cycle is recorded when it sent commands
     loop.report("ex1", 3_500, extra={"stale-run": "j1", "ghost-run": "ghost"})
     assert loop.cycle(4_000).commands == []
 
@@ -491,7 +491,7 @@ def test_the_same_state_tick_and_offset_plan_the_same_cycle() -> None:
     assert a.leased > 0 and a.requeued == 1 and a.ended == 1 and len(a.commands) == 1
     assert a.sequences == b.sequences
     assert a.commands == b.commands
-    assert a.record == b.record
+    assert a.records == b.records
     assert a == b
 
 
@@ -506,7 +506,7 @@ def test_another_offset_gives_other_ids() -> None:
 def all_ids(outcome) -> list[str]:
     ids = [outcome.cycle_id]
     ids += [e["event_id"] for seq in outcome.sequences for e in seq["events"]]
-    ids += [e["event_id"] for e in (outcome.record or {"events": []})["events"]]
+    ids += [e["event_id"] for record in outcome.records for e in record["events"]]
     ids += [p["run_id"] for p in leases(outcome).values()]
     ids += [c["command_id"] for c in outcome.commands]
     return ids
@@ -537,11 +537,26 @@ def test_the_cycle_record_names_its_decisions(offset: int) -> None:
     index.apply(delta("huge", cpu=1_000))
     index.apply(executor("ex1", 1_500))
     outcome = plan_cycle(index, tick(2_000), offset, LeasingConfig())
-    assert outcome.record is not None and outcome.seed == offset
-    [event] = outcome.record["events"]
+    assert outcome.seed == offset
+    [record] = outcome.records
+    [event] = record["events"]
     kind, payload = event["payload"]
     assert kind == "flotilla.SchedulingCycle" and event["job_id"] is None
     assert payload["cycle_id"] == outcome.cycle_id and payload["cycle_time"] == 2_000 and payload["seed"] == offset
     by_job = {d["job_id"]: d for d in payload["decisions"]}
     assert by_job["small"]["kind"] == "leased" and by_job["small"]["executor"] == "ex1"
     assert by_job["huge"]["kind"] == "unschedulable" and by_job["huge"]["reason"]
+
+
+def test_a_large_cycle_is_recorded_in_records_of_bounded_size() -> None:
+    """5,000 leases in one cycle: one record would be about half a megabyte and grow without bound."""
+    index = SchedulerIndex()
+    for i in range(5_000):
+        index.apply(delta(f"j{i:05}", cpu=1))
+    index.apply(executor("ex1", 1_500, nodes(count=200, cpu=32)))
+    outcome = plan_cycle(index, tick(2_000, "a"), 7, LeasingConfig())
+    assert outcome.leased == 5_000
+    assert len(outcome.records) == 3
+    assert {r["events"][0]["payload"][1]["cycle_id"] for r in outcome.records} == {outcome.cycle_id}
+    assert all(len(r["events"][0]["payload"][1]["decisions"]) <= MAX_DECISIONS_PER_RECORD for r in outcome.records)
+    assert [d["job_id"] for d in decisions(outcome)] == sorted(f"j{i:05}" for i in range(5_000))
