@@ -29,15 +29,13 @@ from executor.commands import CommandError, Kill, parse_command
 from executor.events import Change, event_sequences
 from executor.reports import report_record
 from schemas.codec import SchemaError, decode, encode
-from streams.config import Settings
+from streams.config import MAX_MESSAGE_BYTES, Settings
 from streams.domain.ids import new_id
 from streams.topics import ensure_topics
 
 log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL_S = 0.05
-# A report lists every run held: 100,000 runs make a message of several MB.
-MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 _POLL_MS = 200
 _MAX_RECORDS = 1000
 _RETRY_S = 1.0

@@ -13,7 +13,7 @@ import faust
 from schemas.faust_codec import register_codecs
 from streams.agents import executor_reports, ingest, job_state, scheduler
 from streams.api import rest
-from streams.config import Settings
+from streams.config import MAX_MESSAGE_BYTES, Settings
 from streams.metrics import Metrics
 from streams.domain.validation import SubmitPolicy
 from streams.leasing.config import LeasingConfig
@@ -80,6 +80,8 @@ def create_app(settings: Settings) -> faust.App:
         web_host=settings.web_host,
         web_port=settings.web_port,
         producer_linger_ms=5,
+        producer_max_request_size=MAX_MESSAGE_BYTES,
+        consumer_max_fetch_size=MAX_MESSAGE_BYTES,
     )
 
 

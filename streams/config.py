@@ -11,6 +11,11 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+# Largest record any Flotilla client produces or fetches: an executor's report and the node state
+# forwarded from it list every run the executor holds (about 60 bytes each), beyond Kafka's 1 MB
+# default from about 16k runs.
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+
 
 @dataclass(frozen=True)
 class Settings:

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from ops.broker import EmbeddedBroker
+from schemas.codec import encode
 from streams.app import leasing_config
 from streams.config import Settings
+from streams.domain import feed
 from streams.leasing.config import default_priority_classes
 from streams.leasing.replay import decisions, replay
 from streams.scheduling.cycle import schedule
@@ -166,6 +168,22 @@ def test_runs_of_a_killed_executor_expire_and_finish_on_the_other(worker: Worker
     assert moved, "jobs of the killed executor finished on the other"
     for job in moved:
         assert job["runs"][0]["executor"] == "expiry-c1" and job["runs"][0]["state"] == "lease_expired"
+
+
+def test_an_executor_holding_30k_runs_reaches_the_scheduler(worker: Worker) -> None:
+    """Its report and the node state forwarded from it are each over Kafka's default 1 MB limit."""
+    runs = [{"run_id": f"01RUN{i:021d}", "job_id": f"01JOB{i:021d}", "node": "n0", "state": "succeeded"} for i in range(30_000)]
+    report = {"executor": "bulky", "pool": "default", "time": 0, "nodes": [], "runs": runs}
+    value = encode("executor_report", report)
+    assert len(value) > 1024 * 1024
+    worker.produce("executor-reports", [(b"bulky", value)])
+
+    def forwarded() -> feed.ExecutorState | None:
+        records = (feed.decode(r.value) for r in worker.read(worker.topic("scheduler-feed")) if r.value)
+        return next((s for s in records if isinstance(s, feed.ExecutorState) and s.executor == "bulky"), None)
+
+    state = poll(forwarded, 30, "the bulky executor's state on the scheduler feed")
+    assert len(state.runs) == 30_000 and state.active == ()
 
 
 def test_replaying_the_feed_repeats_every_recorded_cycle(worker: Worker) -> None:
