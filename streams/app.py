@@ -16,7 +16,8 @@ from streams.api import rest
 from streams.config import MAX_MESSAGE_BYTES, Settings
 from streams.metrics import Metrics
 from streams.domain.validation import SubmitPolicy
-from streams.leasing.config import LeasingConfig
+from streams.leasing.config import LeasingConfig, default_priority_classes
+from streams.scheduling.model import RateLimit, SchedulingConfig
 from streams.replies import Replies
 from streams.tables.client_ids import client_ids_table
 from streams.tables.jobs import JobStore, jobs_table
@@ -86,8 +87,14 @@ def create_app(settings: Settings) -> faust.App:
 
 
 def leasing_config(settings: Settings) -> LeasingConfig:
+    scheduling = SchedulingConfig(
+        priority_classes=default_priority_classes(),
+        scheduling_rate=RateLimit(rate=settings.scheduling_rate, burst=settings.scheduling_burst),
+    )
     timeout_ms = int(settings.executor_timeout_s * 1000)
-    return LeasingConfig(executor_timeout_ms=timeout_ms, missing_run_grace_ms=timeout_ms, max_attempts=settings.max_attempts)
+    return LeasingConfig(
+        scheduling=scheduling, executor_timeout_ms=timeout_ms, missing_run_grace_ms=6 * timeout_ms, max_attempts=settings.max_attempts
+    )
 
 
 def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None) -> ControlPlane:

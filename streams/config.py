@@ -43,6 +43,10 @@ class Settings:
     executor_report_interval_s: float = 1.0
     # Runs of one job that may be returned or expire before the job fails instead of requeueing.
     max_attempts: int = 3
+    # Leases per second over all queues (a token bucket of this burst): a cycle stays short
+    # enough not to hold up the worker, and a backlog of queued jobs is leased in steps.
+    scheduling_rate: float = 10_000.0
+    scheduling_burst: int = 10_000
     log_level: str = "info"
 
     @property

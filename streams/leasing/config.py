@@ -21,10 +21,15 @@ def default_priority_classes() -> dict[str, PriorityClass]:
 @dataclass(frozen=True)
 class LeasingConfig:
     scheduling: SchedulingConfig = field(default_factory=lambda: SchedulingConfig(priority_classes=default_priority_classes()))
-    # An executor whose last report is older than this has its leases expired.
+    # An executor whose last report is older than this has its leases expired...
     executor_timeout_ms: int = 10_000
+    # ...once this many cycles also passed without a report from it. Time alone would expire
+    # every lease after one long cycle, which holds back the reports queued behind it.
+    missed_cycles: int = 3
     # A run an executor should hold but has not reported for this long is treated as returned.
-    missing_run_grace_ms: int = 10_000
+    # Much longer than the timeout: under load a lease command waits behind other work before
+    # the executor sees it.
+    missing_run_grace_ms: int = 60_000
     # Runs of a job that may be returned or expire before the job fails.
     max_attempts: int = 3
     # Unschedulable jobs named in a cycle record, so that a million queued jobs stay one message.

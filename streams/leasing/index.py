@@ -23,6 +23,7 @@ from streams.scheduling.model import Job, LimiterState
 
 LEASE, REQUEUE, END = "lease", "requeue", "end"
 LIMITERS_KEY = "x:limiters"
+CYCLES_KEY = "x:cycles"
 
 
 @dataclass(slots=True)
@@ -59,6 +60,10 @@ class SchedulerIndex:
         self.jobs: dict[str, Entry] = {}
         self.executors: dict[str, ExecutorState] = {}
         self.limiters = LimiterState()
+        # Cycles run so far, and per executor the cycle that closed (or will close) the window
+        # of its last report.
+        self.cycles = 0
+        self.reported_in_cycle: dict[str, int] = {}
         # Orphan runs already told to stop; in memory only, so a take-over may ask once more.
         self.orphans_cancelled: set[str] = set()
 
@@ -69,6 +74,7 @@ class SchedulerIndex:
             return self._apply_job(record)
         if isinstance(record, ExecutorState):
             self.executors[record.executor] = record
+            self.reported_in_cycle[record.executor] = self.cycles + 1
             return [executor_key(record.executor)]
         return self._apply_job_set(record)
 
@@ -116,6 +122,13 @@ class SchedulerIndex:
         entry.expect, entry.expect_runs = expect, delta.runs
         return job_key(job_id)
 
+    def start_cycle(self) -> str:
+        self.cycles += 1
+        return CYCLES_KEY
+
+    def cycles_without_report(self, executor: str) -> int:
+        return max(0, self.cycles - self.reported_in_cycle.get(executor, 0))
+
     def set_limiters(self, limiters: LimiterState) -> list[str]:
         if limiters == self.limiters:
             return []
@@ -134,9 +147,13 @@ class SchedulerIndex:
             return json.dumps(body, separators=(",", ":")).encode()
         if kind == "e":
             state = self.executors.get(name)
-            return None if state is None else feed.encode(state)
+            if state is None:
+                return None
+            return json.dumps({"s": json.loads(feed.encode(state)), "c": self.reported_in_cycle.get(name, 0)}, separators=(",", ":")).encode()
         if key == LIMITERS_KEY:
             return json.dumps(limiters_to_json(self.limiters)).encode()
+        if key == CYCLES_KEY:
+            return str(self.cycles).encode()
         raise KeyError(key)
 
     def load(self, items: Iterable[tuple[str, bytes]]) -> None:
@@ -150,16 +167,21 @@ class SchedulerIndex:
                 assert isinstance(delta, JobDelta)
                 self.jobs[name] = Entry(delta, body["x"], body["n"], body["p"])
             elif kind == "e":
-                state = feed.decode(value)
+                body = json.loads(value)
+                state = feed.decode(json.dumps(body["s"]).encode())
                 assert isinstance(state, ExecutorState)
                 self.executors[name] = state
+                self.reported_in_cycle[name] = body["c"]
             elif key == LIMITERS_KEY:
                 self.limiters = limiters_from_json(json.loads(value))
+            elif key == CYCLES_KEY:
+                self.cycles = int(value)
 
     def keys(self) -> Iterator[str]:
         yield from (job_key(job_id) for job_id in self.jobs)
         yield from (executor_key(name) for name in self.executors)
         yield LIMITERS_KEY
+        yield CYCLES_KEY
 
 
 def job_key(job_id: str) -> str:

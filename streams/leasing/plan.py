@@ -62,10 +62,11 @@ class _Cycle:
         self.decisions: list[dict[str, Any]] = []
         # Jobs this cycle ended: the fold sends the command that stops their runs.
         self.ended: set[str] = set()
+        self.outcome.changed.append(index.start_cycle())
         self.live = {
             name: state
             for name, state in sorted(index.executors.items())
-            if self.now - state.time <= config.executor_timeout_ms
+            if self.now - state.time <= config.executor_timeout_ms or index.cycles_without_report(name) <= config.missed_cycles
         }
 
     # -- output -----------------------------------------------------------------------------
@@ -100,7 +101,10 @@ class _Cycle:
             elif d.preempt_requested and d.run_active:
                 self.end(entry, "JobPreempted", {"run_id": d.run_id, "reason": "preempted on request"})
             elif d.run_active and d.executor not in self.live:
-                message = f"executor {d.executor} has not reported for {self.config.executor_timeout_ms / 1000:g} s"
+                message = (
+                    f"executor {d.executor} has not reported for {self.config.executor_timeout_ms / 1000:g} s"
+                    f" and {self.config.missed_cycles} cycles"
+                )
                 self.take_back(entry, "lease_expired", message, avoid=None)
             elif d.run_active and self.lost(d, self.live[d.executor or ""]):
                 message = f"executor {d.executor} no longer holds the run"

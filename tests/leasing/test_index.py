@@ -159,7 +159,7 @@ def test_executor_reports_replace_each_other() -> None:
 
 def snapshot(index: SchedulerIndex):
     jobs = {j: (e.delta, e.expect, e.expect_runs, e.announce_priority) for j, e in index.jobs.items()}
-    return jobs, dict(index.executors), index.limiters
+    return jobs, dict(index.executors), index.limiters, index.cycles, dict(index.reported_in_cycle)
 
 
 def reloaded(index: SchedulerIndex) -> SchedulerIndex:
@@ -183,7 +183,10 @@ def test_dump_and_load_rebuild_an_equal_index() -> None:
     index.apply(delta("j4", job_set="t"))
     index.apply(JobSetAction("a", "t", "reprioritise", new_priority=3.5))
     index.apply(executor("ex1", 1_000))
+    index.start_cycle()
+    index.start_cycle()
     index.apply(executor("ex2", 1_200, runs={"r9": "j2", "old": "j0"}, active=("r9",)))
+    assert (index.cycles_without_report("ex1"), index.cycles_without_report("ex2")) == (1, 0)
     index.set_limiters(LimiterState(TokenBucket(3.5, 10.25), {"a": TokenBucket(1.0, 2.0)}, None))
 
     assert snapshot(reloaded(index)) == snapshot(index)

@@ -12,6 +12,8 @@ from dataclasses import replace
 import pytest
 
 from streams.domain.feed import JobSetAction, QueueInfo, queue_info
+from streams.app import leasing_config
+from streams.config import Settings
 from streams.leasing.config import LeasingConfig
 from streams.leasing.index import LEASE, SchedulerIndex
 from streams.leasing.plan import MAX_DECISIONS_PER_RECORD, plan_cycle
@@ -335,8 +337,10 @@ def test_the_leases_of_a_silent_executor_expire_and_the_jobs_go_elsewhere() -> N
     assert lease_of(loop, "j1") == ("ex1", "n0")
     first_run = loop.job("j1")["runs"][0]["run_id"]
     loop.report("ex2", 5_000, nodes(1, prefix="m"))
+    for at in (4_000, 7_000):
+        assert loop.cycle(at).sequences == []
 
-    # 10.5 s after ex1's last report: still within the timeout
+    # Four cycles without a report from ex1, but 10.5 s after its last report: within the timeout
     assert loop.cycle(11_000).sequences == []
     outcome = loop.cycle(11_001)
 
@@ -355,11 +359,25 @@ def test_the_leases_of_a_silent_executor_expire_and_the_jobs_go_elsewhere() -> N
         assert loop.cycle(at).sequences == []
 
 
+def test_one_long_cycle_does_not_expire_leases_whose_reports_queued_behind_it() -> None:
+    """A cycle that blocks the worker for longer than the timeout delays the reports too."""
+    loop = Loop()
+    loop.submit("j1")
+    loop.report("ex1", 1_000, nodes(1))
+    loop.cycle(2_000)
+    assert lease_of(loop, "j1") == ("ex1", "n0")
+    for at in (14_000, 15_000, 16_000):  # 13 s after the last report, but only 3 cycles without one
+        assert loop.cycle(at).sequences == []
+    assert kinds(loop.cycle(17_000), "j1")[:2] == ["JobRunFailed", "JobRequeued"]
+
+
 def test_a_job_of_a_silent_executor_with_nowhere_else_to_go_waits_queued() -> None:
     loop = Loop()
     loop.submit("j1")
     loop.report("ex1", 1_000, nodes(1))
     loop.cycle(2_000)
+    for at in (5_000, 8_000, 11_000):
+        assert loop.cycle(at).sequences == []
     outcome = loop.cycle(20_000)
     assert kinds(outcome, "j1") == ["JobRunFailed", "JobRequeued"]
     assert loop.job("j1")["state"] == "queued"
@@ -422,17 +440,17 @@ def test_a_run_the_executor_no_longer_reports_is_taken_back_after_the_grace() ->
     run_id = loop.job("j1")["runs"][0]["run_id"]
     node = lease_of(loop, "j1")[1]
 
-    loop.report("ex1", 11_000, drop=(run_id,))  # 9 s after the lease: the command may still be on its way
-    assert loop.cycle(11_500).sequences == []
-    loop.report("ex1", 12_500, drop=(run_id,))
-    outcome = loop.cycle(13_000)
+    loop.report("ex1", 61_000, drop=(run_id,))  # 59 s after the lease: the command may still be on its way
+    assert loop.cycle(61_500).sequences == []
+    loop.report("ex1", 62_500, drop=(run_id,))
+    outcome = loop.cycle(63_000)
 
     failed = next(p for j, kind, p in events(outcome) if kind == "JobRunFailed")
     assert (failed["category"], failed["run_id"]) == ("lease_returned", run_id)
     requeued = next(p for j, kind, p in events(outcome) if kind == "JobRequeued")
     assert requeued["avoid_nodes"] == [f"ex1/{node}"]
-    loop.report("ex1", 13_500)
-    loop.cycle(14_000)
+    loop.report("ex1", 63_500)
+    loop.cycle(64_000)
     assert lease_of(loop, "j1")[1] != node
 
 
@@ -560,3 +578,15 @@ def test_a_large_cycle_is_recorded_in_records_of_bounded_size() -> None:
     assert {r["events"][0]["payload"][1]["cycle_id"] for r in outcome.records} == {outcome.cycle_id}
     assert all(len(r["events"][0]["payload"][1]["decisions"]) <= MAX_DECISIONS_PER_RECORD for r in outcome.records)
     assert [d["job_id"] for d in decisions(outcome)] == sorted(f"j{i:05}" for i in range(5_000))
+
+
+def test_the_control_plane_caps_the_leases_of_one_cycle() -> None:
+    """The settings' token bucket: a backlog is leased in steps of the burst, then at the rate."""
+    config = leasing_config(Settings(scheduling_rate=50.0, scheduling_burst=100, executor_timeout_s=10))
+    assert (config.executor_timeout_ms, config.missing_run_grace_ms) == (10_000, 60_000)
+    index = SchedulerIndex()
+    for i in range(500):
+        index.apply(delta(f"j{i:03}", cpu=1))
+    index.apply(executor("ex1", 1_500, nodes(count=20, cpu=32)))
+    assert plan_cycle(index, tick(2_000, "a"), 1, config).leased == 100
+    assert plan_cycle(index, tick(3_000, "a"), 2, config).leased == 50
