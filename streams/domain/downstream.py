@@ -9,10 +9,9 @@ longer has. Sending commands only for accepted transitions means a lease the fol
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-from streams.domain.feed import JobDelta, job_delta
+from streams.domain.feed import JobDelta, spec_fields, state_fields
 from streams.domain.states import RUN_TERMINAL
 
 _ACTIVE_RUN = frozenset({"leased", "pending", "running"})
@@ -20,21 +19,24 @@ _ACTIVE_RUN = frozenset({"leased", "pending", "running"})
 _STOP_COMMAND = {"cancelled": "cancel_run", "preempted": "preempt_run", "failed": "cancel_run"}
 
 
-def _significant(delta: JobDelta) -> JobDelta:
+def _significant(fields: dict[str, Any]) -> dict[str, Any]:
     """Pending and running hold the same resources: the scheduler need not hear of the step.
 
     The job's state moves along with its latest run's, so both are compared as "active"."""
-    if delta.run_state not in _ACTIVE_RUN:
-        return delta
-    return replace(delta, run_state="active", state="active" if delta.state in _ACTIVE_RUN else delta.state)
+    if fields["run_state"] not in _ACTIVE_RUN:
+        return fields
+    return {**fields, "run_state": "active", "state": "active" if fields["state"] in _ACTIVE_RUN else fields["state"]}
 
 
 def feed_change(before: dict[str, Any] | None, after: dict[str, Any]) -> JobDelta | None:
-    """The delta to forward, or None when the scheduler's view of the job did not change."""
-    delta = job_delta(after)
-    if before is not None and _significant(job_delta(before)) == _significant(delta):
+    """The delta to forward, or None when the scheduler's view of the job did not change.
+
+    The fold never changes a job's spec, so only the part its events change is compared, and
+    the spec is read only for a delta that is sent."""
+    state = state_fields(after)
+    if before is not None and _significant(state_fields(before)) == _significant(state):
         return None
-    return delta
+    return JobDelta(**state, **spec_fields(after["spec"]))
 
 
 def executor_command(before: dict[str, Any] | None, after: dict[str, Any], command_id: str, now_ms: int) -> dict[str, Any] | None:

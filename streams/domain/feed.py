@@ -145,43 +145,53 @@ _KIND = {JobDelta: "job", ExecutorState: "executor", JobSetAction: "job_set", Ti
 
 def job_delta(job: dict[str, Any]) -> JobDelta:
     """The scheduling view of a folded job (a job_state record)."""
-    spec = job["spec"]
+    return JobDelta(**state_fields(job), **spec_fields(job["spec"]))
+
+
+def spec_fields(spec: dict[str, Any]) -> dict[str, Any]:
+    """The part of a job's scheduling view that its spec fixes at submission."""
     pod = spec.get("pod_spec") or {}
-    runs = job["runs"]
-    latest = runs[-1] if runs else None
     affinity = ((pod.get("affinity") or {}).get("node_affinity") or {}).get("required") or []
-    returned = [run for run in runs if run["state"] in RETURNED_RUN_STATES]
-    return JobDelta(
-        job_id=job["job_id"],
-        queue=job["queue"],
-        job_set_id=job["job_set_id"],
-        state=job["state"],
-        priority_class=job["priority_class"],
-        priority=job["priority"],
-        submitted=job["submitted"],
-        requests=job_resource_request(pod),
-        node_selector=dict(pod.get("node_selector") or {}),
-        tolerations=tuple(
+    return {
+        "requests": job_resource_request(pod),
+        "node_selector": dict(pod.get("node_selector") or {}),
+        "tolerations": tuple(
             {k: v for k, v in t.items() if v is not None and k != "toleration_seconds"} for t in pod.get("tolerations") or []
         ),
-        affinity=tuple(tuple(dict(e) for e in term["match_expressions"]) for term in affinity),
-        gang={k: v for k, v in (spec.get("annotations") or {}).items() if k.startswith(GANG_ANNOTATION_PREFIX)},
-        runs=len(runs),
-        run_id=latest["run_id"] if latest else None,
-        executor=latest["executor"] if latest else None,
-        node=latest["node"] if latest else None,
-        run_state=latest["state"] if latest else None,
-        leased_at=latest["leased_at"] if latest else None,
+        "affinity": tuple(tuple(dict(e) for e in term["match_expressions"]) for term in affinity),
+        "gang": {k: v for k, v in (spec.get("annotations") or {}).items() if k.startswith(GANG_ANNOTATION_PREFIX)},
+        "grace_period_s": int(pod.get("termination_grace_period_seconds") or 1),
+    }
+
+
+def state_fields(job: dict[str, Any]) -> dict[str, Any]:
+    """The part of a job's scheduling view that its events change."""
+    runs = job["runs"]
+    latest = runs[-1] if runs else None
+    returned = [run for run in runs if run["state"] in RETURNED_RUN_STATES]
+    return {
+        "job_id": job["job_id"],
+        "queue": job["queue"],
+        "job_set_id": job["job_set_id"],
+        "state": job["state"],
+        "priority_class": job["priority_class"],
+        "priority": job["priority"],
+        "submitted": job["submitted"],
+        "runs": len(runs),
+        "run_id": latest["run_id"] if latest else None,
+        "executor": latest["executor"] if latest else None,
+        "node": latest["node"] if latest else None,
+        "run_state": latest["state"] if latest else None,
+        "leased_at": latest["leased_at"] if latest else None,
         # Only runs their executor gave back: an expired lease says nothing against the node
         # (the scheduler's own take-back of an expired lease avoids nothing either).
-        avoid_nodes=tuple(
+        "avoid_nodes": tuple(
             sorted({node_id(run["executor"], run["node"]) for run in returned if run["node"] and run["state"] == "lease_returned"})
         ),
-        returned_runs=len(returned),
-        cancel_requested=job["cancel_requested"],
-        preempt_requested=job["preempt_requested"],
-        grace_period_s=int(pod.get("termination_grace_period_seconds") or 1),
-    )
+        "returned_runs": len(returned),
+        "cancel_requested": job["cancel_requested"],
+        "preempt_requested": job["preempt_requested"],
+    }
 
 
 def encode(record: FeedRecord) -> bytes:

@@ -1,0 +1,43 @@
+"""The job store's decoded cache never answers with a job the table no longer holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schemas.codec import encode
+from streams.tables.jobs import JobStore
+from tests.schemas.samples import job_state
+
+
+def store(size: int = 20_000) -> tuple[JobStore, dict[str, bytes]]:
+    table: dict[str, bytes] = {}
+    return JobStore(table, cache_size=size), table  # type: ignore[arg-type]
+
+
+def test_a_job_just_stored_is_read_back_without_decoding() -> None:
+    jobs, _ = store()
+    job = job_state()
+    jobs.put(job)
+    assert jobs.get(job["job_id"]) is job
+
+
+def test_a_job_rewritten_in_the_table_by_someone_else_is_decoded_afresh() -> None:
+    jobs, table = store()
+    job = job_state()
+    jobs.put(job)
+    other: dict[str, Any] = {**job, "state": "cancelled", "reason": "cancelled elsewhere"}
+    table[job["job_id"]] = encode("job_state", other)  # e.g. restored from the changelog after a rebalance
+    read = jobs.get(job["job_id"])
+    assert read is not job and read is not None and (read["state"], read["reason"]) == ("cancelled", "cancelled elsewhere")
+    del table[job["job_id"]]
+    assert jobs.get(job["job_id"]) is None
+
+
+def test_the_cache_keeps_only_the_jobs_stored_last() -> None:
+    jobs, _ = store(size=2)
+    stored = [{**job_state(), "job_id": f"job-{i}"} for i in range(3)]
+    for job in stored:
+        jobs.put(job)
+    evicted = jobs.get("job-0")
+    assert evicted is not None and evicted["job_id"] == "job-0" and evicted is not stored[0]
+    assert jobs.get("job-1") is stored[1] and jobs.get("job-2") is stored[2]
