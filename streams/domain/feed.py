@@ -195,15 +195,28 @@ def state_fields(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def encode(record: FeedRecord) -> bytes:
-    body = _to_json(record)
-    body["k"] = _KIND[type(record)]
-    return json.dumps(body, separators=(",", ":")).encode()
+    return json.dumps(to_json(record), separators=(",", ":")).encode()
 
 
 def decode(raw: bytes) -> FeedRecord:
     """Raises ValueError for anything that is not a feed record."""
     try:
         body = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not a scheduler-feed record: {exc}") from exc
+    return from_json(body)
+
+
+def to_json(record: FeedRecord) -> dict[str, Any]:
+    """The record as a JSON-ready dict, for embedding in other JSON (the scheduler's index table)."""
+    body = _to_json(record)
+    body["k"] = _KIND[type(record)]
+    return body
+
+
+def from_json(body: Any) -> FeedRecord:
+    """The record ``to_json`` gave (``body`` is consumed); raises ValueError for anything else."""
+    try:
         kind = body.pop("k")
         if kind == "job":
             return JobDelta(
@@ -221,7 +234,7 @@ def decode(raw: bytes) -> FeedRecord:
             return JobSetAction(**body)
         if kind == "tick":
             return Tick(time=body["time"], queues=tuple(QueueInfo(**q) for q in body.get("queues", ())))
-    except (TypeError, KeyError, AttributeError, json.JSONDecodeError) as exc:
+    except (TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"not a scheduler-feed record: {exc}") from exc
     raise ValueError(f"unknown scheduler-feed record kind {kind!r}")
 

@@ -143,13 +143,13 @@ class SchedulerIndex:
             entry = self.jobs.get(name)
             if entry is None:
                 return None
-            body = {"d": json.loads(feed.encode(entry.delta)), "x": entry.expect, "n": entry.expect_runs, "p": entry.announce_priority}
+            body = {"d": feed.to_json(entry.delta), "x": entry.expect, "n": entry.expect_runs, "p": entry.announce_priority}
             return json.dumps(body, separators=(",", ":")).encode()
         if kind == "e":
             state = self.executors.get(name)
             if state is None:
                 return None
-            return json.dumps({"s": json.loads(feed.encode(state)), "c": self.reported_in_cycle.get(name, 0)}, separators=(",", ":")).encode()
+            return json.dumps({"s": feed.to_json(state), "c": self.reported_in_cycle.get(name, 0)}, separators=(",", ":")).encode()
         if key == LIMITERS_KEY:
             return json.dumps(limiters_to_json(self.limiters)).encode()
         if key == CYCLES_KEY:
@@ -163,12 +163,12 @@ class SchedulerIndex:
             kind, _, name = key.partition(":")
             if kind == "j":
                 body = json.loads(value)
-                delta = feed.decode(json.dumps(body["d"]).encode())
+                delta = feed.from_json(body["d"])
                 assert isinstance(delta, JobDelta)
                 self.jobs[name] = Entry(delta, body["x"], body["n"], body["p"])
             elif kind == "e":
                 body = json.loads(value)
-                state = feed.decode(json.dumps(body["s"]).encode())
+                state = feed.from_json(body["s"])
                 assert isinstance(state, ExecutorState)
                 self.executors[name] = state
                 self.reported_in_cycle[name] = body["c"]
