@@ -193,10 +193,12 @@ def _job_ending(target: str, run_target: str) -> Callable[[Job, int, dict[str, A
     """Job-level terminal events end the job and whatever run is still active."""
 
     def handle(job: Job, at: int, payload: dict[str, Any]) -> bool:
+        requested = job["reason"] if target == "cancelled" and job["cancel_requested"] else None
         _move_job(job, target)
         _close_active_runs(job, run_target, at)
         if "reason" in payload:
-            job["reason"] = _with_message(payload["reason"], payload.get("message"))
+            # The scheduler that ends a job on request does not know why it was asked; the job does.
+            job["reason"] = _with_message(payload["reason"], payload.get("message") or requested)
         latest = _latest_run(job)
         if latest is not None and latest["exit_code"] is None:
             latest["exit_code"] = payload.get("exit_code")
@@ -217,16 +219,31 @@ def _requeued(job: Job, at: int, payload: dict[str, Any]) -> bool:
 
 
 def _flag(name: str) -> Callable[[Job, int, dict[str, Any]], bool]:
-    """Requests are sticky: once asked, a job stays asked, which keeps re-delivery harmless."""
+    """Requests are sticky: once asked, a job stays asked, which keeps re-delivery harmless.
+
+    The job's reason becomes the request's (none when none was given), for the event that ends it."""
 
     def handle(job: Job, at: int, payload: dict[str, Any]) -> bool:
         if job[name]:
             return False
         job[name] = True
-        job["reason"] = payload.get("reason") or job["reason"]
+        job["reason"] = payload.get("reason") or None
         return True
 
     return handle
+
+
+def _preempt_requested(job: Job, at: int, payload: dict[str, Any]) -> bool:
+    """Preemption stops a run: a job without an active run has none to stop, and the request is
+    dropped (as Armada does), not kept to preempt the job once it is next leased.
+
+    A dropped request still counts as applied, so that its id is remembered: a re-delivery
+    arriving after the job was leased is then recognised instead of preempting it.
+    """
+    latest = _latest_run(job)
+    if latest is None or latest["state"] in RUN_TERMINAL:
+        return True
+    return _request_preemption(job, at, payload)
 
 
 def _reprioritised(job: Job, at: int, payload: dict[str, Any]) -> bool:
@@ -242,6 +259,8 @@ def _reprioritised(job: Job, at: int, payload: dict[str, Any]) -> bool:
 def _no_change(job: Job, at: int, payload: dict[str, Any]) -> bool:
     return False
 
+
+_request_preemption = _flag("preempt_requested")
 
 _HANDLERS: dict[str, Callable[[Job, int, dict[str, Any]], bool]] = {
     "JobSubmitted": _no_change,  # only creates; a second one for a known job is a re-delivery
@@ -259,6 +278,6 @@ _HANDLERS: dict[str, Callable[[Job, int, dict[str, Any]], bool]] = {
     "JobPreempted": _job_ending("preempted", "preempted"),
     "JobRequeued": _requeued,
     "JobCancelRequested": _flag("cancel_requested"),
-    "JobPreemptRequested": _flag("preempt_requested"),
+    "JobPreemptRequested": _preempt_requested,
     "JobReprioritised": _reprioritised,
 }

@@ -36,6 +36,8 @@ class Entry:
     expect_runs: int = 0
     # A job-set reprioritisation to announce with a JobReprioritised event at the next cycle.
     announce_priority: float | None = None
+    # Why the job's job set was cancelled (the fold knows why a single job was, the job set's jobs do not).
+    cancel_reason: str | None = None
     _job: Job | None = None
 
     @property
@@ -106,6 +108,7 @@ class SchedulerIndex:
                 continue
             if action.action == "cancel" and not entry.delta.cancel_requested:
                 entry.set(replace(entry.delta, cancel_requested=True))
+                entry.cancel_reason = action.reason or None
             elif action.action == "reprioritise" and action.new_priority is not None:
                 entry.set(replace(entry.delta, priority=action.new_priority))
                 entry.announce_priority = action.new_priority
@@ -143,7 +146,7 @@ class SchedulerIndex:
             entry = self.jobs.get(name)
             if entry is None:
                 return None
-            body = {"d": feed.to_json(entry.delta), "x": entry.expect, "n": entry.expect_runs, "p": entry.announce_priority}
+            body = {"d": feed.to_json(entry.delta), "x": entry.expect, "n": entry.expect_runs, "p": entry.announce_priority, "c": entry.cancel_reason}
             return json.dumps(body, separators=(",", ":")).encode()
         if kind == "e":
             state = self.executors.get(name)
@@ -165,7 +168,7 @@ class SchedulerIndex:
                 body = json.loads(value)
                 delta = feed.from_json(body["d"])
                 assert isinstance(delta, JobDelta)
-                self.jobs[name] = Entry(delta, body["x"], body["n"], body["p"])
+                self.jobs[name] = Entry(delta, body["x"], body["n"], body["p"], body["c"])
             elif kind == "e":
                 body = json.loads(value)
                 state = feed.from_json(body["s"])

@@ -97,7 +97,8 @@ class _Cycle:
                 entry.announce_priority = None
                 self.outcome.changed.append(job_key(job_id))
             if d.cancel_requested:
-                self.end(entry, "JobCancelled", {"run_id": d.run_id if d.run_active else None, "reason": "cancelled on request"})
+                reason = "cancelled on request" + (f": {entry.cancel_reason}" if entry.cancel_reason else "")
+                self.end(entry, "JobCancelled", {"run_id": d.run_id if d.run_active else None, "reason": reason})
             elif d.preempt_requested and d.run_active:
                 self.end(entry, "JobPreempted", {"run_id": d.run_id, "reason": "preempted on request"})
             elif d.run_active and d.executor not in self.live:

@@ -152,7 +152,7 @@ def test_job_delta_of_a_job_never_leased_and_flags() -> None:
     assert (d.runs, d.run_id, d.executor, d.node, d.run_state, d.leased_at) == (0, None, None, None, None, None)
     assert d.avoid_nodes == () and d.returned_runs == 0 and d.gang == {}
     assert d.requests == {"cpu": 1_000, "memory": 2**30 * 1000}
-    assert d.cancel_requested and d.preempt_requested
+    assert d.cancel_requested and not d.preempt_requested  # nothing to preempt yet: dropped
     assert not d.run_active and not d.run_returned
 
 

@@ -81,8 +81,24 @@ def test_job_failed_closes_an_active_run(ev):
 def test_cancel_requested_then_cancelled(ev):
     job = fold(running(ev) + [ev("JobCancelRequested", reason="user asked")])
     assert job["cancel_requested"] and job["state"] == "running" and job["reason"] == "user asked"
-    job = fold([ev("JobCancelled", run_id="r1", reason="user asked")], job)
+    job = fold([ev("JobCancelled", run_id="r1", reason="cancelled on request")], job)
     assert job["state"] == "cancelled" and run_states(job) == [("r1", "cancelled")]
+    assert job["reason"] == "cancelled on request: user asked"
+
+
+def test_a_cancel_without_a_reason_leaves_no_earlier_reason_behind(ev):
+    job = fold(running(ev) + [ev("JobCancelRequested", reason=""), ev("JobCancelled", run_id="r1", reason="cancelled on request")])
+    assert job["reason"] == "cancelled on request"
+
+
+def test_a_preempt_request_for_a_queued_job_is_dropped_and_remembered(ev):
+    job = fold([ev.submitted()])
+    request = ev("JobPreemptRequested", reason="too early")
+    job = fold([request], job)
+    assert not job["preempt_requested"] and job["state"] == "queued" and job["reason"] is None
+    job = fold([ev.leased("r1")], job)
+    assert apply_event(job, *request, ENVELOPE) is job  # a re-delivery does not preempt the leased job
+    assert not job["preempt_requested"]
 
 
 def test_queued_job_cancelled(ev):

@@ -158,7 +158,7 @@ def test_executor_reports_replace_each_other() -> None:
 
 
 def snapshot(index: SchedulerIndex):
-    jobs = {j: (e.delta, e.expect, e.expect_runs, e.announce_priority) for j, e in index.jobs.items()}
+    jobs = {j: (e.delta, e.expect, e.expect_runs, e.announce_priority, e.cancel_reason) for j, e in index.jobs.items()}
     return jobs, dict(index.executors), index.limiters, index.cycles, dict(index.reported_in_cycle)
 
 
@@ -182,6 +182,9 @@ def test_dump_and_load_rebuild_an_equal_index() -> None:
     index.decide("j3", END, index.jobs["j3"].delta)
     index.apply(delta("j4", job_set="t"))
     index.apply(JobSetAction("a", "t", "reprioritise", new_priority=3.5))
+    index.apply(delta("j5", job_set="u"))
+    index.apply(JobSetAction("a", "u", "cancel", reason="done with u"))
+    assert index.jobs["j5"].cancel_reason == "done with u"
     index.apply(executor("ex1", 1_000))
     index.start_cycle()
     index.start_cycle()

@@ -256,6 +256,7 @@ def test_cancel_requests_end_queued_and_running_jobs_which_are_never_leased_agai
     assert cancelled["run1"]["run_id"] == loop.job("run1")["runs"][0]["run_id"]
     assert leases(outcome) == {}
     assert loop.job("q1")["state"] == loop.job("run1")["state"] == "cancelled"
+    assert loop.job("q1")["reason"] == loop.job("run1")["reason"] == "cancelled on request: no longer needed"
     assert "q1" not in loop.index.jobs and "run1" not in loop.index.jobs
     stop = [c for c in loop.commands if c["kind"] == "cancel_run"]
     assert [(c["job_id"], c["executor"]) for c in stop] == [("run1", "ex1")]
@@ -309,6 +310,7 @@ def test_a_job_set_cancel_ends_every_job_of_the_set_even_those_just_leased() -> 
 
     assert {j for j, kind, _ in events(outcome) if kind == "JobCancelled"} == {"s1", "s2"}
     assert loop.job("s1")["state"] == loop.job("s2")["state"] == "cancelled"
+    assert loop.job("s1")["reason"] == loop.job("s2")["reason"] == "cancelled on request: set done"
     assert loop.job("t1")["state"] == "leased"
 
 
