@@ -3,8 +3,9 @@
 Delivery is at least once, so applying an event twice must change nothing. The last
 ``RECENT_EVENT_IDS`` applied event ids catch re-deliveries cheaply; behind that window the state
 machines do the work: a lease names a run that already exists, a run report names a state the
-run has passed, a flag is already set. Reprioritisation is the exception (last writer wins): a
-re-delivery of an old one more than ``RECENT_EVENT_IDS`` events later would win again.
+run has passed, a flag is already set. Two events rely on the window alone: a reprioritisation
+(last writer wins) and a preempt request dropped because the job had no run to preempt. A
+re-delivery of either more than ``RECENT_EVENT_IDS`` events later would act again.
 
 The input job is never mutated. When an event changes nothing the same object is returned, so
 the caller can skip publishing with ``new is old``.

@@ -15,8 +15,10 @@ ACTIONS = [
     "succeeded", "failed", "cancelled", "preempted", "requeued", "cancel_requested", "preempt_requested",
     "reprioritised", "validated",
 ]
-# Last-writer-wins events: re-delivered after newer ones *beyond* the id window they win again.
-ORDER_SENSITIVE = {"JobReprioritised"}
+# Re-delivered after newer events *beyond* the id window these act again: a reprioritisation wins
+# again (last writer wins), and a preempt request dropped while the job had no run would preempt
+# the run it has by then.
+ORDER_SENSITIVE = {"JobReprioritised", "JobPreemptRequested"}
 
 TERMINAL_ACTIONS = {"succeeded", "failed", "cancelled", "preempted"}
 # Job-ending actions are rarer so histories run long enough to exercise requeues and re-leases.
