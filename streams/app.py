@@ -13,6 +13,8 @@ import faust
 from schemas.faust_codec import register_codecs
 from streams.agents import executor_reports, ingest, job_state, scheduler
 from streams.api import rest
+from streams.auth import Authenticator, Permissions
+from streams.auth.setup import build_authenticator, build_permissions, credentials_configured
 from streams.config import MAX_MESSAGE_BYTES, Settings
 from streams.metrics import Metrics
 from streams.domain.validation import SubmitPolicy
@@ -47,6 +49,8 @@ class ControlPlane:
     queues: QueueReplica
     scheduler_index: faust.Table
     leasing: LeasingConfig
+    auth: Authenticator
+    permissions: Permissions
     policy: SubmitPolicy = field(default_factory=SubmitPolicy)
     replies: Replies = field(default_factory=Replies)
     metrics: Metrics = field(default_factory=Metrics)
@@ -130,7 +134,10 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
         queues=QueueReplica(settings),
         scheduler_index=scheduler_index_table(app, settings),
         leasing=leasing_config(settings),
-        policy=policy or SubmitPolicy(),
+        auth=build_authenticator(settings),
+        permissions=build_permissions(settings),
+        # With callers authenticated, the ingest agent checks queue ownership too (direct producers included).
+        policy=policy or SubmitPolicy(check_ownership=credentials_configured(settings)),
     )
     app.service(plane.queues)
     ingest.register(plane)

@@ -29,6 +29,16 @@ class Settings:
     store: str = "rocksdb://"
     web_host: str = "127.0.0.1"
     web_port: int = 8080
+    # Armada's gRPC API (Submit, QueueService, Event, Jobs), on web_host.
+    grpc_port: int = 50051
+    # Authentication: a YAML file mapping bearer tokens to {user, groups}, and/or OIDC JWTs checked
+    # against a JWKS. With neither, callers are anonymous, which is allowed only on 127.0.0.1.
+    auth_token_file: str = ""
+    oidc_jwks_url: str = ""
+    oidc_issuer: str = ""
+    oidc_audience: str = ""
+    # Members of these groups (comma-separated) create, update and delete queues and act on any job.
+    admin_groups: str = "admins"
     # Tuned for Tansu and faust-streaming 0.15.3: with Kafka's defaults the first group join
     # waits ~30 s and a rejoin after a crash stalls.
     session_timeout_s: float = 10.0

@@ -15,7 +15,7 @@ from typing import Any
 
 from streams.domain import jobspec
 from streams.domain.gangs import FAIL_FAST, GangMembership, gang_conflicts, parse_gang
-from streams.domain.queues import may_submit
+from streams.domain.queues import is_owner
 from streams.domain.quantity import QuantityError, to_milli
 from streams.domain.resources import job_resource_request
 
@@ -107,7 +107,7 @@ def _envelope_problem(request: dict[str, Any], queue: dict[str, Any] | None, pol
     if queue.get("cordoned"):
         return f"queue {name!r} is cordoned and accepts no new jobs"
     user = request.get("user") or "anonymous"
-    if policy.check_ownership and not may_submit(queue, user, request.get("groups") or []):
+    if policy.check_ownership and not is_owner(queue, user, request.get("groups") or []):
         return f"user {user!r} may not submit to queue {name!r}: not an owner or in an owner group"
     return None
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from streams.domain.queues import may_submit, queue_weight, validate_queue
+from streams.domain.queues import is_owner, queue_weight, validate_queue
 
 
 def test_minimal_queue_normalised_with_defaults():
@@ -63,7 +63,7 @@ def test_weight_is_inverse_priority_factor():
 def test_ownership():
     open_queue, _ = validate_queue({"name": "q"})
     owned, _ = validate_queue({"name": "q", "user_owners": ["bob"], "group_owners": ["ml"]})
-    assert may_submit(open_queue, "anyone", [])
-    assert may_submit(owned, "bob", [])
-    assert may_submit(owned, "carol", ["web", "ml"])
-    assert not may_submit(owned, "carol", ["web"])
+    assert is_owner(open_queue, "anyone", [])
+    assert is_owner(owned, "bob", [])
+    assert is_owner(owned, "carol", ["web", "ml"])
+    assert not is_owner(owned, "carol", ["web"])
