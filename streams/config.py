@@ -37,6 +37,9 @@ class Settings:
     oidc_jwks_url: str = ""
     oidc_issuer: str = ""
     oidc_audience: str = ""
+    # The JWT claims naming the user and listing their groups (Armada's username claim; Keycloak: preferred_username).
+    oidc_username_claim: str = "sub"
+    oidc_groups_claim: str = "groups"
     # Members of these groups (comma-separated) create, update and delete queues and act on any job.
     admin_groups: str = "admins"
     # Tuned for Tansu and faust-streaming 0.15.3: with Kafka's defaults the first group join

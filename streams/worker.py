@@ -1,26 +1,37 @@
-"""Running the control plane: topics first, then the Faust worker (agents, tables, web server)."""
+"""Running the control plane: who may call it, its topics, then the Faust worker (agents, tables, web server)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 
 import faust
 
 from streams.app import create_control_plane
+from streams.auth import AuthConfigError
+from streams.auth.setup import describe_access
 from streams.config import Settings
 from streams.topics import ensure_topics
 
 log = logging.getLogger(__name__)
+
+# A worker whose authentication settings are refused exits with this code, before it touches the broker.
+CONFIG_ERROR = 2
 
 
 def run_worker(settings: Settings) -> int:
     """Blocks until the worker is stopped (SIGINT/SIGTERM); returns its exit code."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    try:
+        print(f"API access: {describe_access(settings)}", flush=True)
+        plane = create_control_plane(settings)  # fetches the OIDC key set, if one is configured
+    except AuthConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return CONFIG_ERROR
     loop.run_until_complete(ensure_topics(settings))
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    plane = create_control_plane(settings)
     worker = faust.Worker(plane.app, loglevel=settings.log_level, loop=loop, override_logging=True)
     try:
         worker.execute_from_commandline()

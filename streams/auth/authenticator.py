@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from streams.auth.errors import Unauthenticated
+from streams.auth.errors import AuthConfigError, Unauthenticated
 from streams.auth.principal import ANONYMOUS, Principal
 
 # Checks a JWT and returns its caller, or raises Unauthenticated (see streams/auth/oidc.py).
@@ -59,17 +59,17 @@ def load_token_file(path: Path) -> dict[str, Principal]:
     try:
         raw = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"cannot read token file {path}: {exc}") from exc
+        raise AuthConfigError(f"cannot read token file {path}: {exc}") from exc
     if not isinstance(raw, dict):
-        raise ValueError(f"token file {path} must map each token to {{user, groups}}")
+        raise AuthConfigError(f"token file {path} must map each token to {{user, groups}}")
     tokens: dict[str, Principal] = {}
     for number, (token, entry) in enumerate(raw.items(), start=1):
         if not isinstance(token, str) or not token.strip():
-            raise ValueError(f"token file {path}: entry {number} has an empty or non-text token")
+            raise AuthConfigError(f"token file {path}: entry {number} has an empty or non-text token")
         if not isinstance(entry, dict) or not isinstance(entry.get("user"), str) or not entry["user"]:
-            raise ValueError(f"token file {path}: entry {number} needs a non-empty 'user'")
+            raise AuthConfigError(f"token file {path}: entry {number} needs a non-empty 'user'")
         groups = entry.get("groups") or []
         if not isinstance(groups, list) or not all(isinstance(group, str) for group in groups):
-            raise ValueError(f"token file {path}: entry {number} 'groups' must be a list of names")
+            raise AuthConfigError(f"token file {path}: entry {number} 'groups' must be a list of names")
         tokens[token.strip()] = Principal(user=entry["user"], groups=tuple(groups))
     return tokens

@@ -49,7 +49,15 @@ def _up(args: argparse.Namespace) -> int:
     from ops.broker import BrokerError, EmbeddedBroker, free_port
     from ops.executor import ExecutorError, ExecutorProcess
     from ops.worker import WorkerError, WorkerProcess
+    from streams.auth import AuthConfigError
+    from streams.auth.setup import describe_access
 
+    # The worker inherits FLOTILLA_* from this environment: refuse its authentication settings before starting anything.
+    try:
+        access = describe_access(Settings.from_env())
+    except AuthConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     _stop_on_sigterm()
     state = args.state_dir.resolve()
     data_dir = state / "data"
@@ -98,6 +106,7 @@ def _up(args: argparse.Namespace) -> int:
             f"  executor       {LOCAL_EXECUTOR}, pid {_pid(executor)}  "
             f"(runs jobs as processes on this machine; runs under {executor_dir / 'runs'}; log {executor.log_path})\n"
             f"  REST API       {worker.url}  (GET /health, /api/v1/queues, /api/v1/jobs)\n"
+            f"  access         {access}\n"
             "Try: flotilla queue create demo && flotilla submit job.yaml && flotilla watch demo JOBSET\n"
             "Press Ctrl-C to stop.",
             flush=True,
