@@ -13,10 +13,12 @@ import faust
 from schemas.faust_codec import register_codecs
 from streams.agents import executor_reports, ingest, job_state, scheduler
 from streams.api import rest
+from streams.api.operations import Operations
 from streams.auth import Authenticator, Permissions
 from streams.auth.setup import build_authenticator, build_permissions, credentials_configured
 from streams.config import MAX_MESSAGE_BYTES, Settings
 from streams.metrics import Metrics
+from streams.domain.ids import IdFactory
 from streams.domain.validation import SubmitPolicy
 from streams.leasing.config import LeasingConfig, default_priority_classes
 from streams.scheduling.model import RateLimit, SchedulingConfig
@@ -144,5 +146,5 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
     job_state.register(plane)
     executor_reports.register(plane)
     scheduler.register(plane)
-    rest.register(plane)
+    rest.register(plane, Operations(plane, IdFactory.system()))
     return plane

@@ -7,7 +7,7 @@ puts on the log) are plain functions, tested without a server.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from streams.api.http import ApiError
@@ -15,6 +15,9 @@ from streams.api.http import ApiError
 CANCEL_REQUESTED = "flotilla.JobCancelRequested"
 PREEMPT_REQUESTED = "flotilla.JobPreemptRequested"
 REPRIORITISED = "flotilla.JobReprioritised"
+
+# The queue permission each request needs (streams/auth/permissions.py).
+VERBS = {CANCEL_REQUESTED: "cancel", PREEMPT_REQUESTED: "preempt", REPRIORITISED: "reprioritize"}
 
 # Enough for any human explanation; the reason is stored in the job's state and shown by the UI.
 MAX_REASON_CHARS = 4096
@@ -80,13 +83,21 @@ JOB_SET_ACTIONS: dict[str, Callable[[dict[str, Any]], Payload]] = {
 
 
 def control_sequence(
-    *, queue: str, job_set_id: str, job_id: str | None, payload: Payload, event_id: str, created: int, user: str
+    *,
+    queue: str,
+    job_set_id: str,
+    job_id: str | None,
+    payload: Payload,
+    event_id: str,
+    created: int,
+    user: str,
+    groups: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One event for the `events` topic. ``job_id`` None addresses every unfinished job of the job set."""
     return {
         "queue": queue,
         "job_set_id": job_set_id,
         "user": user,
-        "groups": [],
+        "groups": list(groups),
         "events": [{"event_id": event_id, "created": created, "job_id": job_id, "payload": payload}],
     }

@@ -1,7 +1,8 @@
-"""What every REST view shares: the error type, its JSON answer and request-body parsing.
+"""What every REST view shares: the caller, the error type, its JSON answer and request-body parsing.
 
-A refusal is raised as `ApiError` wherever it is found and answered in one place, so every
-endpoint gives the same `{"error": reason}` shape with a 4xx/5xx status.
+A refusal is raised as `ApiError` (or the authentication layer's `Unauthenticated` and
+`PermissionDenied`) wherever it is found and answered in one place, so every endpoint gives the
+same `{"error": reason}` shape with a 4xx/5xx status.
 """
 
 from __future__ import annotations
@@ -10,8 +11,12 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from streams.auth import PermissionDenied, Principal, Unauthenticated
+
 if TYPE_CHECKING:  # kept out at run time so that the pure request parsers can raise ApiError
     from faust import web
+
+    from streams.app import ControlPlane
 
 
 class ApiError(Exception):
@@ -30,9 +35,17 @@ def answers_errors(handler: Handler) -> Handler:
             return await handler(self, request, **kwargs)
         except ApiError as exc:
             return self.json({"error": exc.reason}, status=exc.status)
+        except Unauthenticated as exc:
+            return self.json({"error": str(exc)}, status=401, headers={"WWW-Authenticate": "Bearer"})
+        except PermissionDenied as exc:
+            return self.json({"error": str(exc)}, status=403)
 
     wrapped.__name__ = handler.__name__
     return wrapped
+
+
+def caller(plane: ControlPlane, request: web.Request) -> Principal:
+    return plane.auth.authenticate(request.headers.get("Authorization"))
 
 
 async def json_body(request: web.Request, *, optional: bool = False) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Replays the job set from the start of the `events` topic (or after the event named by `from`),
 then, with `watch` (the default), keeps streaming new events until the client goes away; with
-`watch=false` it ends after the events that were on the log when the call was made.
+`watch=false` it ends after the events that were on the log when the call was made. The caller
+needs the `watch` permission on the queue.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from aiohttp.web import StreamResponse
 from faust import web
 
-from streams.api.http import ApiError, answers_errors
+from streams.api.http import ApiError, answers_errors, caller
 from streams.api.job_set_log import JobSetLog
-from streams.api.lookups import queue_or_404
+from streams.api.operations import Operations
 from streams.api.sse import CONTENT_TYPE, HEARTBEAT, ResumeAfter, StreamOptions, event_records, sse_message, stream_options
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ POLL_MS = 500
 HEARTBEAT_S = 15.0
 
 
-def register(plane: ControlPlane) -> None:
+def register(plane: ControlPlane, ops: Operations) -> None:
     app = plane.app
     stopping = asyncio.Event()
 
@@ -41,8 +42,9 @@ def register(plane: ControlPlane) -> None:
     class JobSetEvents(web.View):
         @answers_errors
         async def get(self, request: web.Request, queue: str, job_set: str) -> StreamResponse:
+            principal = caller(plane, request)
             options = stream_options(request.query)
-            queue_or_404(plane, queue)
+            ops.watchable(principal, queue)
             async with JobSetLog(plane.settings.bootstrap, plane.settings.topic("events"), f"{queue}/{job_set}") as log:
                 return await _stream(request, log, options, stopping, f"{queue}/{job_set}")
 

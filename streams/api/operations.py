@@ -1,0 +1,227 @@
+"""What the API does, whatever the transport: queues, submission, job control and job lookup.
+
+REST views and gRPC servicers parse their requests, authenticate the caller into a `Principal`
+and call these operations, so both transports share one set of rules: a caller is checked against
+the queue's owners or the administrator groups before anything is written to the log, and every
+write is answered once its effect is visible to this worker (job control: once its event is on
+the log). Refusals are `ApiError`s whose HTTP status doubles as the kind of refusal; the gRPC
+layer maps each to its status code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from schemas.codec import SchemaError, encode
+from streams.api.control_requests import VERBS, Payload, control_sequence
+from streams.api.http import ApiError
+from streams.auth import Principal
+from streams.domain.ids import IdFactory, new_id
+from streams.domain.queues import validate_queue
+from streams.domain.states import JOB_TERMINAL
+
+if TYPE_CHECKING:
+    from streams.app import ControlPlane
+
+VISIBILITY_TIMEOUT_S = 10.0
+
+
+class QueueExists(ApiError):
+    def __init__(self, name: str) -> None:
+        super().__init__(409, f"queue {name!r} already exists")
+
+
+class JobFinished(ApiError):
+    """Nothing to act on: gRPC's Armada semantics skip such a job where REST refuses it."""
+
+    def __init__(self, job: dict[str, Any], verb: str) -> None:
+        super().__init__(409, f"job {job['job_id']} already finished ({job['state']}); there is nothing to {verb}")
+
+
+@dataclass(frozen=True)
+class Submitted:
+    request_id: str
+    # One answer per item, in order: {"job_id"} (with "duplicate": True for a known client id) or {"error"}.
+    items: list[dict[str, Any]]
+
+    @property
+    def accepted(self) -> int:
+        return sum(1 for item in self.items if "job_id" in item)
+
+
+async def until_visible(condition: Callable[[], bool], what: str) -> None:
+    """Wait until a write made through the log is visible to this worker."""
+    deadline = asyncio.get_running_loop().time() + VISIBILITY_TIMEOUT_S
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise ApiError(504, f"{what} was written to the log but is not visible yet; retry the read")
+        await asyncio.sleep(0.02)
+
+
+@dataclass
+class Operations:
+    plane: ControlPlane
+    ids: IdFactory
+
+    # ------------------------------------------------------------------ queues (any caller reads them)
+
+    def queues(self, principal: Principal) -> list[dict[str, Any]]:
+        return sorted((dict(queue) for queue in self.plane.queues.values()), key=lambda queue: queue["name"])
+
+    def queue(self, principal: Principal, name: str) -> dict[str, Any]:
+        queue = self.plane.queues.get(name)
+        if queue is None:
+            raise ApiError(404, f"queue {name!r} does not exist")
+        return queue
+
+    async def create_queue(self, principal: Principal, raw: dict[str, Any]) -> dict[str, Any]:
+        self.plane.permissions.check_admin(principal, f"create queue {raw.get('name')!r}")
+        if not principal.anonymous and not raw.get("user_owners") and not raw.get("group_owners"):
+            # As Armada: a queue created without owners belongs to its creator.
+            raw = {**raw, "user_owners": [principal.user]}
+        queue = self._valid_queue(raw)
+        if self.plane.queues.get(queue["name"]) is not None:
+            raise QueueExists(queue["name"])
+        return await self._write_queue(queue)
+
+    async def update_queue(self, principal: Principal, raw: dict[str, Any]) -> dict[str, Any]:
+        """Replaces the whole definition, as Armada's UpdateQueue does."""
+        self.plane.permissions.check_admin(principal, f"update queue {raw.get('name')!r}")
+        queue = self._valid_queue(raw)
+        self.queue(principal, queue["name"])
+        return await self._write_queue(queue)
+
+    async def delete_queue(self, principal: Principal, name: str) -> None:
+        self.plane.permissions.check_admin(principal, f"delete queue {name!r}")
+        self.queue(principal, name)
+        await self.plane.topics.queues.send(key=name, value=None)
+        await until_visible(lambda: self.plane.queues.get(name) is None, f"deletion of queue {name!r}")
+
+    @staticmethod
+    def _valid_queue(raw: dict[str, Any]) -> dict[str, Any]:
+        queue, reason = validate_queue(raw)
+        if queue is None:
+            raise ApiError(400, f"invalid queue: {reason}")
+        return queue
+
+    async def _write_queue(self, queue: dict[str, Any]) -> dict[str, Any]:
+        await self.plane.topics.queues.send(key=queue["name"], value=encode("queue", queue))
+        await until_visible(lambda: self.plane.queues.get(queue["name"]) == queue, f"queue {queue['name']!r}")
+        return queue
+
+    # ------------------------------------------------------------------ submission
+
+    async def submit(self, principal: Principal, queue: str, job_set_id: str, items: list[dict[str, Any]]) -> Submitted:
+        """Items in the complete Avro `JobItem` shape; answered once the ingest agent has judged them and the
+        accepted jobs are in this worker's jobs table, so a read right after sees them."""
+        request_id = self.ids.new()
+        known = self.plane.queues.get(queue)
+        if known is None:
+            # Answered like the ingest agent would, without giving any caller a way to write to the log.
+            reason = "queue is empty" if not queue else f"queue {queue!r} does not exist"
+            return Submitted(request_id, [{"error": reason} for _ in items])
+        self.plane.permissions.check_queue(principal, "submit", known)
+        request = {
+            "request_id": request_id,
+            "queue": queue,
+            "job_set_id": job_set_id,
+            "user": principal.user,
+            "groups": list(principal.groups),
+            "items": items,
+        }
+        try:
+            message = encode("submit_request", request)
+        except SchemaError as exc:
+            raise ApiError(400, f"invalid submit request: {exc}") from exc
+        answer = self.plane.replies.expect(request_id)
+        try:
+            await self.plane.topics.submissions.send(key=queue, value=message)
+            outcome = await asyncio.wait_for(answer, self.plane.settings.submit_timeout_s)
+        except TimeoutError as exc:
+            raise ApiError(504, f"request {request_id} is on the log but was not processed in time; check its jobs later") from exc
+        finally:
+            self.plane.replies.forget(request_id)
+        unseen = {item["job_id"] for item in outcome if "job_id" in item}
+
+        def folded() -> bool:
+            unseen.difference_update([job_id for job_id in unseen if job_id in self.plane.jobs])
+            return not unseen
+
+        await until_visible(folded, "the submitted jobs")
+        return Submitted(request_id, outcome)
+
+    # ------------------------------------------------------------------ jobs
+
+    def job(self, principal: Principal, job_id: str) -> dict[str, Any]:
+        """The job's state; its queue's owners and administrators may read it (Armada's watch permission)."""
+        job = self.plane.jobs.get(job_id)
+        if job is None:
+            raise ApiError(404, f"job {job_id!r} not found")
+        self._check_job(principal, "watch", job)
+        return job
+
+    def jobs_of_job_set(self, queue: str, job_set_id: str, states: Collection[str]) -> list[dict[str, Any]]:
+        """The job set's jobs in ``states`` as this worker's jobs table holds them now; reads the whole table."""
+        return [
+            job
+            for job in (self.plane.jobs.get(job_id) for job_id in list(self.plane.jobs.table.keys()))
+            if job is not None and job["queue"] == queue and job["job_set_id"] == job_set_id and job["state"] in states
+        ]
+
+    async def control_job(
+        self, principal: Principal, job_id: str, payload: Payload, *, job_set: tuple[str, str] | None = None
+    ) -> str:
+        """Cancel, preempt or reprioritise one job; returns the event id once the event is on the log.
+
+        ``job_set`` (queue, job set id), when the caller named one, must be the job's.
+        """
+        verb = VERBS[payload[0]]
+        job = self.plane.jobs.get(job_id)
+        if job is None or (job_set is not None and (job["queue"], job["job_set_id"]) != job_set):
+            where = "" if job_set is None else f" in job set {job_set[1]!r} of queue {job_set[0]!r}"
+            raise ApiError(404, f"job {job_id!r} not found{where}")
+        self._check_job(principal, verb, job)
+        if job["state"] in JOB_TERMINAL:
+            raise JobFinished(job, verb)
+        return await self._write_control(principal, job["queue"], job["job_set_id"], job_id, payload)
+
+    async def control_job_set(self, principal: Principal, queue: str, job_set_id: str, payload: Payload) -> str:
+        """Cancel or reprioritise every unfinished job of the job set: one event the scheduler applies at its next cycle."""
+        known = self.queue(principal, queue)
+        self.plane.permissions.check_queue(principal, VERBS[payload[0]], known)
+        return await self._write_control(principal, queue, job_set_id, None, payload)
+
+    def watchable(self, principal: Principal, queue: str) -> dict[str, Any]:
+        """The queue whose job-set events the caller may stream."""
+        known = self.queue(principal, queue)
+        self.plane.permissions.check_queue(principal, "watch", known)
+        return known
+
+    def _check_job(self, principal: Principal, verb: str, job: dict[str, Any]) -> None:
+        queue = self.plane.queues.get(job["queue"])
+        if queue is not None:
+            self.plane.permissions.check_queue(principal, verb, queue)
+        else:  # a job outlives its deleted queue, whose owners are no longer known
+            self.plane.permissions.check_admin(principal, f"{verb} job {job['job_id']} of deleted queue {job['queue']!r}")
+
+    async def _write_control(
+        self, principal: Principal, queue: str, job_set_id: str, job_id: str | None, payload: Payload
+    ) -> str:
+        created = self.ids.clock_ms()
+        event_id = new_id(created, self.ids.rng)
+        sequence = control_sequence(
+            queue=queue,
+            job_set_id=job_set_id,
+            job_id=job_id,
+            payload=payload,
+            event_id=event_id,
+            created=created,
+            user=principal.user,
+            groups=principal.groups,
+        )
+        sent = await self.plane.topics.events.send(key=f"{queue}/{job_set_id}", value=encode("event_sequence", sequence))
+        await sent
+        return event_id
