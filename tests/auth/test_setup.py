@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,29 @@ def test_flotilla_up_refuses_before_starting_anything(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stdout + result.stderr
     assert "refusing to serve the API on 0.0.0.0" in result.stderr
     assert not (tmp_path / "state").exists()
+
+
+def test_a_worker_on_loopback_without_credentials_says_it_allows_anonymous_access(tmp_path: Path) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("FLOTILLA_")}
+    # The line comes before the worker contacts a broker; port 1 has none, so the worker is stopped after it.
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "streams.cli", "worker", "--broker", "tansu://127.0.0.1:1", "--data-dir", str(tmp_path / "data")],
+        cwd=ROOT,
+        env=clean,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    deadline = threading.Timer(60, worker.kill)  # so a worker that never prints fails the test instead of hanging it
+    deadline.start()
+    try:
+        assert worker.stdout is not None
+        first = worker.stdout.readline()
+    finally:
+        deadline.cancel()
+        worker.kill()
+        worker.wait(10)
+    assert first == (
+        "API access: anonymous, allowed because the API is bound to 127.0.0.1 and no credentials are configured; "
+        "set FLOTILLA_AUTH_TOKEN_FILE (bearer tokens) or FLOTILLA_OIDC_JWKS_URL (OIDC JWTs) to require credentials\n"
+    )
