@@ -17,6 +17,7 @@ from faust import web
 from streams.api import job_control, job_set_events
 from streams.api.http import ApiError, answers_errors, caller, json_body
 from streams.api.operations import Operations
+from streams.api.route_errors import json_route_errors
 from streams.domain import jobspec
 from streams.domain.views import job_view
 from streams.metrics import CONTENT_TYPE
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 def register(plane: ControlPlane, ops: Operations) -> None:
     app = plane.app
+    app.web.web_app.middlewares.append(json_route_errors)
     job_control.register(plane, ops)
     job_set_events.register(plane, ops)
 
