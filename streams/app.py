@@ -13,6 +13,7 @@ import faust
 from schemas.faust_codec import register_codecs
 from streams.agents import executor_reports, ingest, job_state, scheduler
 from streams.api import rest
+from streams.api.grpc.server import GrpcServer
 from streams.api.operations import Operations
 from streams.auth import Authenticator, Permissions
 from streams.auth.setup import build_authenticator, build_permissions, credentials_configured
@@ -146,5 +147,7 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
     job_state.register(plane)
     executor_reports.register(plane)
     scheduler.register(plane)
-    rest.register(plane, Operations(plane, IdFactory.system()))
+    ops = Operations(plane, IdFactory.system())
+    rest.register(plane, ops)
+    app.service(GrpcServer(plane, ops))
     return plane

@@ -11,7 +11,7 @@ layer maps each to its status code.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -163,13 +163,30 @@ class Operations:
         self._check_job(principal, "watch", job)
         return job
 
-    def jobs_of_job_set(self, queue: str, job_set_id: str, states: Collection[str]) -> list[dict[str, Any]]:
-        """The job set's jobs in ``states`` as this worker's jobs table holds them now; reads the whole table."""
-        return [
-            job
-            for job in (self.plane.jobs.get(job_id) for job_id in list(self.plane.jobs.table.keys()))
-            if job is not None and job["queue"] == queue and job["job_set_id"] == job_set_id and job["state"] in states
-        ]
+    def jobs_of_job_set(self, principal: Principal, queue: str, job_set_id: str) -> list[dict[str, Any]]:
+        """The job set's jobs as this worker's jobs table holds them now, for a caller who may watch the queue."""
+        self.watchable(principal, queue)
+        return [job for job in self._all_jobs() if job["queue"] == queue and job["job_set_id"] == job_set_id]
+
+    def runs(self, principal: Principal, run_ids: Collection[str]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(job, run) for each of ``run_ids`` this worker knows; the caller must be allowed to watch each job."""
+        wanted = set(run_ids)
+        found = [(job, run) for job in self._all_jobs() for run in job["runs"] if run["run_id"] in wanted]
+        for job, _ in found:
+            self._check_job(principal, "watch", job)
+        return found
+
+    def active_queues(self, principal: Principal) -> list[str]:
+        """Queues with a queued, leased, pending or running job; any caller may ask, as in Armada."""
+        return sorted({job["queue"] for job in self._all_jobs() if job["state"] not in JOB_TERMINAL})
+
+    def _all_jobs(self) -> Iterator[dict[str, Any]]:
+        # The jobs table has no secondary index: the few calls that need one (job-set filters, run ids,
+        # active queues) read it whole, decoding every job this worker holds.
+        for job_id in list(self.plane.jobs.table.keys()):
+            job = self.plane.jobs.get(job_id)
+            if job is not None:
+                yield job
 
     async def control_job(
         self, principal: Principal, job_id: str, payload: Payload, *, job_set: tuple[str, str] | None = None
@@ -193,6 +210,22 @@ class Operations:
         known = self.queue(principal, queue)
         self.plane.permissions.check_queue(principal, VERBS[payload[0]], known)
         return await self._write_control(principal, queue, job_set_id, None, payload)
+
+    async def cancel_in_states(
+        self, principal: Principal, queue: str, job_set_id: str, payload: Payload, states: Collection[str]
+    ) -> list[str]:
+        """Cancel the job set's jobs that are in ``states`` now, one event per job (the job-set event has no filter).
+
+        Jobs the table does not hold yet (submitted a moment ago) and jobs that finish meanwhile are left alone.
+        Returns the ids of the jobs a cancel was written for.
+        """
+        self.plane.permissions.check_queue(principal, VERBS[payload[0]], self.queue(principal, queue))
+        cancelled = []
+        for job in self._all_jobs():
+            if job["queue"] == queue and job["job_set_id"] == job_set_id and job["state"] in states:
+                await self._write_control(principal, queue, job_set_id, job["job_id"], payload)
+                cancelled.append(job["job_id"])
+        return cancelled
 
     def watchable(self, principal: Principal, queue: str) -> dict[str, Any]:
         """The queue whose job-set events the caller may stream."""

@@ -24,13 +24,15 @@ def register(commands: Any) -> None:
     up = commands.add_parser("up", help="run Flotilla on this machine: embedded broker, control plane, REST API, local executor")
     up.add_argument("--broker-port", type=int, default=9092, help="embedded broker port (default 9092; 0 = any free port)")
     up.add_argument("--web-port", type=int, default=8080, help="REST API port on 127.0.0.1 (default 8080)")
+    up.add_argument("--grpc-port", type=int, default=50051, help="Armada gRPC API port on 127.0.0.1 (default 50051)")
     up.add_argument("--state-dir", type=Path, default=Path(".flotilla"), help="worker data, executor runs and logs (default .flotilla)")
     up.set_defaults(func=_up)
 
     worker = commands.add_parser("worker", help="run one control-plane worker (Faust) against a broker")
     worker.add_argument("--broker", help="kafka://host:port, or tansu://host:port for the embedded broker (default $FLOTILLA_BROKER or tansu://127.0.0.1:9092)")
     worker.add_argument("--web-port", type=int, help="REST API port (default 8080)")
-    worker.add_argument("--web-host", help="REST API address (default 127.0.0.1)")
+    worker.add_argument("--grpc-port", type=int, help="Armada gRPC API port (default 50051)")
+    worker.add_argument("--web-host", help="REST and gRPC API address (default 127.0.0.1)")
     worker.add_argument("--data-dir", type=Path, help="table data directory (default .flotilla/data)")
     worker.add_argument("--partitions", type=int, help="partitions of the partitioned topics (default 1)")
     worker.set_defaults(func=_worker)
@@ -40,7 +42,12 @@ def _worker(args: argparse.Namespace) -> int:
     from streams.worker import run_worker
 
     settings = Settings.from_env(
-        broker=args.broker, web_port=args.web_port, web_host=args.web_host, data_dir=args.data_dir, partitions=args.partitions
+        broker=args.broker,
+        web_port=args.web_port,
+        grpc_port=args.grpc_port,
+        web_host=args.web_host,
+        data_dir=args.data_dir,
+        partitions=args.partitions,
     )
     return run_worker(settings)
 
@@ -81,6 +88,7 @@ def _up(args: argparse.Namespace) -> int:
         **os.environ,
         "FLOTILLA_BROKER": broker.url,
         "FLOTILLA_WEB_PORT": str(args.web_port),
+        "FLOTILLA_GRPC_PORT": str(args.grpc_port),
         "FLOTILLA_DATA_DIR": str(data_dir),
     }
     worker = WorkerProcess(env=env, log_path=state / "worker.log", web_port=args.web_port)
@@ -106,6 +114,7 @@ def _up(args: argparse.Namespace) -> int:
             f"  executor       {LOCAL_EXECUTOR}, pid {_pid(executor)}  "
             f"(runs jobs as processes on this machine; runs under {executor_dir / 'runs'}; log {executor.log_path})\n"
             f"  REST API       {worker.url}  (GET /health, /api/v1/queues, /api/v1/jobs)\n"
+            f"  gRPC API       127.0.0.1:{args.grpc_port}  (Armada's Submit, QueueService, Jobs, Event: armada_client.ArmadaClient)\n"
             f"  access         {access}\n"
             "Try: flotilla queue create demo && flotilla submit job.yaml && flotilla watch demo JOBSET\n"
             "Press Ctrl-C to stop.",

@@ -176,6 +176,7 @@ class Worker:
     data_dir: Path
     log_path: Path
     web_port: int = field(default_factory=free_port)
+    grpc_port: int = field(default_factory=free_port)
     partitions: int = 1
     # More FLOTILLA_* settings, e.g. a short executor timeout.
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -186,6 +187,10 @@ class Worker:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.web_port}"
+
+    @property
+    def grpc_target(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
 
     @property
     def client(self) -> Client:
@@ -214,6 +219,7 @@ class Worker:
         env.update(
             FLOTILLA_BROKER=self.broker.url,
             FLOTILLA_WEB_PORT=str(self.web_port),
+            FLOTILLA_GRPC_PORT=str(self.grpc_port),
             FLOTILLA_DATA_DIR=str(self.data_dir),
             FLOTILLA_TOPIC_PREFIX=self.prefix,
             FLOTILLA_APP_ID=self.app_id,

@@ -107,11 +107,14 @@ class Output:
 
 def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     assert FLOTILLA.exists(), f"the flotilla command is not installed next to {sys.executable}"
-    web_port = free_port()
+    web_port, grpc_port = free_port(), free_port()
     url = f"http://127.0.0.1:{web_port}"
     state = tmp_path / "state"
     process = subprocess.Popen(
-        [str(ROOT / "ops" / "run"), "--web-port", str(web_port), "--broker-port", "0", "--state-dir", str(state)],
+        [
+            str(ROOT / "ops" / "run"), "--web-port", str(web_port), "--grpc-port", str(grpc_port),
+            "--broker-port", "0", "--state-dir", str(state),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -131,6 +134,8 @@ def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         poll(ready, 240, f"{READY_LINE!r} from ops/run")
         started.update(descendants(process.pid))
         assert f"REST API       {url}" in output.text, output.text
+        assert f"gRPC API       127.0.0.1:{grpc_port}" in output.text, output.text
+        assert listening(grpc_port), "the gRPC API does not accept connections"
         assert Client(url).call("GET", "/health") == {"status": "ok"}
         found = re.search(r"broker\s+\w+://127\.0\.0\.1:(\d+)", output.text)
         assert found, f"ops/run did not say where the broker is:\n{output.text}"
@@ -201,6 +206,7 @@ def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
              f"every process ops/run started to exit: {[p for p in started if alive(p)]}")
         assert not listening(broker_port), "the broker port still accepts connections"
         assert not listening(web_port), "the REST API still accepts connections"
+        assert not listening(grpc_port), "the gRPC API still accepts connections"
         with pytest.raises(ClientError):
             Client(url, timeout_s=2).call("GET", "/health")
     finally:
