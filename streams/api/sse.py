@@ -8,9 +8,9 @@ client passes back as `from` to resume after it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ulid import ULID
 
@@ -20,6 +20,8 @@ from streams.domain.jobs import event_kind
 CONTENT_TYPE = "text/event-stream"
 # A comment line: clients ignore it, proxies and idle timeouts see traffic.
 HEARTBEAT = b": heartbeat\n\n"
+
+Item = TypeVar("Item")
 
 
 @dataclass(frozen=True)
@@ -69,25 +71,32 @@ def sse_message(record: Mapping[str, Any]) -> bytes:
     return f"id: {record['event_id']}\nevent: {record['kind']}\ndata: {data}\n\n".encode()
 
 
+def _own_event_id(record: Mapping[str, Any]) -> tuple[str]:
+    return (record["event_id"],)
+
+
 @dataclass
-class ResumeAfter:
-    """Drops events up to and including ``event_id``, then lets everything through.
+class ResumeAfter(Generic[Item]):
+    """Drops items up to and including the one that answers to ``event_id``, then lets everything through.
 
     By position, not by comparing ids: ULIDs from different writers (API, ingest, executors) are
-    not in log order, so "after" means after that event on the log.
+    not in log order, so "after" means after that event on the log. An item answers to the ids
+    ``answers_to`` gives: a REST record to its event id; a gRPC message, one of several made from one
+    event, to its own message id and, if it is the event's last, to the event id as well.
     """
 
     event_id: str | None
+    answers_to: Callable[[Item], Collection[str]] = _own_event_id  # type: ignore[assignment]
 
     @property
     def waiting(self) -> bool:
         return self.event_id is not None
 
-    def admit(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def admit(self, items: list[Item]) -> list[Item]:
         if self.event_id is None:
-            return records
-        for index, record in enumerate(records):
-            if record["event_id"] == self.event_id:
+            return items
+        for index, item in enumerate(items):
+            if self.event_id in self.answers_to(item):
                 self.event_id = None
-                return records[index + 1 :]
+                return items[index + 1 :]
         return []
