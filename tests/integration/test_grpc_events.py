@@ -20,6 +20,7 @@ from armada_client.client import ArmadaClient
 
 from ops.broker import EmbeddedBroker
 from tests.integration.conftest import Worker, new_worker, poll
+from tests.integration.test_job_control import broker_connections
 from tests.integration.pipeline import Executors, cancel_job_set, fake_item, new_queue, submit_jobs, wait_states
 
 pytestmark = pytest.mark.integration
@@ -171,6 +172,19 @@ def test_refusals_have_a_code_and_a_reason(worker: Worker, client: ArmadaClient)
         assert refused.code() == code, refused.details()
         assert words in refused.details()
     assert client.event_health().status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_a_stream_the_client_cancels_closes_its_consumer(worker: Worker, client: ArmadaClient) -> None:
+    queue = new_queue(worker, f"grpc-cancel-{uuid.uuid4().hex[:8]}")
+    submit_jobs(worker, queue, "c", [fake_item({"flotilla.io/nowhere": "true"})])
+    assert worker.process is not None
+    pid, port = worker.process.pid, int(worker.bootstrap.rsplit(":", 1)[1])
+    idle = broker_connections(pid, port)
+    stream = client.get_job_events_stream(queue, "c")
+    Reader(stream).wait_for(2, 60, "submitted and queued")
+    assert broker_connections(pid, port) > idle, "the stream reads the log with a consumer of its own"
+    client.unwatch_events(stream)
+    poll(lambda: broker_connections(pid, port) <= idle, 5, "the stream's consumer to close its broker connections")
 
 
 def test_a_live_stream_ends_when_the_worker_stops(worker: Worker, client: ArmadaClient) -> None:
