@@ -11,19 +11,23 @@ import sys
 from collections.abc import Sequence
 
 from streams.client import ClientError
-from streams.commands import CommandError, control, jobs, queues, services, watch
+from streams.client_config import ConfigError
+from streams.commands import CommandError, config, control, jobs, queues, services, watch
+from streams.commands.connection import add_connection_options
 from streams.jobfile import JobFileError
 from streams.scenarios import cli as scenario_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flotilla", description="Flotilla batch-job scheduler")
+    add_connection_options(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     services.register(commands)
     queues.register(commands)
     jobs.register(commands)
     control.register(commands)
     watch.register(commands)
+    config.register(commands)
     scenario_cli.register(commands)
     return parser
 
@@ -32,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ClientError, CommandError, JobFileError) as exc:
+    except (ClientError, CommandError, ConfigError, JobFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

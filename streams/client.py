@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_URL = "http://127.0.0.1:8080"
+_NO_TOKEN_HINT = "; no token was sent: give one with --token, $FLOTILLA_TOKEN or a context in the config file"
 
 
 class ClientError(Exception):
@@ -24,18 +23,20 @@ class ClientError(Exception):
 
 @dataclass(frozen=True)
 class Client:
-    url: str = DEFAULT_URL
-    timeout_s: float = 60.0
+    """``token``, when given, goes with every request as `Authorization: Bearer <token>`."""
 
-    @classmethod
-    def from_env(cls, url: str | None = None) -> Client:
-        return cls(url=(url or os.environ.get("FLOTILLA_URL") or DEFAULT_URL).rstrip("/"))
+    url: str
+    timeout_s: float = 60.0
+    token: str | None = None
+
+    def _headers(self, **extra: str) -> dict[str, str]:
+        return {**extra, **({"Authorization": f"Bearer {self.token}"} if self.token else {})}
 
     def call(self, method: str, path: str, body: Any = None, *, accept: tuple[int, ...] = ()) -> Any:
         """JSON in, JSON out; statuses outside 2xx and `accept` raise ClientError with the server's reason."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
-            f"{self.url}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+            f"{self.url}{path}", data=data, method=method, headers=self._headers(**{"Content-Type": "application/json"})
         )
         try:
             response = self._open(request)
@@ -51,7 +52,7 @@ class Client:
 
     def events(self, path: str) -> Iterator[ServerEvent]:
         """The server-sent events of a GET, as they arrive; ends when the server ends the stream."""
-        request = urllib.request.Request(f"{self.url}{path}", headers={"Accept": "text/event-stream"})
+        request = urllib.request.Request(f"{self.url}{path}", headers=self._headers(Accept="text/event-stream"))
         with self._open(request) as response:
             try:
                 yield from parse_sse(line.decode() for line in response)
@@ -64,7 +65,8 @@ class Client:
         except urllib.error.HTTPError as exc:
             payload = _json_or_text(exc.read())
             reason = payload.get("error") if isinstance(payload, dict) else payload
-            raise ClientError(f"{reason or exc.reason} (HTTP {exc.code})", exc.code, payload) from exc
+            hint = _NO_TOKEN_HINT if exc.code == 401 and not self.token else ""
+            raise ClientError(f"{reason or exc.reason} (HTTP {exc.code}){hint}", exc.code, payload) from exc
         except (urllib.error.URLError, OSError) as exc:
             raise ClientError(f"cannot reach Flotilla at {self.url}: {getattr(exc, 'reason', exc)}") from exc
 

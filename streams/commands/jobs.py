@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from streams.client import Client
 from streams.commands import CommandError
+from streams.commands.connection import add_connection_options, client_for
 from streams.jobfile import load_job_file
 
 
@@ -17,7 +17,7 @@ def register(commands: Any) -> None:
     submit = commands.add_parser("submit", help="submit an Armada-style job file (queue, jobSetId, jobs)")
     submit.add_argument("file", type=Path)
     submit.add_argument("--json", action="store_true", help='print {"job_ids": [...]}')
-    submit.add_argument("--url", help="REST API (default $FLOTILLA_URL or http://127.0.0.1:8080)")
+    add_connection_options(submit)
     submit.set_defaults(func=_submit)
 
     job = commands.add_parser("job", help="inspect jobs")
@@ -25,7 +25,7 @@ def register(commands: Any) -> None:
     status = actions.add_parser("status", help="show a job's state and runs")
     status.add_argument("job_id")
     status.add_argument("--json", action="store_true", help="print the job as JSON")
-    status.add_argument("--url", help="REST API (default $FLOTILLA_URL or http://127.0.0.1:8080)")
+    add_connection_options(status)
     status.set_defaults(func=_status)
 
     logs = actions.add_parser("logs", help="print the output of a job's run on a local executor of this machine")
@@ -33,7 +33,7 @@ def register(commands: Any) -> None:
     logs.add_argument("--run", help="run id (default: the job's latest run)")
     logs.add_argument("--state-dir", type=Path, default=Path(".flotilla"),
                       help="the state directory `flotilla up` was given (default .flotilla)")
-    logs.add_argument("--url", help="REST API (default $FLOTILLA_URL or http://127.0.0.1:8080)")
+    add_connection_options(logs)
     logs.set_defaults(func=_logs)
 
 
@@ -43,7 +43,7 @@ def _submit(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CommandError(f"cannot read {args.file}: {exc.strerror}") from exc
     request = load_job_file(text)
-    answer = Client.from_env(args.url).call("POST", "/api/v1/jobs", request, accept=(207, 422))
+    answer = client_for(args).call("POST", "/api/v1/jobs", request, accept=(207, 422))
     errors = [(i, item["error"]) for i, item in enumerate(answer["items"]) if "error" in item]
     if args.json:
         print(json.dumps({"job_ids": answer["job_ids"], **({"errors": dict(errors)} if errors else {})}))
@@ -59,7 +59,7 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    job = Client.from_env(args.url).call("GET", f"/api/v1/jobs/{args.job_id}")
+    job = client_for(args).call("GET", f"/api/v1/jobs/{args.job_id}")
     if args.json:
         print(json.dumps(job, indent=2))
         return 0
@@ -74,7 +74,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    job = Client.from_env(args.url).call("GET", f"/api/v1/jobs/{args.job_id}")
+    job = client_for(args).call("GET", f"/api/v1/jobs/{args.job_id}")
     log = run_log_path(job, args.state_dir, args.run)
     sys.stdout.buffer.write(log.read_bytes())
     sys.stdout.flush()

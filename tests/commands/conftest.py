@@ -1,4 +1,5 @@
-"""A stub of the REST API on a real local port, so commands run through the real client."""
+"""A stub of the REST API on a real local port, so commands run through the real client; and a home
+directory of the test's own, so no user's config file or token reaches a test."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,12 +28,23 @@ class StubApi:
     url: str = ""
     answers: dict[tuple[str, str], Answer] = field(default_factory=dict)
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
+    authorizations: list[str | None] = field(default_factory=list)  # each request's Authorization header
 
     def answer(self, method: str, path: str, status: int, body: Any) -> None:
         self.answers[(method, path)] = Answer(status, json.dumps(body).encode())
 
     def stream(self, path: str, body: bytes) -> None:
         self.answers[("GET", path)] = Answer(200, body, "text/event-stream")
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty home directory, and none of the user's FLOTILLA_* client settings."""
+    for name in ("FLOTILLA_CONFIG", "FLOTILLA_URL", "FLOTILLA_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    return home
 
 
 @pytest.fixture
@@ -43,6 +56,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[StubApi]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             stub.requests.append((self.command, self.path, json.loads(raw) if raw else None))
+            stub.authorizations.append(self.headers.get("Authorization"))
             answer = stub.answers.get((self.command, self.path), Answer(404, b'{"error": "no such stub"}'))
             self.send_response(answer.status)
             self.send_header("Content-Type", answer.content_type)
@@ -50,7 +64,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[StubApi]:
             self.end_headers()
             self.wfile.write(answer.body)
 
-        do_GET = do_POST = _reply
+        do_GET = do_POST = do_PUT = do_DELETE = _reply
 
         def log_message(self, *args: Any) -> None:
             pass

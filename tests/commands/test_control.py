@@ -64,3 +64,55 @@ def test_preempting_a_job_set_is_not_a_command(capsys: pytest.CaptureFixture[str
     with pytest.raises(SystemExit):
         main(["preempt", "job-set", "demo", "first"])
     assert "invalid choice: 'job-set'" in capsys.readouterr().err
+
+
+def job_status(queue: str = "demo", job_set: str = "first") -> dict[str, Any]:
+    return {"job_id": JOB, "queue": queue, "job_set": job_set, "state": "running", "runs": []}
+
+
+@pytest.mark.parametrize(
+    ("argv", "action", "body"),
+    [
+        (["cancel", "job", "demo", "first", JOB, "--reason", "r"], "cancel", {"reason": "r"}),
+        (["preempt", "job", "demo", "first", JOB], "preempt", {}),
+        (["reprioritize", "job", "demo", "first", JOB, "4"], "reprioritize", {"priority": 4.0}),
+    ],
+)
+def test_armadactls_queue_job_set_job_id_form_checks_the_job_is_there_then_acts(
+    api: StubApi, argv: list[str], action: str, body: dict[str, Any]
+) -> None:
+    api.answer("GET", f"/api/v1/jobs/{JOB}", 200, job_status())
+    api.answer("POST", f"/api/v1/jobs/{JOB}/{action}", 202, {"event_ids": [EVENT]})
+    assert main(argv) == 0
+    assert api.requests == [("GET", f"/api/v1/jobs/{JOB}", None), ("POST", f"/api/v1/jobs/{JOB}/{action}", body)]
+
+
+@pytest.mark.parametrize(("queue", "job_set"), [("other", "first"), ("demo", "second")])
+def test_a_job_outside_the_named_job_set_is_left_alone(
+    api: StubApi, capsys: pytest.CaptureFixture[str], queue: str, job_set: str
+) -> None:
+    api.answer("GET", f"/api/v1/jobs/{JOB}", 200, job_status(queue, job_set))
+    assert main(["cancel", "job", "demo", "first", JOB]) == 1
+    assert [r[0] for r in api.requests] == ["GET"]
+    assert capsys.readouterr().err == (
+        f"error: job {JOB} is in job set {job_set} of queue {queue}, not in job set first of queue demo\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["cancel", "job", "demo", JOB], "expected [QUEUE JOB_SET] JOB_ID, got 2 argument(s)"),
+        (["preempt", "job", "demo", "first", JOB, "extra"], "expected [QUEUE JOB_SET] JOB_ID, got 4 argument(s)"),
+        (["reprioritize", "job", "5"], "expected [QUEUE JOB_SET] JOB_ID PRIORITY, got 1 argument(s)"),
+        (["reprioritize", "job", "demo", JOB, "5"], "expected [QUEUE JOB_SET] JOB_ID PRIORITY, got 3 argument(s)"),
+    ],
+)
+def test_a_wrong_number_of_arguments_is_refused_before_any_request(
+    api: StubApi, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert expected in capsys.readouterr().err
+    assert api.requests == []
