@@ -165,10 +165,10 @@ def save_current_context(config: ClientConfig, name: str) -> ClientConfig:
     mode = stat.S_IMODE(config.path.stat().st_mode)
     handle, temporary = tempfile.mkstemp(dir=config.path.parent, prefix=".config-", suffix=".yaml")
     try:
-        os.fchmod(handle, mode)
         with os.fdopen(handle, "w") as out:
+            os.fchmod(out.fileno(), mode)
             yaml.safe_dump(document, out, sort_keys=False)
-        os.replace(temporary, config.path)
+        os.replace(temporary, config.path)  # readers see the old file or the new one, never half of it
     except BaseException:
         os.unlink(temporary)
         raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -95,7 +96,7 @@ def _records(client: Client, path: str) -> Iterator[tuple[str | None, dict[str, 
 def _view(args: argparse.Namespace, out: TextIO) -> View:
     if args.json:
         return JsonLines(out)
-    if out.isatty():
+    if out.isatty() and os.environ.get("TERM") != "dumb":  # a dumb terminal cannot move its cursor
         return LiveTable(out, f"job set {args.job_set} in queue {args.queue}")
     return CountLines(out)
 

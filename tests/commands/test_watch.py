@@ -137,10 +137,22 @@ def test_watch_draws_the_live_table_when_stdout_is_a_terminal(
     stream: StubApi, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    monkeypatch.setenv("TERM", "xterm-256color")
     assert main(["watch", "demo", "first", "--no-follow"]) == 0
     out = capsys.readouterr().out
     assert out.count(CLEAR_BELOW) == len(RECORDS)
     assert out.splitlines()[-3:] == counts_table(JobSetCounts({JOB: "leased"}), "job set first in queue demo")
+
+
+def test_a_dumb_terminal_gets_the_counts_lines(
+    stream: StubApi, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    monkeypatch.setenv("TERM", "dumb")
+    assert main(["watch", "demo", "first", "--no-follow"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert out.splitlines()[-1] == f"{counts_line(JobSetCounts({JOB: 'leased'}))} | {event_line(RECORDS[-1])}"
 
 
 DONE = [record(1, "JobSubmitted"), record(2, "JobLeased", run_id="run-1"), record(3, "JobSucceeded", run_id="run-1")]
