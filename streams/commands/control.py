@@ -46,6 +46,8 @@ def job_target(values: Sequence[str], *, priority: bool) -> JobTarget:
 
 
 class _JobTargetAction(argparse.Action):
+    """Reads the job's arguments while parsing, so a wrong count is a usage error (exit 2) before any request."""
+
     def __init__(self, *args: Any, priority: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.priority = priority
