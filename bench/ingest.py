@@ -273,6 +273,7 @@ def new_worker(broker_url: str, partitions: int, state_dir: Path, index: int) ->
         "FLOTILLA_DATA_DIR": str(worker_dir / "data"),
         "FLOTILLA_PARTITIONS": str(partitions),
         "FLOTILLA_WEB_PORT": str(port),
+        "FLOTILLA_GRPC_PORT": str(free_port()),
     }
     return WorkerProcess(env=env, log_path=worker_dir / "worker.log", web_port=port, new_session=True)
 

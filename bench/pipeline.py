@@ -334,6 +334,7 @@ class Session:
             "FLOTILLA_BROKER": self.broker.url,
             "FLOTILLA_DATA_DIR": str(self.directory / "data"),
             "FLOTILLA_WEB_PORT": str(port),
+            "FLOTILLA_GRPC_PORT": str(free_port()),
             "FLOTILLA_SCHEDULE_PERIOD_S": str(self.args.period),
         }
         if self.args.executor_timeout is not None:
