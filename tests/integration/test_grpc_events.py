@@ -15,9 +15,12 @@ from datetime import timedelta
 
 import grpc
 import pytest
-from armada_client.armada import event_pb2, health_pb2
+from armada_client.armada import event_pb2, health_pb2, job_pb2, submit_pb2
 from armada_client.client import ArmadaClient
+from armada_client.k8s.io.api.core.v1 import generated_pb2 as core
+from armada_client.k8s.io.apimachinery.pkg.api.resource.generated_pb2 import Quantity
 
+from executor.backends.fake import RUNTIME_ANNOTATION
 from ops.broker import EmbeddedBroker
 from tests.integration.conftest import Worker, new_worker, poll
 from tests.integration.test_job_control import broker_connections
@@ -199,3 +202,66 @@ def test_a_live_stream_ends_when_the_worker_stops(worker: Worker, client: Armada
     poll(lambda: reader.ended, 30, "the stream to end")
     assert reader.ended == "end", f"ended with {reader.ended} instead of the end of the stream"
     assert time.monotonic() - started < 30
+
+
+def test_armada_client_journey(worker: Worker, executors: Executors, client: ArmadaClient) -> None:
+    """The issue's journey, every call through ArmadaClient: queue, 20 jobs read to success, a job set of
+    queued jobs cancelled, reprioritise, status and details, queue deleted."""
+    def items(count: int, selector: dict[str, str]) -> list[submit_pb2.JobSubmitRequestItem]:
+        amounts = {"cpu": Quantity(string="1"), "memory": Quantity(string="1Gi")}
+        spec = core.PodSpec(
+            restartPolicy="Never",
+            nodeSelector=selector,
+            containers=[core.Container(name="main", image="busybox:1.36", resources=core.ResourceRequirements(requests=amounts, limits=amounts))],
+        )
+        return [
+            client.create_job_request_item(priority=1, pod_spec=spec, namespace="default", annotations={RUNTIME_ANNOTATION: "0.5"})
+            for _ in range(count)
+        ]
+
+    def job_ids_of(answer: submit_pb2.JobSubmitResponse) -> list[str]:
+        assert all(item.job_id and not item.error for item in answer.job_response_items), answer
+        return [item.job_id for item in answer.job_response_items]
+
+    queue = f"journey-{uuid.uuid4().hex[:8]}"
+    client.create_queue(client.create_queue_request(queue, priority_factor=1.0))
+    assert client.get_queue(queue).name == queue
+
+    done = job_ids_of(client.submit_jobs(queue, "twenty", items(20, executors.selector)))
+    assert len(set(done)) == 20
+    stream = client.get_job_events_stream(queue, "twenty")
+    reader = Reader(stream)
+    try:
+        poll(lambda: sum(kind(m) == "succeeded" for m in reader.messages) == 20 or None, 120, "20 succeeded events on the stream")
+    finally:
+        client.unwatch_events(stream)
+    for job_id in done:
+        assert [kind(m) for m in reader.messages if job_of(m) == job_id] == LIFECYCLE
+    assert {job_id: submit_pb2.JobState.Name(s) for job_id, s in client.get_job_status(done).job_states.items()} == dict.fromkeys(done, "SUCCEEDED")
+    details = client.get_job_details(done[:1]).job_details[done[0]]
+    assert (details.queue, details.jobset, details.state) == (queue, "twenty", submit_pb2.SUCCEEDED)
+    assert details.job_runs and details.job_runs[0].node
+
+    # No node has this label: the jobs stay queued until cancelled.
+    stuck = job_ids_of(client.submit_jobs(queue, "stuck", items(5, {"flotilla.io/nowhere": "true"})))
+    answer = client.reprioritize_jobs(new_priority=7, job_ids=[stuck[0]], job_set_id="stuck", queue=queue)
+    assert dict(answer.reprioritization_results) == {stuck[0]: ""}
+    # ArmadaClient.get_job_details leaves the spec out; the stub asks for it.
+    with_spec = job_pb2.JobDetailsRequest(job_ids=stuck[:1], expand_job_spec=True)
+    poll(lambda: client.job_stub.GetJobDetails(with_spec).job_details[stuck[0]].job_spec.priority == 7 or None, 30, "the new priority in the job's spec")
+    stream = client.get_job_events_stream(queue, "stuck")
+    reader = Reader(stream)
+    try:
+        client.cancel_jobset(queue=queue, job_set_id="stuck", filter_states=[])
+        poll(lambda: sum(kind(m) == "cancelled" for m in reader.messages) == 5 or None, 60, "5 cancelled events on the stream")
+    finally:
+        client.unwatch_events(stream)
+    assert sorted(job_of(m) for m in reader.messages if kind(m) == "cancelled") == sorted(stuck)
+    assert [kind(m) for m in reader.messages if job_of(m) == stuck[0]][:4] == ["submitted", "queued", "reprioritizing", "reprioritized"]
+    statuses = client.get_job_status(stuck).job_states
+    assert {submit_pb2.JobState.Name(s) for s in statuses.values()} == {"CANCELLED"}
+
+    client.delete_queue(queue)
+    with pytest.raises(grpc.RpcError) as missing:
+        client.get_queue(queue)
+    assert missing.value.code() == grpc.StatusCode.NOT_FOUND
