@@ -86,6 +86,7 @@ def _up(args: argparse.Namespace) -> int:
 
     env = {
         **os.environ,
+        **_absolute_auth_paths(),
         "FLOTILLA_BROKER": broker.url,
         "FLOTILLA_WEB_PORT": str(args.web_port),
         "FLOTILLA_GRPC_PORT": str(args.grpc_port),
@@ -116,7 +117,7 @@ def _up(args: argparse.Namespace) -> int:
             f"  REST API       {worker.url}  (GET /health, /api/v1/queues, /api/v1/jobs)\n"
             f"  gRPC API       127.0.0.1:{args.grpc_port}  (Armada's Submit, QueueService, Jobs, Event: armada_client.ArmadaClient)\n"
             f"  access         {access}\n"
-            "Try: flotilla queue create demo && flotilla submit job.yaml && flotilla watch demo JOBSET\n"
+            "Try: flotilla create queue demo && flotilla submit job.yaml && flotilla watch demo JOBSET\n"
             "Press Ctrl-C to stop.",
             flush=True,
         )
@@ -159,3 +160,9 @@ def _port_free(port: int) -> bool:
 
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _absolute_auth_paths() -> dict[str, str]:
+    """The token file as the user named it, from where they ran `flotilla up`: the worker runs from the repository root."""
+    token_file = os.environ.get("FLOTILLA_AUTH_TOKEN_FILE")
+    return {"FLOTILLA_AUTH_TOKEN_FILE": str(Path(token_file).resolve())} if token_file else {}

@@ -1,12 +1,13 @@
-"""`flotilla scenario run FILE [--json]` and `flotilla scenario check DIR`."""
+"""`flotilla scenario run FILE [--json]` and `flotilla scenario check DIR`.
+
+The runner (and numpy with it) is imported by the handlers, so that every other command starts quickly.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
-
-from streams.scenarios.runner import differences, expected_counts, load, run
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,6 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from streams.scenarios.runner import expected_counts, load, run
+
     doc = load(args.file)
     outcome = run(doc)
     document = outcome.to_json(expected_counts(doc))
@@ -36,6 +39,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from streams.scenarios.runner import differences, load, run
+
     files = sorted(args.directory.glob("*.yaml"))
     matched = 0
     for path in files:

@@ -11,8 +11,11 @@ import grpc
 import pytest
 from armada_client.armada import event_pb2
 
+from streams.api.grpc.calls import Api
 from streams.api.grpc.events import EventService
+from streams.api.operations import Operations
 from streams.auth import Authenticator, Permissions, Principal
+from streams.domain.ids import IdFactory
 
 QUEUE = {"name": "research", "priority_factor": 1.0, "user_owners": ["alice"], "group_owners": [], "cordoned": False}
 
@@ -40,7 +43,7 @@ def service() -> EventService:
         permissions=Permissions(),
         queues={"research": QUEUE},
     )
-    return EventService(plane)
+    return EventService(Api(plane, Operations(plane, IdFactory.system())))
 
 
 def refusal(request: Any, token: str | None, method: str = "GetJobSetEvents") -> Aborted:

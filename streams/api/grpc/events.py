@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import grpc
 from armada_client.armada import event_pb2, event_pb2_grpc, health_pb2
@@ -27,12 +26,7 @@ from streams.api.grpc.errors import answers_errors, streams_errors
 from streams.api.grpc.event_mapping import JobSetEvents, Position, check_message_id, resume_ids
 from streams.api.http import ApiError
 from streams.api.job_set_log import JobSetLog
-from streams.api.operations import Operations
 from streams.api.sse import ResumeAfter
-from streams.domain.ids import IdFactory
-
-if TYPE_CHECKING:
-    from streams.app import ControlPlane
 
 # How long one read waits for new events: also how soon a stopping worker ends a stream.
 POLL_MS = 500
@@ -48,9 +42,9 @@ class _Request:
 
 
 class EventService(event_pb2_grpc.EventServicer):
-    def __init__(self, plane: ControlPlane) -> None:
-        self.plane = plane
-        self.api = Api(plane, Operations(plane, IdFactory.system()))
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self.plane = api.plane
 
     @streams_errors
     async def GetJobSetEvents(

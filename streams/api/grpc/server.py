@@ -44,7 +44,7 @@ class GrpcServer(Service):
         submit_pb2_grpc.add_SubmitServicer_to_server(SubmitService(api), server)
         submit_pb2_grpc.add_QueueServiceServicer_to_server(QueueService(api), server)
         job_pb2_grpc.add_JobsServicer_to_server(JobsService(api), server)
-        event_pb2_grpc.add_EventServicer_to_server(EventService(self.plane), server)
+        event_pb2_grpc.add_EventServicer_to_server(EventService(api), server)
         server.add_insecure_port(self.address)  # raises RuntimeError when the port is taken
         await server.start()
         self._server = server
