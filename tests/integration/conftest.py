@@ -17,6 +17,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -297,15 +298,22 @@ def new_worker(broker: EmbeddedBroker, tmp_path: Path, label: str) -> Worker:
     return worker
 
 
-@pytest.fixture(scope="module")
-def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Worker]:
-    """One worker shared by the tests of a module."""
-    name = request.module.__name__.rsplit(".", 1)[-1]
-    started = new_worker(broker, tmp_path_factory.mktemp(name), name)
+@contextmanager
+def running_worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, label: str, **env: str) -> Iterator[Worker]:
+    """A started worker with more FLOTILLA_* settings (``env``), stopped on leaving."""
+    started = new_worker(broker, tmp_path_factory.mktemp(label), label)
+    started.extra_env.update(env)
     try:
         yield started.start()
     finally:
         started.stop()
+
+
+@pytest.fixture(scope="module")
+def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Worker]:
+    """One worker shared by the tests of a module."""
+    with running_worker(broker, tmp_path_factory, request.module.__name__.rsplit(".", 1)[-1]) as started:
+        yield started
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from ops.broker import EmbeddedBroker
-from tests.integration.conftest import ROOT, Worker, new_worker
+from tests.integration.conftest import ROOT, Worker, new_worker, running_worker
 from tests.integration.pipeline import Executors
 
 pytestmark = pytest.mark.integration
@@ -75,12 +75,8 @@ def counts(line: str) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    started = new_worker(broker, tmp_path_factory.mktemp("cli"), "cli")
-    started.extra_env = {"FLOTILLA_SCHEDULE_PERIOD_S": "0.5"}
-    try:
-        yield started.start()
-    finally:
-        started.stop()
+    with running_worker(broker, tmp_path_factory, "cli", FLOTILLA_SCHEDULE_PERIOD_S="0.5") as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

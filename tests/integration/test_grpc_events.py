@@ -22,7 +22,7 @@ from armada_client.k8s.io.apimachinery.pkg.api.resource.generated_pb2 import Qua
 
 from executor.backends.fake import RUNTIME_ANNOTATION
 from ops.broker import EmbeddedBroker
-from tests.integration.conftest import Worker, new_worker, poll
+from tests.integration.conftest import Worker, poll, running_worker
 from tests.integration.test_job_control import broker_connections
 from tests.integration.pipeline import Executors, cancel_job_set, fake_item, new_queue, submit_jobs, wait_states
 
@@ -33,12 +33,8 @@ LIFECYCLE = ["submitted", "queued", "leased", "pending", "running", "succeeded"]
 
 @pytest.fixture(scope="module")
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    started = new_worker(broker, tmp_path_factory.mktemp("grpc-events"), "grpc-events")
-    started.extra_env = {"FLOTILLA_SCHEDULE_PERIOD_S": "0.5"}
-    try:
-        yield started.start()
-    finally:
-        started.stop()
+    with running_worker(broker, tmp_path_factory, "grpc-events", FLOTILLA_SCHEDULE_PERIOD_S="0.5") as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ import yaml
 
 from ops.broker import EmbeddedBroker
 from tests.executor.kube_server import FakeKubeApi
-from tests.integration.conftest import Worker, new_worker, poll
+from tests.integration.conftest import Worker, poll, running_worker
 from tests.integration.helpers import container
 from tests.integration.pipeline import Executors, cancel_job_set, new_queue, submit_jobs, wait_states
 
@@ -125,12 +125,8 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    started = new_worker(broker, tmp_path_factory.mktemp("kubernetes-executor"), "kubernetes-executor")
-    started.extra_env = {"FLOTILLA_SCHEDULE_PERIOD_S": "0.5"}
-    try:
-        yield started.start()
-    finally:
-        started.stop()
+    with running_worker(broker, tmp_path_factory, "kubernetes-executor", FLOTILLA_SCHEDULE_PERIOD_S="0.5") as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

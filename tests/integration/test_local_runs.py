@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ops.broker import EmbeddedBroker
-from tests.integration.conftest import ROOT, Worker, new_worker, poll
+from tests.integration.conftest import ROOT, Worker, poll, running_worker
 from tests.integration.pipeline import Executors, cancel_job_set, count_by, new_queue, states, submit_jobs, wait_states
 
 pytestmark = pytest.mark.integration
@@ -20,12 +20,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    started = new_worker(broker, tmp_path_factory.mktemp("local-runs"), "local-runs")
-    started.extra_env = {"FLOTILLA_SCHEDULE_PERIOD_S": "0.5"}
-    try:
-        yield started.start()
-    finally:
-        started.stop()
+    with running_worker(broker, tmp_path_factory, "local-runs", FLOTILLA_SCHEDULE_PERIOD_S="0.5") as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import pytest
 
 from ops.broker import EmbeddedBroker, free_port
 from schemas.codec import encode
-from tests.integration.conftest import Worker, new_worker, poll, remove_tree
+from tests.integration.conftest import Worker, poll, remove_tree, running_worker
 from tests.integration.helpers import USER, create_queue, get_job, item, submit
 
 pytestmark = pytest.mark.integration
@@ -74,12 +74,8 @@ def sequence(job_set: str, events: list[dict[str, Any]]) -> tuple[bytes, bytes]:
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     """A worker whose scheduler never runs a cycle: the jobs here are leased to an executor that
     does not exist, whose leases a cycle would expire, changing the states this test compares."""
-    started = new_worker(broker, tmp_path_factory.mktemp("recovery"), "recovery")
-    started.extra_env = {"FLOTILLA_SCHEDULE_PERIOD_S": "3600"}
-    try:
-        yield started.start()
-    finally:
-        started.stop()
+    with running_worker(broker, tmp_path_factory, "recovery", FLOTILLA_SCHEDULE_PERIOD_S="3600") as started:
+        yield started
 
 
 def snapshot(worker: Worker, job_ids: list[str]) -> dict[str, dict[str, Any]]:
