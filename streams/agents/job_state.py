@@ -4,7 +4,8 @@ Writing the table is publishing: the compacted `job-states` topic is the table's
 every job state reaches external consumers with one message. The agent also forwards what the
 change means downstream (`streams.domain.downstream`): a job delta to `scheduler-feed` when the
 scheduler's view changed, a command to `executor-commands` when a run starts or must stop, and
-job-set actions (an event with no job id) to `scheduler-feed`.
+job-set actions (an event with no job id) to `scheduler-feed`. The deltas and actions of one
+sequence go to the feed as one record, in order.
 
 All the logic is the pure fold in `streams.domain.jobs`; this agent only reads the table, applies
 the event and writes back. A message it cannot decode or an event the state machine refuses is
@@ -47,8 +48,9 @@ def register(plane: ControlPlane) -> None:
             folded = apply_sequence(plane, sequence, rng)
             for outcome, count in folded.outcomes.items():
                 plane.metrics.events.labels(outcome).inc(count)
-            for record in folded.feed:
-                await plane.topics.scheduler_feed.send(value=feed.encode(record))
+            changes = folded.feed_record()
+            if changes is not None:
+                await plane.topics.scheduler_feed.send(value=feed.encode(changes))
             for command in folded.commands:
                 await plane.topics.executor_commands.send(
                     key=command["executor"], value=encode("executor_command", command, validate_record=False)
@@ -60,8 +62,12 @@ class Folded:
     """One sequence's fold: how many events were applied, unchanged, refused...; and what to forward."""
 
     outcomes: Counter[str] = field(default_factory=Counter)
-    feed: list[feed.FeedRecord] = field(default_factory=list)
+    feed: list[feed.JobDelta | feed.JobSetAction] = field(default_factory=list)
     commands: list[dict[str, Any]] = field(default_factory=list)
+
+    def feed_record(self) -> feed.Changes | None:
+        """The deltas and actions as the one feed record the sequence gives, if any."""
+        return feed.Changes(tuple(self.feed)) if self.feed else None
 
 
 def apply_sequence(plane: ControlPlane, sequence: dict[str, Any], rng: random.Random) -> Folded:

@@ -1,9 +1,11 @@
 """Records of the `scheduler-feed` topic: what the scheduling agent needs, and nothing more.
 
 The feed is internal (one partition, one reader), so its records are compact JSON rather than
-Avro: a job's scheduling view without its pod spec, an executor's nodes and held runs, a job-set
-action, and the tick that closes a scheduling window. Each record is a complete statement (a job
-delta replaces what the scheduler knew of the job), so applying one twice changes nothing.
+Avro: a job's scheduling view without its pod spec, an executor's nodes and held runs, an
+executor's heartbeat between those, a job-set action, the job deltas and job-set actions of one
+event sequence together, and the tick that closes a scheduling window. Each record is a complete
+statement (a job delta replaces what the scheduler knew of the job), so applying one twice
+changes nothing.
 
 Node ids seen by the scheduler are ``executor/node``: two clusters may both have a ``node-0``.
 """
@@ -85,7 +87,7 @@ class NodeState:
 
 @dataclass(frozen=True, slots=True)
 class ExecutorState:
-    """An executor's latest report; ``time`` (epoch ms, the report's time on the log) is its heartbeat."""
+    """An executor's nodes and runs as of ``time`` (epoch ms, the report's time on the log)."""
 
     executor: str
     pool: str
@@ -95,6 +97,16 @@ class ExecutorState:
     runs: dict[str, str] = field(default_factory=dict)
     # The runs among those still leased, pending or running.
     active: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """An executor reported again (``time``: the report's time on the log) and the scheduler is
+    not sent its nodes and runs this time: they are forwarded every few seconds, not with every
+    report, because a report of 50,000 runs cost the worker a quarter of a second to carry."""
+
+    executor: str
+    time: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +120,17 @@ class JobSetAction:
     new_priority: float | None = None
     event_id: str = ""
     time: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """Everything one event sequence changed for the scheduler, in the order of its events.
+
+    The job-state agent forwards a folded sequence as one record: a submission of a hundred
+    jobs, or a cycle's thousand leases, used to cross the feed as that many messages, and Faust's
+    handling of each message cost the scheduling agent more than applying the delta in it."""
+
+    records: tuple[JobDelta | JobSetAction, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +161,11 @@ class Tick:
     queues: tuple[QueueInfo, ...] = ()
 
 
-FeedRecord = JobDelta | ExecutorState | JobSetAction | Tick
+FeedRecord = JobDelta | ExecutorState | Heartbeat | JobSetAction | Changes | Tick
 
-_KIND = {JobDelta: "job", ExecutorState: "executor", JobSetAction: "job_set", Tick: "tick"}
+_KIND = {
+    JobDelta: "job", ExecutorState: "executor", Heartbeat: "heartbeat", JobSetAction: "job_set", Changes: "changes", Tick: "tick",
+}
 
 
 def job_delta(job: dict[str, Any]) -> JobDelta:
@@ -230,8 +255,12 @@ def from_json(body: Any) -> FeedRecord:
         if kind == "executor":
             nodes = tuple(NodeState(**{**n, "taints": tuple(n.get("taints", ()))}) for n in body.pop("nodes", ()))
             return ExecutorState(**{**body, "active": tuple(body.get("active", ()))}, nodes=nodes)
+        if kind == "heartbeat":
+            return Heartbeat(**body)
         if kind == "job_set":
             return JobSetAction(**body)
+        if kind == "changes":
+            return Changes(records=tuple(_change(r) for r in body["records"]))
         if kind == "tick":
             return Tick(time=body["time"], queues=tuple(QueueInfo(**q) for q in body.get("queues", ())))
     except (TypeError, KeyError, AttributeError) as exc:
@@ -239,7 +268,19 @@ def from_json(body: Any) -> FeedRecord:
     raise ValueError(f"unknown scheduler-feed record kind {kind!r}")
 
 
+def _change(body: Any) -> JobDelta | JobSetAction:
+    """A member of a changes record: a job delta or a job-set action, checked before decoding."""
+    kind = body.get("k") if isinstance(body, dict) else None
+    if kind not in ("job", "job_set"):
+        raise ValueError(f"a changes record holds job and job_set records, not {kind!r}")
+    record = from_json(body)
+    assert isinstance(record, (JobDelta, JobSetAction))
+    return record
+
+
 def _to_json(record: FeedRecord) -> dict[str, Any]:
+    if isinstance(record, Changes):
+        return {"records": [to_json(r) for r in record.records]}
     if isinstance(record, ExecutorState):
         return {
             "executor": record.executor,

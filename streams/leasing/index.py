@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from streams.domain import feed
-from streams.domain.feed import ExecutorState, JobDelta, JobSetAction
+from streams.domain.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction
 from streams.leasing.convert import limiters_from_json, limiters_to_json, scheduling_job
 from streams.scheduling.model import Job, LimiterState
 
@@ -61,6 +61,9 @@ class SchedulerIndex:
     def __init__(self) -> None:
         self.jobs: dict[str, Entry] = {}
         self.executors: dict[str, ExecutorState] = {}
+        # Per executor the time of its latest report, full or heartbeat: its liveness. The
+        # state's own time is when its runs were listed.
+        self.heard: dict[str, int] = {}
         self.limiters = LimiterState()
         # Cycles run so far, and per executor the cycle that closed (or will close) the window
         # of its last report.
@@ -70,15 +73,26 @@ class SchedulerIndex:
         self.orphans_cancelled: set[str] = set()
 
     # -- the feed ---------------------------------------------------------------------------
-    def apply(self, record: JobDelta | ExecutorState | JobSetAction) -> list[str]:
+    def apply(self, record: JobDelta | ExecutorState | Heartbeat | JobSetAction | Changes) -> list[str]:
         """Fold one feed record; returns the table keys it changed."""
         if isinstance(record, JobDelta):
             return self._apply_job(record)
+        if isinstance(record, Changes):
+            return [key for change in record.records for key in self.apply(change)]
         if isinstance(record, ExecutorState):
             self.executors[record.executor] = record
-            self.reported_in_cycle[record.executor] = self.cycles + 1
+            self._heard(record.executor, record.time)
             return [executor_key(record.executor)]
+        if isinstance(record, Heartbeat):
+            if record.executor not in self.executors:  # its nodes are not known yet: nothing to keep alive
+                return []
+            self._heard(record.executor, record.time)
+            return [heartbeat_key(record.executor)]
         return self._apply_job_set(record)
+
+    def _heard(self, executor: str, time: int) -> None:
+        self.heard[executor] = max(self.heard.get(executor, time), time)
+        self.reported_in_cycle[executor] = self.cycles + 1
 
     def _apply_job(self, delta: JobDelta) -> list[str]:
         key = job_key(delta.job_id)
@@ -92,7 +106,12 @@ class SchedulerIndex:
         # the jobs), so neither a newer nor an older delta takes one away.
         flags = (entry.delta.cancel_requested or delta.cancel_requested, entry.delta.preempt_requested or delta.preempt_requested)
         if entry.expect is None or entry.confirmed_by(delta):
-            entry.set(replace(delta, cancel_requested=flags[0], preempt_requested=flags[1]))
+            merged = replace(delta, cancel_requested=flags[0], preempt_requested=flags[1])
+            if merged == entry.delta:
+                # The fold confirms what the decision already recorded (or repeats itself): no
+                # table write. A kept expectation only goes on skipping deltas older than it.
+                return []
+            entry.set(merged)
             entry.expect = None
         else:
             # Older than our decision: only the requests are taken from it.
@@ -153,6 +172,10 @@ class SchedulerIndex:
             if state is None:
                 return None
             return json.dumps({"s": feed.to_json(state), "c": self.reported_in_cycle.get(name, 0)}, separators=(",", ":")).encode()
+        if kind == "h":
+            if name not in self.executors:
+                return None
+            return json.dumps({"t": self.heard[name], "c": self.reported_in_cycle.get(name, 0)}).encode()
         if key == LIMITERS_KEY:
             return json.dumps(limiters_to_json(self.limiters)).encode()
         if key == CYCLES_KEY:
@@ -162,6 +185,7 @@ class SchedulerIndex:
     def load(self, items: Iterable[tuple[str, bytes]]) -> None:
         """Rebuild from the table's contents."""
         self.__init__()  # type: ignore[misc]
+        heartbeats = []
         for key, value in items:
             kind, _, name = key.partition(":")
             if kind == "j":
@@ -174,15 +198,24 @@ class SchedulerIndex:
                 state = feed.from_json(body["s"])
                 assert isinstance(state, ExecutorState)
                 self.executors[name] = state
+                self.heard[name] = state.time
                 self.reported_in_cycle[name] = body["c"]
+            elif kind == "h":
+                heartbeats.append((name, json.loads(value)))
             elif key == LIMITERS_KEY:
                 self.limiters = limiters_from_json(json.loads(value))
             elif key == CYCLES_KEY:
                 self.cycles = int(value)
+        # The state and the heartbeat keys each hold what the latest record of their kind said.
+        for name, body in heartbeats:
+            if name in self.executors:
+                self.heard[name] = max(self.heard[name], body["t"])
+                self.reported_in_cycle[name] = max(self.reported_in_cycle[name], body["c"])
 
     def keys(self) -> Iterator[str]:
         yield from (job_key(job_id) for job_id in self.jobs)
         yield from (executor_key(name) for name in self.executors)
+        yield from (heartbeat_key(name) for name in self.executors)
         yield LIMITERS_KEY
         yield CYCLES_KEY
 
@@ -193,3 +226,7 @@ def job_key(job_id: str) -> str:
 
 def executor_key(executor: str) -> str:
     return f"e:{executor}"
+
+
+def heartbeat_key(executor: str) -> str:
+    return f"h:{executor}"

@@ -66,7 +66,7 @@ class _Cycle:
         self.live = {
             name: state
             for name, state in sorted(index.executors.items())
-            if self.now - state.time <= config.executor_timeout_ms or index.cycles_without_report(name) <= config.missed_cycles
+            if self.now - index.heard[name] <= config.executor_timeout_ms or index.cycles_without_report(name) <= config.missed_cycles
         }
 
     # -- output -----------------------------------------------------------------------------

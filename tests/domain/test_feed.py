@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.domain import feed
-from streams.domain.feed import ExecutorState, JobDelta, JobSetAction, NodeState, QueueInfo, Tick, job_delta
+from streams.domain.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction, NodeState, QueueInfo, Tick, job_delta
 from streams.domain.validation import SubmitPolicy, validate_item
 from tests.domain.builders import Events, container, fold, item
 
@@ -56,7 +57,9 @@ ticks = st.builds(
     Tick, time=st.integers(0, 2**48),
     queues=st.lists(st.builds(QueueInfo, name=names, weight=floats, cordoned=st.booleans(), resource_limits=limits), max_size=3).map(tuple),
 )
-records = st.one_of(job_deltas, executor_states, job_set_actions, ticks)
+changes = st.builds(Changes, records=st.lists(job_deltas | job_set_actions, max_size=3).map(tuple))
+heartbeats = st.builds(Heartbeat, executor=names, time=st.integers(0, 2**48))
+records = st.one_of(job_deltas, executor_states, heartbeats, job_set_actions, changes, ticks)
 
 
 @settings(max_examples=150, deadline=None)
@@ -75,11 +78,20 @@ def test_each_kind_is_tagged_in_the_json() -> None:
         for record in (
             JobDelta("j", "q", "s", "queued", "pc", 0.0, 1, {}),
             ExecutorState("e", "p", 1),
+            Heartbeat("e", 2),
             JobSetAction("q", "s", "cancel"),
+            Changes((JobSetAction("q", "s", "cancel"),)),
             Tick(1),
         )
     }
-    assert kinds == {"job", "executor", "job_set", "tick"}
+    assert kinds == {"job", "executor", "heartbeat", "job_set", "changes", "tick"}
+
+
+def test_changes_keep_their_records_in_order() -> None:
+    first, second = JobDelta("j1", "q", "s", "queued", "pc", 0.0, 1, {"cpu": 1}), JobSetAction("q", "s", "cancel", reason="r")
+    third = replace(first, state="leased", runs=1, run_id="r1")
+    back = feed.decode(feed.encode(Changes((first, second, third))))
+    assert back == Changes((first, second, third))
 
 
 # -- job_delta ---------------------------------------------------------------------------------
@@ -197,6 +209,15 @@ def test_queue_info_weight_is_the_inverse_priority_factor() -> None:
         b'{"k": "tick"}',
         b'{"k": "tick", "time": 1, "queues": [{"name": "q"}]}',
         b'{"k": "job_set", "queue": "q"}',
+        b'{"k": "heartbeat", "executor": "e"}',
+        b'{"k": "heartbeat", "executor": "e", "time": 1, "nodes": []}',
+        b'{"k": "changes"}',
+        b'{"k": "changes", "records": 3}',
+        b'{"k": "changes", "records": [1]}',
+        b'{"k": "changes", "records": [{"k": "tick", "time": 1}]}',
+        b'{"k": "changes", "records": [{"k": "heartbeat", "executor": "e", "time": 1}]}',
+        b'{"k": "changes", "records": [{"k": "changes", "records": []}]}',
+        b'{"k": "changes", "records": [{"k": "job", "job_id": "j"}]}',
     ],
 )
 def test_decode_rejects_garbage_with_value_error(raw: bytes) -> None:
@@ -213,12 +234,12 @@ json_values = st.recursive(
 
 @settings(max_examples=200, deadline=None)
 @given(st.one_of(st.binary(max_size=40), json_values.map(lambda v: json.dumps(v).encode()),
-                 st.dictionaries(st.sampled_from(["k", "time", "queues", "nodes", "job_id", "executor", "pool", "queue"]),
-                                 st.sampled_from(["job", "executor", "job_set", "tick"]) | json_values, max_size=5)
+                 st.dictionaries(st.sampled_from(["k", "time", "queues", "nodes", "job_id", "executor", "pool", "queue", "records"]),
+                                 st.sampled_from(["job", "executor", "heartbeat", "job_set", "changes", "tick"]) | json_values, max_size=5)
                  .map(lambda v: json.dumps(v).encode())))
 def test_decode_raises_nothing_but_value_error(raw: bytes) -> None:
     try:
         record = feed.decode(raw)
     except ValueError:
         return
-    assert isinstance(record, (JobDelta, ExecutorState, JobSetAction, Tick))
+    assert isinstance(record, (JobDelta, ExecutorState, Heartbeat, JobSetAction, Changes, Tick))

@@ -74,8 +74,9 @@ class Loop:
         self.count += 1
         folded = apply_sequence(self, codec.decode("event_sequence", raw), random.Random(self.count))
         assert "refused" not in folded.outcomes and "unknown_job" not in folded.outcomes, folded.outcomes
-        for record in folded.feed:
-            self.feed.append(feed.decode(feed.encode(record)))
+        changes = folded.feed_record()
+        if changes is not None:
+            self.feed.append(feed.decode(feed.encode(changes)))
         for command in folded.commands:
             codec.encode("executor_command", command)
             self.commands.append(command)

@@ -7,9 +7,9 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.domain.feed import JobSetAction
+from streams.domain.feed import Changes, Heartbeat, JobSetAction
 from streams.leasing.config import LeasingConfig
-from streams.leasing.index import END, LEASE, LIMITERS_KEY, REQUEUE, SchedulerIndex, executor_key, job_key
+from streams.leasing.index import END, LEASE, LIMITERS_KEY, REQUEUE, SchedulerIndex, executor_key, heartbeat_key, job_key
 from streams.leasing.plan import plan_cycle
 from streams.scheduling.model import LimiterState, TokenBucket
 from tests.leasing.builders import delta, executor, holding, running, tick
@@ -49,12 +49,33 @@ def test_stale_deltas_after_a_lease_are_skipped_until_the_confirming_one() -> No
     assert index.apply(replace(queued, priority=5.0)) == []
     assert index.jobs["j1"].delta == decided and index.jobs["j1"].expect == LEASE
 
+    # the fold's lease says what the decision recorded: nothing to write, stale deltas still skipped
     confirming = replace(decided, state="leased")
+    assert index.apply(confirming) == []
+    assert index.jobs["j1"].delta == decided and index.apply(queued) == []
+    # later deltas apply as they come
+    assert index.apply(replace(confirming, priority=7.0)) == [job_key("j1")]
+    assert index.jobs["j1"].delta.priority == 7.0 and index.jobs["j1"].expect is None
+
+
+def test_a_confirmation_that_differs_from_the_decision_replaces_it() -> None:
+    index = SchedulerIndex()
+    queued = delta("j1")
+    index.apply(queued)
+    index.decide("j1", LEASE, leased(queued))
+    confirming = leased(queued, at=2_001)  # the fold stamped the lease a millisecond later
     assert index.apply(confirming) == [job_key("j1")]
-    assert index.jobs["j1"].expect is None and index.jobs["j1"].delta == confirming
-    # once confirmed, later deltas apply as they come
-    index.apply(replace(confirming, priority=7.0))
-    assert index.jobs["j1"].delta.priority == 7.0
+    assert index.jobs["j1"].delta == confirming and index.jobs["j1"].expect is None
+
+
+def test_changes_apply_in_order_and_name_every_key_they_changed() -> None:
+    index = SchedulerIndex()
+    index.apply(delta("j0"))
+    changes = Changes((delta("j1"), delta("j2"), JobSetAction("a", "s", "cancel", reason="r"), replace(delta("j1"), state="failed")))
+    assert index.apply(changes) == [job_key(j) for j in ("j1", "j2", "j0", "j1", "j2", "j1")]
+    assert sorted(index.jobs) == ["j0", "j2"]
+    assert all(entry.delta.cancel_requested for entry in index.jobs.values())
+    assert index.apply(Changes(())) == []
 
 
 def test_stale_deltas_after_a_requeue_are_skipped_until_the_job_is_queued() -> None:
@@ -69,8 +90,10 @@ def test_stale_deltas_after_a_requeue_are_skipped_until_the_job_is_queued() -> N
     assert index.jobs["j1"].delta.state == "queued" and index.jobs["j1"].expect == REQUEUE
 
     requeued = replace(failed, state="queued")
-    index.apply(requeued)
-    assert index.jobs["j1"].expect is None and index.jobs["j1"].delta == requeued
+    assert index.apply(requeued) == []  # what the decision recorded
+    assert index.jobs["j1"].delta == requeued and index.apply(failed) == []
+    assert index.apply(replace(requeued, priority=2.0)) == [job_key("j1")]
+    assert index.jobs["j1"].expect is None
 
 
 def test_a_requeue_is_also_confirmed_by_a_later_lease() -> None:
@@ -107,8 +130,8 @@ def test_a_stale_delta_still_brings_a_sticky_cancel_request() -> None:
     assert entry.delta.run_id == "r1" and entry.delta.state == "leased"  # nothing else taken from the stale delta
     assert entry.job.id == "j1"
     # the confirming delta, folded before the cancel request, does not drop it
-    index.apply(decided)
-    assert index.jobs["j1"].expect is None and index.jobs["j1"].delta.cancel_requested
+    assert index.apply(decided) == []
+    assert index.jobs["j1"].delta == replace(decided, cancel_requested=True)
 
 
 def test_a_job_set_cancel_survives_later_deltas_of_the_job() -> None:
@@ -154,12 +177,41 @@ def test_executor_reports_replace_each_other() -> None:
     assert index.executors["ex1"].time == 2_000 and index.executors["ex1"].runs == {"r1": "j1"}
 
 
+def test_a_heartbeat_keeps_an_executor_alive_without_replacing_its_state() -> None:
+    index = SchedulerIndex()
+    assert index.apply(Heartbeat("ex1", 500)) == []  # nodes not known yet: nothing to keep alive
+    assert "ex1" not in index.heard
+    state = executor("ex1", 1_000, runs={"r1": "j1"})
+    index.apply(state)
+    index.start_cycle()
+    index.start_cycle()
+    assert index.cycles_without_report("ex1") == 1
+    assert index.apply(Heartbeat("ex1", 2_000)) == [heartbeat_key("ex1")]
+    assert index.executors["ex1"] == state and index.heard["ex1"] == 2_000
+    assert index.cycles_without_report("ex1") == 0
+    index.apply(Heartbeat("ex1", 1_500))  # a repeat from before: liveness does not go back
+    assert index.heard["ex1"] == 2_000
+
+
+def test_an_executor_heard_by_heartbeat_only_keeps_its_leases() -> None:
+    index = SchedulerIndex()
+    index.apply(running(delta("j1"), "r1", "ex1", "n0", 500))
+    index.apply(executor("ex1", 1_000, runs={"r1": "j1"}))
+    config = LeasingConfig(executor_timeout_ms=10_000, missed_cycles=0)
+    for at in range(2_000, 30_000, 1_000):
+        index.apply(Heartbeat("ex1", at))
+        outcome = plan_cycle(index, tick(at + 500), at, config)
+        assert outcome.requeued == 0 and index.jobs["j1"].delta.run_active
+    outcome = plan_cycle(index, tick(45_000), 45_000, config)
+    assert outcome.requeued == 1  # silent for longer than the timeout
+
+
 # -- the table ---------------------------------------------------------------------------------
 
 
 def snapshot(index: SchedulerIndex):
     jobs = {j: (e.delta, e.expect, e.expect_runs, e.announce_priority, e.cancel_reason) for j, e in index.jobs.items()}
-    return jobs, dict(index.executors), index.limiters, index.cycles, dict(index.reported_in_cycle)
+    return jobs, dict(index.executors), dict(index.heard), index.limiters, index.cycles, dict(index.reported_in_cycle)
 
 
 def reloaded(index: SchedulerIndex) -> SchedulerIndex:
@@ -190,6 +242,11 @@ def test_dump_and_load_rebuild_an_equal_index() -> None:
     index.start_cycle()
     index.apply(executor("ex2", 1_200, runs={"r9": "j2", "old": "j0"}, active=("r9",)))
     assert (index.cycles_without_report("ex1"), index.cycles_without_report("ex2")) == (1, 0)
+    index.apply(Heartbeat("ex1", 1_700))
+    index.start_cycle()
+    index.apply(executor("ex2", 1_900))
+    index.apply(Heartbeat("ex2", 1_800))  # older than the state: the state's time stays
+    assert index.heard == {"ex1": 1_700, "ex2": 1_900}
     index.set_limiters(LimiterState(TokenBucket(3.5, 10.25), {"a": TokenBucket(1.0, 2.0)}, None))
 
     assert snapshot(reloaded(index)) == snapshot(index)
@@ -218,6 +275,7 @@ def test_dump_of_a_removed_key_is_none() -> None:
     index.apply(replace(delta("j1"), state="failed"))
     assert index.dump(job_key("j1")) is None
     assert index.dump(executor_key("nobody")) is None
+    assert index.dump(heartbeat_key("nobody")) is None
     assert index.dump(LIMITERS_KEY) is not None
 
 
