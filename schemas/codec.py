@@ -86,6 +86,7 @@ class Registry:
         self._writers: dict[tuple[str, int], dict] = {}
         self._union_paths: dict[str, tuple[tuple[_PathStep, ...], ...]] = {}
         self._taggers: dict[str, _Tagger] = {}
+        self._splices: dict[tuple[str, str], Splice] = {}
 
     def schema(self, name: str) -> dict:
         """The current parsed schema of top-level record ``name``."""
@@ -181,6 +182,13 @@ class Registry:
             raise SchemaError(f"cannot encode {name}: {exc!r}") from exc
         return buffer.getvalue()
 
+    def splice(self, name: str, field: str) -> Splice:
+        """A writer of ``name`` records that takes the encoding of ``field`` ready-made (see Splice)."""
+        key = (name, field)
+        if key not in self._splices:
+            self._splices[key] = Splice(self, name, field)
+        return self._splices[key]
+
     def decode(self, name: str, data: bytes) -> dict:
         """Deserialise a message, resolving its writer's version against the current schema.
 
@@ -225,6 +233,58 @@ class Registry:
 
 
 _Tagger = Callable[[Any], Any]
+
+
+class Splice:
+    """Writes records of one schema with the encoding of one field supplied by the caller.
+
+    Avro writes a record as its fields' encodings one after another, so a field that never
+    changes (a job's spec, in every state the job goes through) can be encoded once and copied
+    into each later record. The bytes are exactly what ``encode`` writes (no validation: for
+    records Flotilla's own code built, like ``encode(..., validate_record=False)``).
+    """
+
+    def __init__(self, registry: Registry, name: str, field: str) -> None:
+        parsed = registry.schema(name)
+        named = parsed["__named_schemas"]
+        fields = parsed["fields"]
+        position = next((i for i, f in enumerate(fields) if f["name"] == field), None)
+        if position is None:
+            raise SchemaError(f"schema {name!r} has no field {field!r}")
+        field_type = fields[position]["type"]
+
+        def part(schema: dict) -> dict:
+            return {**schema, "__fastavro_parsed": True, "__named_schemas": named}
+
+        self.name, self.field = name, field
+        self._header = bytes((MAGIC, registry.current_version))
+        self._head = part({"type": "record", "name": f"{name}.head", "fields": fields[:position]})
+        self._tail = part({"type": "record", "name": f"{name}.tail", "fields": fields[position + 1 :]})
+        self._field = part(named[field_type]) if isinstance(field_type, str) else part(field_type)
+        self._tag_record = registry._tagger(name)
+        self._tag_field = _compile_tagger(field_type, named, {}) or _unchanged
+
+    def field_bytes(self, value: Any) -> bytes:
+        """The encoding of ``value`` as the spliced field."""
+        buffer = io.BytesIO()
+        self._write(buffer, self._field, self._tag_field(value))
+        return buffer.getvalue()
+
+    def encode(self, record: Mapping[str, Any], field_bytes: bytes) -> bytes:
+        """``record`` (whose own value of the field is not read) with ``field_bytes`` in its place."""
+        rest = self._tag_record({k: v for k, v in record.items() if k != self.field})
+        buffer = io.BytesIO()
+        buffer.write(self._header)
+        self._write(buffer, self._head, rest)
+        buffer.write(field_bytes)
+        self._write(buffer, self._tail, rest)
+        return buffer.getvalue()
+
+    def _write(self, buffer: io.BytesIO, schema: dict, value: Any) -> None:
+        try:
+            schemaless_writer(buffer, schema, value)
+        except (TypeError, ValueError, OverflowError, KeyError, AttributeError) as exc:
+            raise SchemaError(f"cannot encode {self.name}: {exc!r}") from exc
 
 
 def _unchanged(value: Any) -> Any:
@@ -372,3 +432,4 @@ schema = _default.schema
 known_versions = _default.known_versions
 encode = _default.encode
 decode = _default.decode
+splice = _default.splice

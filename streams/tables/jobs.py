@@ -13,7 +13,7 @@ from typing import Any
 
 import faust
 
-from schemas.codec import decode, encode
+from schemas.codec import decode, splice
 from streams.config import Settings
 from streams.tables.types import TEXT_CODEC, TextKey
 
@@ -43,11 +43,14 @@ class JobStore:
     pending, running), and decoding the full spec again was a fifth of each fold. A cached job is
     used only while the table holds the very bytes it came from, so a job another worker folded
     meanwhile (after a rebalance) is decoded afresh. The fold never mutates a job it reads.
+    Likewise the spec's encoding is kept with them and spliced into the job's next states: the
+    fold shares the spec between a job's states, and encoding it was most of each write.
     """
 
     table: faust.Table
     cache_size: int = 20_000
-    _decoded: OrderedDict[str, tuple[bytes, dict[str, Any]]] = field(default_factory=OrderedDict, repr=False)
+    # job id -> (stored bytes, the job they encode, its spec's encoding)
+    _decoded: OrderedDict[str, tuple[bytes, dict[str, Any], bytes]] = field(default_factory=OrderedDict, repr=False)
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.table
@@ -63,9 +66,12 @@ class JobStore:
 
     def put(self, job: dict[str, Any]) -> bytes:
         """Store the job; returns its encoding for publishing. The fold built it, so no re-validation."""
-        raw = encode("job_state", job, validate_record=False)
+        writer = splice("job_state", "spec")
+        cached = self._decoded.get(job["job_id"])
+        spec = cached[2] if cached is not None and cached[1]["spec"] is job["spec"] else writer.field_bytes(job["spec"])
+        raw = writer.encode(job, spec)
         self.table[job["job_id"]] = raw
-        self._decoded[job["job_id"]] = (raw, job)
+        self._decoded[job["job_id"]] = (raw, job, spec)
         self._decoded.move_to_end(job["job_id"])
         if len(self._decoded) > self.cache_size:
             self._decoded.popitem(last=False)

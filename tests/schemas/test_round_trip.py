@@ -107,3 +107,18 @@ def test_records_in_single_record_unions_need_no_tag_and_are_not_mutated() -> No
     assert decoded["items"][0]["pod_spec"]["affinity"] == pod_spec["affinity"]
     assert decoded["items"][0]["pod_spec"]["containers"][0]["image"] == pod_spec["containers"][0]["image"]
     assert codec.encode("submit_request", request, validate_record=False) == codec.encode("submit_request", request)
+
+
+def test_a_spliced_record_is_byte_for_byte_what_encode_writes() -> None:
+    job = samples.job_state()
+    writer = codec.splice("job_state", "spec")
+    spec = writer.field_bytes(job["spec"])
+    assert writer.encode(job, spec) == codec.encode("job_state", job)
+    later = {**job, "state": "running", "reason": None, "spec": None}  # the record's own value is not read
+    assert writer.encode(later, spec) == codec.encode("job_state", {**later, "spec": job["spec"]})
+    assert codec.decode("job_state", writer.encode(later, spec))["spec"] == codec.decode("job_state", codec.encode("job_state", job))["spec"]
+
+
+def test_splicing_a_field_the_schema_lacks_is_refused() -> None:
+    with pytest.raises(codec.SchemaError, match="no field"):
+        codec.splice("job_state", "nonsense")

@@ -41,3 +41,16 @@ def test_the_cache_keeps_only_the_jobs_stored_last() -> None:
     evicted = jobs.get("job-0")
     assert evicted is not None and evicted["job_id"] == "job-0" and evicted is not stored[0]
     assert jobs.get("job-1") is stored[1] and jobs.get("job-2") is stored[2]
+
+
+def test_every_state_of_a_job_is_stored_as_encode_writes_it() -> None:
+    """The spec's encoding is reused while the job's states share its spec, and made afresh otherwise."""
+    jobs, table = store()
+    job = job_state()
+    for state in ("queued", "leased", "running"):
+        job = {**job, "state": state}
+        jobs.put(job)
+        assert table[job["job_id"]] == encode("job_state", job)
+    replaced = {**job, "spec": {**job["spec"], "priority": job["spec"]["priority"] + 1}}
+    jobs.put(replaced)
+    assert table[job["job_id"]] == encode("job_state", replaced)
