@@ -26,9 +26,9 @@ class LeasingConfig:
     # ...once this many cycles also passed without a report from it. Time alone would expire
     # every lease after one long cycle, which holds back the reports queued behind it.
     missed_cycles: int = 3
-    # A run an executor should hold but has not reported for this long is treated as returned.
-    # Much longer than the timeout: under load a lease command waits behind other work before
-    # the executor sees it.
+    # A run an executor should hold but has not reported for this long after the fold accepted
+    # its lease (and sent the command) is treated as returned. Much longer than the timeout:
+    # under load the command and the executor's reports wait behind other work.
     missing_run_grace_ms: int = 60_000
     # Runs of a job that may be returned or expire before the job fails.
     max_attempts: int = 3

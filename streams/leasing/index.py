@@ -38,6 +38,11 @@ class Entry:
     announce_priority: float | None = None
     # Why the job's job set was cancelled (the fold knows why a single job was, the job set's jobs do not).
     cancel_reason: str | None = None
+    # The run the fold has accepted (and so sent its executor a command for), and the time its
+    # executor was last heard from then: a run is missed in reports only counting from there,
+    # since under load the fold accepts a lease long after the cycle made it.
+    fold_run: str | None = None
+    fold_run_at: int = 0
     _job: Job | None = None
 
     @property
@@ -100,25 +105,36 @@ class SchedulerIndex:
             return [key] if self.jobs.pop(delta.job_id, None) is not None else []
         entry = self.jobs.get(delta.job_id)
         if entry is None:
-            self.jobs[delta.job_id] = Entry(delta)
+            entry = self.jobs[delta.job_id] = Entry(delta)
+            self._fold_run(entry)
             return [key]
         # Requests are sticky, and a job-set cancel is known here only (the fold does not mark
         # the jobs), so neither a newer nor an older delta takes one away.
         flags = (entry.delta.cancel_requested or delta.cancel_requested, entry.delta.preempt_requested or delta.preempt_requested)
         if entry.expect is None or entry.confirmed_by(delta):
             merged = replace(delta, cancel_requested=flags[0], preempt_requested=flags[1])
-            if merged == entry.delta:
-                # The fold confirms what the decision already recorded (or repeats itself): no
-                # table write. A kept expectation only goes on skipping deltas older than it.
-                return []
-            entry.set(merged)
-            entry.expect = None
+            # The fold may confirm just what the decision recorded: then the expectation stays,
+            # and only goes on skipping deltas older than it.
+            changed = merged != entry.delta
+            if changed:
+                entry.set(merged)
+                entry.expect = None
+            return [key] if self._fold_run(entry) or changed else []
         else:
             # Older than our decision: only the requests are taken from it.
             if flags == (entry.delta.cancel_requested, entry.delta.preempt_requested):
                 return []
             entry.set(replace(entry.delta, cancel_requested=flags[0], preempt_requested=flags[1]))
         return [key]
+
+    def _fold_run(self, entry: Entry) -> bool:
+        """Note the entry's active run as accepted by the fold, if it is new; whether it was."""
+        d = entry.delta
+        if not d.run_active or d.run_id is None or entry.fold_run == d.run_id:
+            return False
+        entry.fold_run = d.run_id
+        entry.fold_run_at = self.heard.get(d.executor or "", d.leased_at or 0)
+        return True
 
     def _apply_job_set(self, action: JobSetAction) -> list[str]:
         changed = []
@@ -165,7 +181,10 @@ class SchedulerIndex:
             entry = self.jobs.get(name)
             if entry is None:
                 return None
-            body = {"d": feed.to_json(entry.delta), "x": entry.expect, "n": entry.expect_runs, "p": entry.announce_priority, "c": entry.cancel_reason}
+            body = {
+                "d": feed.to_json(entry.delta), "x": entry.expect, "n": entry.expect_runs, "p": entry.announce_priority,
+                "c": entry.cancel_reason, "r": entry.fold_run, "a": entry.fold_run_at,
+            }
             return json.dumps(body, separators=(",", ":")).encode()
         if kind == "e":
             state = self.executors.get(name)
@@ -192,7 +211,7 @@ class SchedulerIndex:
                 body = json.loads(value)
                 delta = feed.from_json(body["d"])
                 assert isinstance(delta, JobDelta)
-                self.jobs[name] = Entry(delta, body["x"], body["n"], body["p"], body["c"])
+                self.jobs[name] = Entry(delta, body["x"], body["n"], body["p"], body["c"], body["r"], body["a"])
             elif kind == "e":
                 body = json.loads(value)
                 state = feed.from_json(body["s"])

@@ -63,6 +63,8 @@ class _Cycle:
         # Jobs this cycle ended: the fold sends the command that stops their runs.
         self.ended: set[str] = set()
         self.outcome.changed.append(index.start_cycle())
+        # Decisions change entries, never which jobs the index holds: one sort serves the cycle.
+        self.job_ids = sorted(index.jobs)
         self.live = {
             name: state
             for name, state in sorted(index.executors.items())
@@ -87,7 +89,7 @@ class _Cycle:
 
     # -- 1 and 2: requests and the lease lifecycle -------------------------------------------
     def lifecycle(self) -> None:
-        for job_id in sorted(self.index.jobs):
+        for job_id in self.job_ids:
             entry = self.index.jobs[job_id]
             if entry.expect == END:
                 continue
@@ -107,15 +109,20 @@ class _Cycle:
                     f" and {self.config.missed_cycles} cycles"
                 )
                 self.take_back(entry, "lease_expired", message, avoid=None)
-            elif d.run_active and self.lost(d, self.live[d.executor or ""]):
+            elif d.run_active and self.lost(entry, self.live[d.executor or ""]):
                 message = f"executor {d.executor} no longer holds the run"
                 self.take_back(entry, "lease_returned", message, avoid=node_id(d.executor or "", d.node or ""))
             elif d.run_returned:
                 self.requeue_or_fail(entry, d, f"run {d.run_id} returned")
 
-    def lost(self, d: JobDelta, executor: ExecutorState) -> bool:
-        leased_at = d.leased_at if d.leased_at is not None else self.now
-        return executor.time - leased_at > self.config.missing_run_grace_ms and d.run_id not in executor.runs
+    def lost(self, entry: Entry, executor: ExecutorState) -> bool:
+        """The executor's runs, listed well after the fold accepted the lease, lack the run."""
+        d = entry.delta
+        return (
+            entry.fold_run == d.run_id
+            and executor.time - entry.fold_run_at > self.config.missing_run_grace_ms
+            and d.run_id not in executor.runs
+        )
 
     def take_back(self, entry: Entry, category: str, message: str, avoid: str | None) -> None:
         d = entry.delta
@@ -217,7 +224,7 @@ class _Cycle:
         running: list[RunningJob] = []
         queued: list[Job] = []
         unmanaged: dict[str, dict[str, int]] = defaultdict(dict)
-        for job_id in sorted(self.index.jobs):
+        for job_id in self.job_ids:
             entry = self.index.jobs[job_id]
             d = entry.delta
             if entry.expect == END:

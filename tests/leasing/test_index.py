@@ -49,13 +49,33 @@ def test_stale_deltas_after_a_lease_are_skipped_until_the_confirming_one() -> No
     assert index.apply(replace(queued, priority=5.0)) == []
     assert index.jobs["j1"].delta == decided and index.jobs["j1"].expect == LEASE
 
-    # the fold's lease says what the decision recorded: nothing to write, stale deltas still skipped
+    # the fold's lease says what the decision recorded: its run is now the fold's, stale deltas still skipped
+    assert index.jobs["j1"].fold_run is None
     confirming = replace(decided, state="leased")
-    assert index.apply(confirming) == []
-    assert index.jobs["j1"].delta == decided and index.apply(queued) == []
+    assert index.apply(confirming) == [job_key("j1")]
+    assert index.jobs["j1"].delta == decided and index.jobs["j1"].fold_run == "r1"
+    assert index.apply(queued) == [] and index.apply(confirming) == []
     # later deltas apply as they come
     assert index.apply(replace(confirming, priority=7.0)) == [job_key("j1")]
     assert index.jobs["j1"].delta.priority == 7.0 and index.jobs["j1"].expect is None
+
+
+def test_a_run_counts_as_sent_from_when_the_fold_accepts_it() -> None:
+    """The fold sends the lease command when it accepts the lease, which under load is long
+    after the cycle: the executor is held to list the run only from then."""
+    index = SchedulerIndex()
+    index.apply(executor("ex1", 1_000))
+    queued = delta("j1")
+    index.apply(queued)
+    index.decide("j1", LEASE, leased(queued, executor_name="ex1", at=2_000))
+    index.apply(Heartbeat("ex1", 90_000))
+    index.apply(leased(queued, executor_name="ex1", at=2_000))
+    assert (index.jobs["j1"].fold_run, index.jobs["j1"].fold_run_at) == ("r1", 90_000)
+    # a running job the index first hears of from the fold: its executor's last word counts
+    index.apply(running(delta("j2"), "r2", "ex1", "n0", 500))
+    assert (index.jobs["j2"].fold_run, index.jobs["j2"].fold_run_at) == ("r2", 90_000)
+    index.apply(running(delta("j3"), "r3", "ex9", "n0", 700))  # an executor not heard from: the lease time
+    assert index.jobs["j3"].fold_run_at == 700
 
 
 def test_a_confirmation_that_differs_from_the_decision_replaces_it() -> None:
@@ -130,7 +150,7 @@ def test_a_stale_delta_still_brings_a_sticky_cancel_request() -> None:
     assert entry.delta.run_id == "r1" and entry.delta.state == "leased"  # nothing else taken from the stale delta
     assert entry.job.id == "j1"
     # the confirming delta, folded before the cancel request, does not drop it
-    assert index.apply(decided) == []
+    index.apply(decided)
     assert index.jobs["j1"].delta == replace(decided, cancel_requested=True)
 
 
@@ -210,7 +230,8 @@ def test_an_executor_heard_by_heartbeat_only_keeps_its_leases() -> None:
 
 
 def snapshot(index: SchedulerIndex):
-    jobs = {j: (e.delta, e.expect, e.expect_runs, e.announce_priority, e.cancel_reason) for j, e in index.jobs.items()}
+    jobs = {j: (e.delta, e.expect, e.expect_runs, e.announce_priority, e.cancel_reason, e.fold_run, e.fold_run_at)
+            for j, e in index.jobs.items()}
     return jobs, dict(index.executors), dict(index.heard), index.limiters, index.cycles, dict(index.reported_in_cycle)
 
 

@@ -456,6 +456,29 @@ def test_a_run_the_executor_no_longer_reports_is_taken_back_after_the_grace() ->
     assert lease_of(loop, "j1")[1] != node
 
 
+def test_a_lease_the_fold_accepted_late_has_its_grace_from_then() -> None:
+    """Under load the fold accepts a lease (and sends its command) long after the cycle."""
+    loop = Loop()
+    loop.submit("j1")
+    loop.report("ex1", 1_000)
+    loop.cycle(2_000, deliver=False)
+    confirmation = list(loop.feed)
+    loop.feed.clear()
+    run_id = loop.index.jobs["j1"].delta.run_id
+    assert run_id is not None
+    for at in (30_000, 65_000, 70_000):  # the executor has not heard of the run: the fold lags
+        loop.report("ex1", at, drop=(run_id,))
+        assert loop.cycle(at + 500).sequences == []
+    loop.feed[:0] = confirmation
+    loop.deliver()
+    loop.report("ex1", 120_000, drop=(run_id,))
+    assert loop.cycle(120_500).sequences == []
+    loop.report("ex1", 130_500, drop=(run_id,))
+    outcome = loop.cycle(131_000)
+    failed = next(p for j, kind, p in events(outcome) if kind == "JobRunFailed")
+    assert (failed["category"], failed["run_id"]) == ("lease_returned", run_id)
+
+
 def test_orphan_runs_are_cancelled_once() -> None:
     loop = Loop()
     loop.submit("j1")
