@@ -52,7 +52,7 @@ def register(plane: ControlPlane) -> None:
         async for event in stream.events():
             message = event.message
             time_ms = int(message.timestamp * 1000)
-            key = message.key if isinstance(message.key, str) else None
+            key = executor_key(message.key)
             if key is not None and not full_states.due(key, time_ms):
                 plane.metrics.executor_reports.labels("heartbeat").inc()
                 await plane.topics.scheduler_feed.send(value=feed.encode(feed.Heartbeat(key, time_ms)))
@@ -67,6 +67,13 @@ def register(plane: ControlPlane) -> None:
                 full_states.sent[key] = time_ms
             plane.metrics.executor_reports.labels("forwarded").inc()
             await plane.topics.scheduler_feed.send(value=feed.encode(state))
+
+
+def executor_key(raw: bytes | str | None) -> str | None:
+    """The report's message key (the executor id) as text; None when it has none. The agent
+    sees the key as the broker delivered it, undecoded."""
+    key = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+    return key or None
 
 
 def executor_state(report: dict[str, Any], time_ms: int) -> feed.ExecutorState:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.agents.executor_reports import FullStates
+from streams.agents.executor_reports import FullStates, executor_key
 
 
 def test_the_first_report_of_each_executor_goes_in_full_then_one_per_interval() -> None:
@@ -17,3 +17,9 @@ def test_the_first_report_of_each_executor_goes_in_full_then_one_per_interval() 
 def test_a_report_older_than_the_last_full_one_is_a_heartbeat() -> None:
     full = FullStates(interval_ms=5_000, sent={"ex1": 10_000})
     assert not full.due("ex1", 9_000)
+
+
+def test_the_executor_id_is_the_message_key_as_delivered() -> None:
+    assert executor_key(b"fake-0") == "fake-0"
+    assert executor_key("fake-0") == "fake-0"
+    assert executor_key(b"") is None and executor_key(None) is None

@@ -186,6 +186,14 @@ def test_an_executor_holding_30k_runs_reaches_the_scheduler(worker: Worker) -> N
     assert len(state.runs) == 30_000 and state.active == ()
 
 
+def test_reports_between_full_states_reach_the_scheduler_as_heartbeats(worker: Worker) -> None:
+    """Runs after tests whose executors reported every second for longer than the full-state interval."""
+    records = [feed.decode(r.value) for r in worker.read(worker.topic("scheduler-feed")) if r.value]
+    beating = {r.executor for r in records if isinstance(r, feed.Heartbeat)}
+    in_full = {r.executor for r in records if isinstance(r, feed.ExecutorState)}
+    assert beating and beating <= in_full
+
+
 def test_replaying_the_feed_repeats_every_recorded_cycle(worker: Worker) -> None:
     """Runs last: the cycles of every test above, decided again from the feed alone."""
     feed_records = sorted(worker.read(worker.topic("scheduler-feed")), key=lambda r: r.offset)
