@@ -186,20 +186,6 @@ def test_a_stream_the_client_cancels_closes_its_consumer(worker: Worker, client:
     poll(lambda: broker_connections(pid, port) <= idle, 5, "the stream's consumer to close its broker connections")
 
 
-def test_a_live_stream_ends_when_the_worker_stops(worker: Worker, client: ArmadaClient) -> None:
-    """Last in the module: it stops the module's worker."""
-    queue = new_queue(worker, f"grpc-stop-{uuid.uuid4().hex[:8]}")
-    submit_jobs(worker, queue, "s", [fake_item({"flotilla.io/nowhere": "true"})])
-    stream = client.event_stub.GetJobSetEvents(event_pb2.JobSetRequest(queue=queue, id="s", watch=True))
-    reader = Reader(stream)
-    reader.wait_for(2, 60, "submitted and queued")
-    started = time.monotonic()
-    worker.stop()
-    poll(lambda: reader.ended, 30, "the stream to end")
-    assert reader.ended == "end", f"ended with {reader.ended} instead of the end of the stream"
-    assert time.monotonic() - started < 30
-
-
 def test_armada_client_journey(worker: Worker, executors: Executors, client: ArmadaClient) -> None:
     """The issue's journey, every call through ArmadaClient: queue, 20 jobs read to success, a job set of
     queued jobs cancelled, reprioritise, status and details, queue deleted."""
@@ -261,3 +247,17 @@ def test_armada_client_journey(worker: Worker, executors: Executors, client: Arm
     with pytest.raises(grpc.RpcError) as missing:
         client.get_queue(queue)
     assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_live_stream_ends_when_the_worker_stops(worker: Worker, client: ArmadaClient) -> None:
+    """Last in the module: it stops the module's worker."""
+    queue = new_queue(worker, f"grpc-stop-{uuid.uuid4().hex[:8]}")
+    submit_jobs(worker, queue, "s", [fake_item({"flotilla.io/nowhere": "true"})])
+    stream = client.event_stub.GetJobSetEvents(event_pb2.JobSetRequest(queue=queue, id="s", watch=True))
+    reader = Reader(stream)
+    reader.wait_for(2, 60, "submitted and queued")
+    started = time.monotonic()
+    worker.stop()
+    poll(lambda: reader.ended, 30, "the stream to end")
+    assert reader.ended == "end", f"ended with {reader.ended} instead of the end of the stream"
+    assert time.monotonic() - started < 30
