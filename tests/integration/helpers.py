@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import urllib.error
 import urllib.request
 import uuid
@@ -78,3 +79,21 @@ def submit(client: Client, queue: str, job_set_id: str, items: list[dict[str, An
 
 def get_job(client: Client, job_id: str) -> dict[str, Any] | None:
     return client.call("GET", f"/api/v1/jobs/{job_id}", accept=(404,)) if job_id else None
+
+
+def broker_connections(pid: int, port: int) -> int:
+    """Established TCP connections of process ``pid`` to 127.0.0.1:``port`` (from /proc)."""
+    sockets = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            sockets.add(target[len("socket:["):-1])
+    count = 0
+    for line in open(f"/proc/{pid}/net/tcp").read().splitlines()[1:]:
+        fields = line.split()
+        remote_port, state, inode = int(fields[2].split(":")[1], 16), fields[3], fields[9]
+        count += remote_port == port and state == "01" and inode in sockets
+    return count

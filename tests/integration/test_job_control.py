@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,7 +19,7 @@ import pytest
 from schemas.codec import decode, encode
 from streams.client import ServerEvent, parse_sse
 from tests.integration.conftest import Worker, poll
-from tests.integration.helpers import call, create_queue, get_job, item, submit
+from tests.integration.helpers import broker_connections, call, create_queue, get_job, item, submit
 
 pytestmark = pytest.mark.integration
 
@@ -228,24 +227,6 @@ def test_a_bad_stream_request_is_answered_with_the_reason(
 ) -> None:
     answer_status, answer = call(worker.client, "GET", path)
     assert (answer_status, answer["error"][: len(reason)]) == (status, reason)
-
-
-def broker_connections(pid: int, port: int) -> int:
-    """Established TCP connections of process ``pid`` to 127.0.0.1:``port`` (from /proc)."""
-    sockets = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            sockets.add(target[len("socket:["):-1])
-    count = 0
-    for line in open(f"/proc/{pid}/net/tcp").read().splitlines()[1:]:
-        fields = line.split()
-        remote_port, state, inode = int(fields[2].split(":")[1], 16), fields[3], fields[9]
-        count += remote_port == port and state == "01" and inode in sockets
-    return count
 
 
 def test_the_stream_follows_live_events_and_closing_it_closes_its_consumer(worker: Worker, streamed: list[str]) -> None:
