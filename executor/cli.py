@@ -20,6 +20,7 @@ from executor.backend import Backend
 from executor.cluster import load_cluster_spec, uniform_nodes
 from executor.runtime import Executor, ready_line
 from streams.config import Settings
+from streams.gc_tuning import tune_for_long_lived_state
 
 BACKENDS = ("local", "fake", "kubernetes")
 _EXECUTOR_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")  # names a directory and a consumer group
@@ -60,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    tune_for_long_lived_state()
     try:
         asyncio.run(_serve(Executor(settings, args.id, backend)))
     except Exception as exc:  # noqa: BLE001 - the reason goes to the operator, not a traceback

@@ -12,6 +12,7 @@ from streams.app import create_control_plane
 from streams.auth import AuthConfigError
 from streams.auth.setup import describe_access
 from streams.config import Settings
+from streams.gc_tuning import tune_for_long_lived_state
 from streams.topics import ensure_topics
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ def run_worker(settings: Settings) -> int:
     loop.run_until_complete(ensure_topics(settings))
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     worker = faust.Worker(plane.app, loglevel=settings.log_level, loop=loop, override_logging=True)
+    tune_for_long_lived_state()
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:
