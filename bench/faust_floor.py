@@ -17,8 +17,8 @@ record does, by `--mode`:
   every job state), values of `--value-bytes`.
 
 The worker times from the first record its agent sees to the last one processed and the producer
-drained, with its own CPU time, and writes them to a file as JSON; the parent prints the figures and, last,
-one JSON object per mode. Each mode runs on a fresh broker.
+drained, with its own CPU time, and writes them to a file as JSON; the parent prints a line per
+mode and, last, one JSON object with every mode's figures. Each mode runs on a fresh broker.
 
 Usage: .venv/bin/python bench/faust_floor.py [--messages 1000] [--per-message 100] [--value-bytes 318]
        [--modes consume,send,table]
