@@ -1,7 +1,7 @@
 """API benchmark: submission throughput over gRPC (Armada's own client) and REST, and event-stream latency.
 
 Everything is real: an embedded Tansu broker on a free port and one control-plane worker
-(`python -m streams.cli worker`) serving REST and Armada's gRPC API; no executor, so jobs stay
+(`python -m streams.client.cli worker`) serving REST and Armada's gRPC API; no executor, so jobs stay
 queued and only the API's own path is measured.
 
 1. gRPC submission: `--jobs` jobs in `SubmitJobs` calls of `--batch` items from `--clients`
@@ -53,7 +53,7 @@ from bench.ingest import EVENTS, cpu_seconds, create_queues, raw_item, read_stat
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
 from schemas.codec import SchemaError, decode  # noqa: E402
-from streams.client import Client, parse_sse  # noqa: E402
+from streams.client.rest import Client, parse_sse  # noqa: E402
 
 QUEUE = "bench-api"
 STREAM_BATCH = 10

@@ -101,7 +101,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
 def serve(mode: str, args: argparse.Namespace) -> None:
     import faust
 
-    from streams.app import create_app
+    from streams.plane import create_app
     from streams.config import Settings
     from streams.gc_tuning import tune_for_long_lived_state
     from streams.tables.types import TEXT_CODEC, TextKey, register_text_codec

@@ -1,7 +1,7 @@
 """Ingest benchmark: submit N jobs through `flotilla.submissions`, time until all are queued.
 
 Starts an embedded Tansu broker on a free port and `--workers` real control-plane workers as
-subprocesses (`python -m streams.cli worker`, same app id, so one consumer group shares the
+subprocesses (`python -m streams.client.cli worker`, same app id, so one consumer group shares the
 partitions out; each has its own data dir and web port), creates `--queues` queues `bench-0` ..
 `bench-{Q-1}` through one worker's REST API and waits until every worker sees them, then:
 

@@ -1,7 +1,7 @@
 """Pipeline benchmark: submit-to-lease latency and lease throughput through the whole control plane.
 
 Everything is real and runs as the user runs it: an embedded Tansu broker on a free port, one
-control-plane worker (`python -m streams.cli worker`, schedule period `--period`) and `--executors`
+control-plane worker (`python -m streams.client.cli worker`, schedule period `--period`) and `--executors`
 fake executors (`python -m executor.cli --backend fake`) sharing `--nodes` 32-cpu / 256Gi nodes.
 Jobs ask for `--job-cpu` / `--job-memory` and run for `--runtime` seconds (annotation
 `flotilla.io/fake-runtime-seconds`), so no job ends during the run and free capacity is the only
@@ -108,7 +108,7 @@ from ops.worker import WorkerProcess  # noqa: E402
 from schemas.codec import decode, encode  # noqa: E402
 from streams.domain import jobspec  # noqa: E402
 from streams.domain.quantity import to_milli  # noqa: E402
-from streams.leasing.plan import CYCLES_QUEUE, SCHEDULER_USER  # noqa: E402
+from streams.scheduler.cycle import CYCLES_QUEUE, SCHEDULER_USER  # noqa: E402
 
 SUBMISSIONS = "flotilla.submissions"
 EVENTS = "flotilla.events"

@@ -33,8 +33,8 @@ from pathlib import Path
 # Runnable as `python bench/scheduler.py` from anywhere: the repository root holds `streams`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from streams.scheduling.cycle import schedule  # noqa: E402
-from streams.scheduling.model import (  # noqa: E402
+from streams.scheduler.algorithm.preempting import schedule  # noqa: E402
+from streams.scheduler.algorithm.model import (  # noqa: E402
     CycleInput, Job, Node, NodeAllocation, PriorityClass, Queue, RunningJob, SchedulingConfig,
 )
 

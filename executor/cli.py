@@ -98,7 +98,7 @@ def build_backend(args: argparse.Namespace) -> Backend:
 
 
 def _local(args: argparse.Namespace) -> Backend:
-    from executor.backends.local import LocalBackend
+    from executor.backends.local.backend import LocalBackend
 
     count = 2 if args.nodes is None else args.nodes
     if count < 1:
@@ -128,7 +128,7 @@ def _fake(args: argparse.Namespace) -> Backend:
 
 def _kubernetes(args: argparse.Namespace) -> Backend:
     try:
-        from executor.backends.kubernetes import KubernetesBackend
+        from executor.backends.kubernetes.backend import KubernetesBackend
     except ImportError as exc:
         raise UsageError(f"the kubernetes backend is not available: {exc}") from exc
     try:

@@ -13,12 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from executor.backend import RunStatus
+from streams.domain.events import Payload, event, sequence_key, sequences
 
-# Events per sequence at most: one lease burst can end tens of thousands of runs of one job set
-# in one flush, and a message should stay well below the broker's size limit.
-MAX_EVENTS_PER_SEQUENCE = 2000
-
-Payload = tuple[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -84,17 +80,10 @@ def event_sequences(
     for change in changes:
         status = change.status
         events = grouped.setdefault((status.queue, status.job_set_id), [])
-        for payload in run_payloads(status):
-            events.append({"event_id": new_id(change.seen_ms), "created": change.seen_ms, "job_id": status.job_id, "payload": payload})
-    sequences = []
-    for (queue, job_set_id), events in grouped.items():
-        for start in range(0, len(events), MAX_EVENTS_PER_SEQUENCE):
-            sequence = {
-                "queue": queue,
-                "job_set_id": job_set_id,
-                "user": f"executor:{executor_id}",
-                "groups": [],
-                "events": events[start : start + MAX_EVENTS_PER_SEQUENCE],
-            }
-            sequences.append((f"{queue}/{job_set_id}", sequence))
-    return sequences
+        events.extend(event(new_id(change.seen_ms), change.seen_ms, status.job_id, payload) for payload in run_payloads(status))
+    user = f"executor:{executor_id}"
+    return [
+        (sequence_key(queue, job_set_id), sequence)
+        for (queue, job_set_id), events in grouped.items()
+        for sequence in sequences(queue, job_set_id, user, (), events)
+    ]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ops import child
-from streams.client import Client, ClientError
+from streams.client.rest import Client, ClientError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ class WorkerProcess:
             raise WorkerError("worker already running")
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "streams.cli", "worker"],
+                [sys.executable, "-m", "streams.client.cli", "worker"],
                 cwd=ROOT,
                 env=dict(self.env),
                 stdout=log,

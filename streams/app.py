@@ -1,153 +1,37 @@
-"""The control plane: one Faust app with its topics, tables and agents.
+"""The control plane assembled: its parts (`streams.plane`) with every agent and API bound to them.
 
-`create_control_plane` wires everything from a `Settings`; agents and web views receive the
-resulting `ControlPlane` instead of reaching for module globals, so tests can build several.
+This is the one module that knows every agent and view; each of them is handed only the parts it
+uses, by its own `register`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-import faust
-
-from schemas.faust_codec import register_codecs
 from streams.agents import executor_reports, ingest, job_state, scheduler
-from streams.api import rest
 from streams.api.grpc.server import GrpcServer
 from streams.api.operations import Operations
-from streams.auth import Authenticator, Permissions
-from streams.auth.setup import build_authenticator, build_permissions, credentials_configured
-from streams.config import MAX_MESSAGE_BYTES, Settings
-from streams.metrics import Metrics
+from streams.api.rest import routes
+from streams.config import Settings
 from streams.domain.ids import IdFactory
 from streams.domain.validation import SubmitPolicy
-from streams.leasing.config import LeasingConfig, default_priority_classes
-from streams.scheduling.model import RateLimit, SchedulingConfig
-from streams.replies import Replies
-from streams.tables.client_ids import client_ids_table
-from streams.tables.jobs import JobStore, jobs_table
-from streams.tables.queues import QueueReplica
-from streams.tables.scheduler_index import scheduler_index_table
-from streams.tables.types import TEXT_CODEC, register_text_codec
-
-
-@dataclass
-class Topics:
-    submissions: faust.TopicT
-    events: faust.TopicT
-    rejected: faust.TopicT
-    queues: faust.TopicT
-    scheduler_feed: faust.TopicT
-    executor_commands: faust.TopicT
-    executor_reports: faust.TopicT
-
-
-@dataclass
-class ControlPlane:
-    settings: Settings
-    app: faust.App
-    topics: Topics
-    jobs: JobStore
-    client_ids: faust.Table
-    queues: QueueReplica
-    scheduler_index: faust.Table
-    leasing: LeasingConfig
-    auth: Authenticator
-    permissions: Permissions
-    policy: SubmitPolicy = field(default_factory=SubmitPolicy)
-    replies: Replies = field(default_factory=Replies)
-    metrics: Metrics = field(default_factory=Metrics)
-
-    @property
-    def ready(self) -> bool:
-        """Tables recovered, queues read up to date, no rebalance in progress: reads are current."""
-        return (
-            self.app.tables.recovery.completed.is_set()
-            and self.queues.caught_up.is_set()
-            and not self.app.rebalancing
-        )
-
-
-def create_app(settings: Settings) -> faust.App:
-    return faust.App(
-        settings.app_id,
-        broker=settings.broker,
-        store=settings.store,
-        datadir=str(settings.data_dir),
-        autodiscover=False,
-        topic_partitions=settings.partitions,
-        topic_replication_factor=settings.replication_factor,
-        broker_session_timeout=settings.session_timeout_s,
-        broker_rebalance_timeout=settings.rebalance_timeout_s,
-        broker_heartbeat_interval=settings.heartbeat_interval_s,
-        consumer_auto_offset_reset="earliest",
-        # Kafka transactions are optional (Tansu has none): handlers are idempotent instead.
-        processing_guarantee="at_least_once",
-        web_enabled=True,
-        web_bind=settings.web_host,
-        web_host=settings.web_host,
-        web_port=settings.web_port,
-        producer_linger_ms=5,
-        producer_max_request_size=MAX_MESSAGE_BYTES,
-        consumer_max_fetch_size=MAX_MESSAGE_BYTES,
-    )
-
-
-def leasing_config(settings: Settings) -> LeasingConfig:
-    scheduling = SchedulingConfig(
-        priority_classes=default_priority_classes(),
-        scheduling_rate=RateLimit(rate=settings.scheduling_rate, burst=settings.scheduling_burst),
-    )
-    timeout_ms = int(settings.executor_timeout_s * 1000)
-    return LeasingConfig(
-        scheduling=scheduling, executor_timeout_ms=timeout_ms, missing_run_grace_ms=6 * timeout_ms, max_attempts=settings.max_attempts
-    )
+from streams.plane import ControlPlane, build_plane
 
 
 def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None) -> ControlPlane:
-    register_codecs()
-    register_text_codec()
-    app = create_app(settings)
-
-    def topic(name: str, value_serializer: str, partitions: int | None = None) -> faust.TopicT:
-        return app.topic(
-            settings.topic(name),
-            key_serializer=TEXT_CODEC,
-            value_serializer=value_serializer,
-            partitions=partitions or settings.partitions,
-        )
-
-    topics = Topics(
-        # Raw bytes: the agents decode themselves so that a malformed message is answered
-        # (rejected with a reason) instead of being dropped by Faust's decoder.
-        submissions=topic("submissions", "raw"),
-        events=topic("events", "raw"),
-        rejected=topic("rejected", "flotilla.rejection"),
-        queues=topic("queues", "raw", partitions=1),
-        scheduler_feed=topic("scheduler-feed", "raw", partitions=1),
-        executor_commands=topic("executor-commands", "raw"),
-        executor_reports=topic("executor-reports", "raw"),
-    )
-    plane = ControlPlane(
-        settings=settings,
-        app=app,
-        topics=topics,
-        jobs=JobStore(jobs_table(app, settings)),
-        client_ids=client_ids_table(app, settings),
-        queues=QueueReplica(settings),
-        scheduler_index=scheduler_index_table(app, settings),
-        leasing=leasing_config(settings),
-        auth=build_authenticator(settings),
-        permissions=build_permissions(settings),
-        # With callers authenticated, the ingest agent checks queue ownership too (direct producers included).
-        policy=policy or SubmitPolicy(check_ownership=credentials_configured(settings)),
-    )
-    app.service(plane.queues)
+    plane = build_plane(settings, policy)
+    plane.app.service(plane.queues)
     ingest.register(plane)
     job_state.register(plane)
     executor_reports.register(plane)
     scheduler.register(plane)
-    ops = Operations(plane, IdFactory.system())
-    rest.register(plane, ops)
-    app.service(GrpcServer(plane, ops))
+    ops = Operations(
+        queues=plane.queues,
+        jobs=plane.jobs,
+        permissions=plane.permissions,
+        topics=plane.topics,
+        replies=plane.replies,
+        ids=IdFactory.system(),
+        submit_timeout_s=settings.submit_timeout_s,
+    )
+    routes.register(plane, ops)
+    plane.app.service(GrpcServer.for_plane(plane, ops))
     return plane

@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode
-from streams.domain import feed
 from streams.domain.quantity import QuantityError, to_milli
+from streams.domain.states import ACTIVE
+from streams.scheduler import feed
 
 if TYPE_CHECKING:
-    from streams.app import ControlPlane
+    from streams.plane import ControlPlane
 
 log = logging.getLogger(__name__)
 
-_ACTIVE = frozenset({"leased", "pending", "running"})
 FULL_STATE_INTERVAL_MS = 5_000
 
 
@@ -93,5 +93,5 @@ def executor_state(report: dict[str, Any], time_ms: int) -> feed.ExecutorState:
             for node in report["nodes"]
         ),
         runs={run["run_id"]: run["job_id"] for run in report["runs"]},
-        active=tuple(run["run_id"] for run in report["runs"] if run["state"] in _ACTIVE),
+        active=tuple(run["run_id"] for run in report["runs"] if run["state"] in ACTIVE),
     )

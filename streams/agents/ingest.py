@@ -9,120 +9,131 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import MutableMapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode, encode
+from streams.domain import events
 from streams.domain.ids import new_id
-from streams.domain.validation import ItemResult, validate_request
+from streams.domain.validation import ItemResult, SubmitPolicy, validate_request
 from streams.tables.client_ids import client_id_key
 
 if TYPE_CHECKING:
+    import faust
     from faust.types import Message
 
-    from streams.app import ControlPlane
+    from streams.metrics import Metrics
+    from streams.plane import ControlPlane
+    from streams.replies import Replies
+    from streams.tables.queues import QueueReplica
 
 log = logging.getLogger(__name__)
 
-SUBMITTED = "flotilla.JobSubmitted"
-
 
 def register(plane: ControlPlane) -> None:
+    ingest = Ingest(
+        queues=plane.queues,
+        policy=plane.policy,
+        client_ids=plane.client_ids,
+        events=plane.topics.events,
+        rejected=plane.topics.rejected,
+        replies=plane.replies,
+        metrics=plane.metrics,
+    )
+
     @plane.app.agent(plane.topics.submissions, name="ingest", concurrency=1)
-    async def ingest(stream: Any) -> None:
+    async def run(stream: Any) -> None:
         async for event in stream.events():
             try:
-                await handle(plane, event.message)
+                await ingest.handle(event.message)
             except Exception:  # a crashed Faust agent stays down: log, count, and go on with the next
                 log.exception("ingest failed on %s[%s]@%s", event.message.topic, event.message.partition, event.message.offset)
                 plane.metrics.submissions.labels("error").inc()
 
 
-async def handle(plane: ControlPlane, message: Message) -> None:
-    try:
-        request = decode("submit_request", message.value)
-    except SchemaError as exc:
-        plane.metrics.submissions.labels("malformed").inc()
-        await reject(plane, message, None, f"malformed submission: {exc}")
-        return
-    try:
-        await ingest_request(plane, message, request)
-    except Exception as exc:  # a bug must not lose the request silently: answer it as rejected
-        log.exception("ingest failed on request %s", request["request_id"])
-        plane.metrics.submissions.labels("error").inc()
-        await reject(plane, message, request, f"internal error while ingesting: {exc}")
+@dataclass
+class Ingest:
+    """What judging a submit request reads (queues, the policy, known client ids) and where its outcome goes."""
 
+    queues: QueueReplica
+    policy: SubmitPolicy
+    client_ids: MutableMapping[str, str]
+    events: faust.TopicT
+    rejected: faust.TopicT
+    replies: Replies
+    metrics: Metrics
 
-async def ingest_request(plane: ControlPlane, message: Message, request: dict[str, Any]) -> None:
-    if not request["items"]:
-        plane.metrics.submissions.labels("empty").inc()
-        await reject(plane, message, request, "submit request has no items")
-        return
-    now_ms = int(message.timestamp * 1000)
-    rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
-    results = validate_request(request, plane.queues.get(request["queue"]), plane.policy)
+    async def handle(self, message: Message) -> None:
+        try:
+            request = decode("submit_request", message.value)
+        except SchemaError as exc:
+            self.metrics.submissions.labels("malformed").inc()
+            await self.reject(message, None, f"malformed submission: {exc}")
+            return
+        try:
+            await self.ingest_request(message, request)
+        except Exception as exc:  # a bug must not lose the request silently: answer it as rejected
+            log.exception("ingest failed on request %s", request["request_id"])
+            self.metrics.submissions.labels("error").inc()
+            await self.reject(message, request, f"internal error while ingesting: {exc}")
 
-    events: list[dict[str, Any]] = []
-    answers: list[dict[str, Any]] = []
-    duplicates = 0
-    for result in results:
-        job_id, event_id = new_id(now_ms, rng), new_id(now_ms, rng)
-        if not result.accepted:
-            await reject(plane, message, request, result.reason or "", result)
-            answers.append({"error": result.reason})
-            continue
-        if result.client_id:
-            key = client_id_key(request["queue"], result.client_id)
-            existing = plane.client_ids.get(key)
-            if existing is not None and existing != job_id:
-                answers.append({"job_id": existing, "duplicate": True})
-                duplicates += 1
+    async def ingest_request(self, message: Message, request: dict[str, Any]) -> None:
+        if not request["items"]:
+            self.metrics.submissions.labels("empty").inc()
+            await self.reject(message, request, "submit request has no items")
+            return
+        now_ms = int(message.timestamp * 1000)
+        rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
+        queue = request["queue"]
+        results = validate_request(request, self.queues.get(queue), self.policy)
+
+        submitted: list[dict[str, Any]] = []
+        answers: list[dict[str, Any]] = []
+        duplicates = 0
+        for result in results:
+            job_id, event_id = new_id(now_ms, rng), new_id(now_ms, rng)
+            if not result.accepted:
+                await self.reject(message, request, result.reason or "", result)
+                answers.append({"error": result.reason})
                 continue
-            plane.client_ids[key] = job_id
-        events.append({"event_id": event_id, "created": now_ms, "job_id": job_id, "payload": (SUBMITTED, result.job)})
-        answers.append({"job_id": job_id})
+            if result.client_id:
+                key = client_id_key(queue, result.client_id)
+                existing = self.client_ids.get(key)
+                if existing is not None and existing != job_id:
+                    answers.append({"job_id": existing, "duplicate": True})
+                    duplicates += 1
+                    continue
+                self.client_ids[key] = job_id
+            submitted.append(events.event(event_id, now_ms, job_id, events.payload("JobSubmitted", result.job)))
+            answers.append({"job_id": job_id})
 
-    if events:
-        sequence = {
-            "queue": request["queue"],
-            "job_set_id": request["job_set_id"],
-            "user": request["user"],
-            "groups": request["groups"],
-            "events": events,
-        }
-        await plane.topics.events.send(
-            key=f"{request['queue']}/{request['job_set_id']}",
-            value=encode("event_sequence", sequence, validate_record=False),  # built from validated items
+        key = events.sequence_key(queue, request["job_set_id"])
+        for sequence in events.sequences(queue, request["job_set_id"], request["user"], request["groups"], submitted):
+            # built from validated items
+            await self.events.send(key=key, value=encode("event_sequence", sequence, validate_record=False))
+        self.metrics.submissions.labels("processed").inc()
+        self.metrics.jobs_submitted.labels(queue).inc(len(submitted))
+        self.metrics.jobs_deduplicated.labels(queue).inc(duplicates)
+        self.metrics.jobs_rejected.labels(queue).inc(len(results) - len(submitted) - duplicates)
+        self.replies.resolve(request["request_id"], answers)
+
+    async def reject(self, message: Message, request: dict[str, Any] | None, reason: str, item: ItemResult | None = None) -> None:
+        request = request or {}
+        key = message.key if isinstance(message.key, str) else (message.key or b"unknown").decode(errors="replace")
+        await self.rejected.send(
+            key=key or "unknown",
+            value={
+                "request_key": key or "unknown",
+                "request_id": request.get("request_id"),
+                "queue": request.get("queue"),
+                "job_set_id": request.get("job_set_id"),
+                "item_index": item.index if item else None,
+                "client_id": item.client_id if item else None,
+                "reason": reason,
+                "payload": bytes(message.value or b""),
+                "rejected_at": int(message.timestamp * 1000),
+            },
         )
-    queue = request["queue"]
-    plane.metrics.submissions.labels("processed").inc()
-    plane.metrics.jobs_submitted.labels(queue).inc(len(events))
-    plane.metrics.jobs_deduplicated.labels(queue).inc(duplicates)
-    plane.metrics.jobs_rejected.labels(queue).inc(len(results) - len(events) - duplicates)
-    plane.replies.resolve(request["request_id"], answers)
-
-
-async def reject(
-    plane: ControlPlane,
-    message: Message,
-    request: dict[str, Any] | None,
-    reason: str,
-    item: ItemResult | None = None,
-) -> None:
-    request = request or {}
-    key = message.key if isinstance(message.key, str) else (message.key or b"unknown").decode(errors="replace")
-    await plane.topics.rejected.send(
-        key=key or "unknown",
-        value={
-            "request_key": key or "unknown",
-            "request_id": request.get("request_id"),
-            "queue": request.get("queue"),
-            "job_set_id": request.get("job_set_id"),
-            "item_index": item.index if item else None,
-            "client_id": item.client_id if item else None,
-            "reason": reason,
-            "payload": bytes(message.value or b""),
-            "rejected_at": int(message.timestamp * 1000),
-        },
-    )
-    if item is None and request.get("request_id"):
-        plane.replies.resolve(request["request_id"], [{"error": reason}] * max(1, len(request.get("items") or [])))
+        if item is None and request.get("request_id"):
+            self.replies.resolve(request["request_id"], [{"error": reason}] * max(1, len(request.get("items") or [])))

@@ -2,7 +2,7 @@
 
 Writing the table is publishing: the compacted `job-states` topic is the table's changelog, so
 every job state reaches external consumers with one message. The agent also forwards what the
-change means downstream (`streams.domain.downstream`): a job delta to `scheduler-feed` when the
+change means downstream (`streams.scheduler.commands`): a job delta to `scheduler-feed` when the
 scheduler's view changed, a command to `executor-commands` when a run starts or must stop, and
 job-set actions (an event with no job id) to `scheduler-feed`. The deltas and actions of one
 sequence go to the feed as one record, in order.
@@ -21,14 +21,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode, encode
-from streams.domain import feed
-from streams.domain.downstream import executor_command, feed_change
 from streams.domain.ids import new_id
 from streams.domain.jobs import apply_event, event_kind
 from streams.domain.states import TransitionRefused
+from streams.scheduler import feed
+from streams.scheduler.commands import executor_command
+from streams.scheduler.feed import feed_change
 
 if TYPE_CHECKING:
-    from streams.app import ControlPlane
+    from streams.plane import ControlPlane
+    from streams.tables.jobs import JobStore
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,7 @@ def register(plane: ControlPlane) -> None:
                 log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
                 continue
             rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
-            folded = apply_sequence(plane, sequence, rng)
+            folded = apply_sequence(plane.jobs, sequence, rng)
             for outcome, count in folded.outcomes.items():
                 plane.metrics.events.labels(outcome).inc(count)
             changes = folded.feed_record()
@@ -70,7 +72,7 @@ class Folded:
         return feed.Changes(tuple(self.feed)) if self.feed else None
 
 
-def apply_sequence(plane: ControlPlane, sequence: dict[str, Any], rng: random.Random) -> Folded:
+def apply_sequence(jobs: JobStore, sequence: dict[str, Any], rng: random.Random) -> Folded:
     """Fold every job event of the sequence. ``rng`` (seeded from the message's position)
     makes command ids the same when a message is folded again after a crash."""
     folded = Folded()
@@ -85,7 +87,7 @@ def apply_sequence(plane: ControlPlane, sequence: dict[str, Any], rng: random.Ra
                 outcomes["job_set_action"] += 1
             continue
         kind = event["payload"][0]
-        before = plane.jobs.get(job_id)
+        before = jobs.get(job_id)
         try:
             after = apply_event(before, kind, event, envelope)
         except TransitionRefused as exc:
@@ -99,7 +101,7 @@ def apply_sequence(plane: ControlPlane, sequence: dict[str, Any], rng: random.Ra
         if after is before:
             outcomes["unchanged"] += 1
             continue
-        plane.jobs.put(after)
+        jobs.put(after)
         outcomes["applied"] += 1
         delta = feed_change(before, after)
         if delta is not None:

@@ -6,7 +6,7 @@ before its first record. Windows are tumbling and closed by tick records that a 
 owning worker produces into the feed itself: cycle boundaries, cycle clocks and queue
 definitions are on the log, so replaying the feed repeats every cycle.
 
-The agent is thin: `streams.leasing` decides, this module reads the feed, writes the table and
+The agent is thin: `streams.scheduler` decides, this module reads the feed, writes the table and
 publishes the events, commands and cycle record a cycle produced.
 """
 
@@ -20,14 +20,17 @@ from typing import TYPE_CHECKING, Any
 from faust.types import TP
 
 from schemas.codec import encode
-from streams.domain import feed
-from streams.leasing.index import SchedulerIndex
-from streams.leasing.plan import CycleOutcome, plan_cycle
+from streams.domain import events
+from streams.scheduler import feed
+from streams.scheduler.config import CycleConfig
+from streams.scheduler.cycle import CycleOutcome, run_cycle
+from streams.scheduler.index import SchedulerIndex
 
 if TYPE_CHECKING:
     import faust
 
-    from streams.app import ControlPlane
+    from streams.metrics import Metrics
+    from streams.plane import ControlPlane, Topics
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +72,7 @@ def register(plane: ControlPlane) -> SchedulerState:
                 continue
             if isinstance(record, feed.Tick):
                 state.tick_sent_at = None
-                await cycle(plane, state.index, record, message.offset)
+                await cycle(state.index, record, message.offset, plane.cycle_config, plane.scheduler_index, plane.topics, plane.metrics)
             else:
                 persist(plane.scheduler_index, state.index, state.index.apply(record))
 
@@ -88,22 +91,19 @@ def register(plane: ControlPlane) -> SchedulerState:
     return state
 
 
-async def cycle(plane: ControlPlane, index: SchedulerIndex, tick: feed.Tick, offset: int) -> CycleOutcome:
+async def cycle(
+    index: SchedulerIndex, tick: feed.Tick, offset: int, config: CycleConfig, table: faust.Table, topics: Topics, metrics: Metrics
+) -> CycleOutcome:
     started = time.perf_counter()
-    outcome = plan_cycle(index, tick, offset, plane.leasing)
-    persist(plane.scheduler_index, index, outcome.changed)
+    outcome = run_cycle(index, tick, offset, config)
+    persist(table, index, outcome.changed)
     decided = time.perf_counter() - started
     for sequence in outcome.sequences:
-        await plane.topics.events.send(
-            key=f"{sequence['queue']}/{sequence['job_set_id']}", value=encode("event_sequence", sequence, validate_record=False)
-        )
+        await send_sequence(topics.events, sequence)
     for command in outcome.commands:
-        await plane.topics.executor_commands.send(key=command["executor"], value=encode("executor_command", command, validate_record=False))
+        await topics.executor_commands.send(key=command["executor"], value=encode("executor_command", command, validate_record=False))
     for record in outcome.records:
-        await plane.topics.events.send(
-            key=f"{record['queue']}/{record['job_set_id']}", value=encode("event_sequence", record, validate_record=False)
-        )
-    metrics = plane.metrics
+        await send_sequence(topics.events, record)
     metrics.cycles.inc()
     metrics.cycle_seconds.observe(decided)
     metrics.index_jobs.set(len(index.jobs))
@@ -115,6 +115,11 @@ async def cycle(plane: ControlPlane, index: SchedulerIndex, tick: feed.Tick, off
             outcome.cycle_id, offset, decided, outcome.leased, outcome.preempted, outcome.requeued, outcome.ended, len(index.jobs),
         )
     return outcome
+
+
+async def send_sequence(topic: faust.TopicT, sequence: dict[str, Any]) -> None:
+    key = events.sequence_key(sequence["queue"], sequence["job_set_id"])
+    await topic.send(key=key, value=encode("event_sequence", sequence, validate_record=False))
 
 
 def rebuild(table: faust.Table) -> SchedulerIndex:

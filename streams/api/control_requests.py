@@ -1,4 +1,4 @@
-"""Cancel, preempt and reprioritise requests: their bodies checked, and the event sequence each writes.
+"""Cancel, preempt and reprioritise requests: their bodies checked, and the event payload each writes.
 
 Kept apart from the views so the rules a caller meets (what a body may hold, what each action
 puts on the log) are plain functions, tested without a server.
@@ -7,10 +7,11 @@ puts on the log) are plain functions, tested without a server.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from streams.api.http import ApiError
+from streams.api.errors import ApiError
+from streams.domain.events import Payload
 
 CANCEL_REQUESTED = "flotilla.JobCancelRequested"
 PREEMPT_REQUESTED = "flotilla.JobPreemptRequested"
@@ -21,8 +22,6 @@ VERBS = {CANCEL_REQUESTED: "cancel", PREEMPT_REQUESTED: "preempt", REPRIORITISED
 
 # Enough for any human explanation; the reason is stored in the job's state and shown by the UI.
 MAX_REASON_CHARS = 4096
-
-Payload = tuple[str, dict[str, Any]]
 
 
 def _only(body: dict[str, Any], *allowed: str) -> None:
@@ -82,22 +81,3 @@ JOB_SET_ACTIONS: dict[str, Callable[[dict[str, Any]], Payload]] = {
 }
 
 
-def control_sequence(
-    *,
-    queue: str,
-    job_set_id: str,
-    job_id: str | None,
-    payload: Payload,
-    event_id: str,
-    created: int,
-    user: str,
-    groups: Sequence[str] = (),
-) -> dict[str, Any]:
-    """One event for the `events` topic. ``job_id`` None addresses every unfinished job of the job set."""
-    return {
-        "queue": queue,
-        "job_set_id": job_set_id,
-        "user": user,
-        "groups": list(groups),
-        "events": [{"event_id": event_id, "created": created, "job_id": job_id, "payload": payload}],
-    }

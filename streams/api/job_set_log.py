@@ -11,18 +11,31 @@ record batch (see streams/transport.py), which would end a replay before its las
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from schemas.codec import SchemaError, decode
-from streams.api.http import ApiError
+from streams.api.errors import ApiError
+from streams.domain.events import sequence_key
 
 log = logging.getLogger(__name__)
 
 # A submission of many jobs is one sequence of up to a few MiB; fetch at least one whole.
 _MAX_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class EventsTopic:
+    """Where job-set readers find the `events` topic."""
+
+    bootstrap: str
+    topic: str
+
+    def job_set(self, queue: str, job_set_id: str) -> JobSetLog:
+        return JobSetLog(self.bootstrap, self.topic, sequence_key(queue, job_set_id))
 
 
 class JobSetLog:

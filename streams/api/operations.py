@@ -16,15 +16,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, encode
-from streams.api.control_requests import VERBS, Payload, control_sequence
-from streams.api.http import ApiError
-from streams.auth import Principal
+from streams.api.control_requests import VERBS
+from streams.domain import events
+from streams.domain.events import Payload
+from streams.api.errors import ApiError
+from streams.auth import Permissions, Principal
 from streams.domain.ids import IdFactory, new_id
 from streams.domain.queues import validate_queue
 from streams.domain.states import JOB_TERMINAL
 
 if TYPE_CHECKING:
-    from streams.app import ControlPlane
+    from streams.plane import Topics
+    from streams.replies import Replies
+    from streams.tables.jobs import JobStore
+    from streams.tables.queues import QueueReplica
 
 VISIBILITY_TIMEOUT_S = 10.0
 
@@ -63,42 +68,47 @@ async def until_visible(condition: Callable[[], bool], what: str) -> None:
 
 @dataclass
 class Operations:
-    plane: ControlPlane
+    queues: QueueReplica
+    jobs: JobStore
+    permissions: Permissions
+    topics: Topics
+    replies: Replies
     ids: IdFactory
+    submit_timeout_s: float = 30.0
 
     # ------------------------------------------------------------------ queues (any caller reads them)
 
-    def queues(self, principal: Principal) -> list[dict[str, Any]]:
-        return sorted((dict(queue) for queue in self.plane.queues.values()), key=lambda queue: queue["name"])
+    def list_queues(self, principal: Principal) -> list[dict[str, Any]]:
+        return sorted((dict(queue) for queue in self.queues.values()), key=lambda queue: queue["name"])
 
     def queue(self, principal: Principal, name: str) -> dict[str, Any]:
-        queue = self.plane.queues.get(name)
+        queue = self.queues.get(name)
         if queue is None:
             raise ApiError(404, f"queue {name!r} does not exist")
         return queue
 
     async def create_queue(self, principal: Principal, raw: dict[str, Any]) -> dict[str, Any]:
-        self.plane.permissions.check_admin(principal, f"create queue {raw.get('name')!r}")
+        self.permissions.check_admin(principal, f"create queue {raw.get('name')!r}")
         if not principal.anonymous and not raw.get("user_owners") and not raw.get("group_owners"):
             # As Armada: a queue created without owners belongs to its creator.
             raw = {**raw, "user_owners": [principal.user]}
         queue = self._valid_queue(raw)
-        if self.plane.queues.get(queue["name"]) is not None:
+        if self.queues.get(queue["name"]) is not None:
             raise QueueExists(queue["name"])
         return await self._write_queue(queue)
 
     async def update_queue(self, principal: Principal, raw: dict[str, Any]) -> dict[str, Any]:
         """Replaces the whole definition, as Armada's UpdateQueue does."""
-        self.plane.permissions.check_admin(principal, f"update queue {raw.get('name')!r}")
+        self.permissions.check_admin(principal, f"update queue {raw.get('name')!r}")
         queue = self._valid_queue(raw)
         self.queue(principal, queue["name"])
         return await self._write_queue(queue)
 
     async def delete_queue(self, principal: Principal, name: str) -> None:
-        self.plane.permissions.check_admin(principal, f"delete queue {name!r}")
+        self.permissions.check_admin(principal, f"delete queue {name!r}")
         self.queue(principal, name)
-        await self.plane.topics.queues.send(key=name, value=None)
-        await until_visible(lambda: self.plane.queues.get(name) is None, f"deletion of queue {name!r}")
+        await self.topics.queues.send(key=name, value=None)
+        await until_visible(lambda: self.queues.get(name) is None, f"deletion of queue {name!r}")
 
     @staticmethod
     def _valid_queue(raw: dict[str, Any]) -> dict[str, Any]:
@@ -108,8 +118,8 @@ class Operations:
         return queue
 
     async def _write_queue(self, queue: dict[str, Any]) -> dict[str, Any]:
-        await self.plane.topics.queues.send(key=queue["name"], value=encode("queue", queue))
-        await until_visible(lambda: self.plane.queues.get(queue["name"]) == queue, f"queue {queue['name']!r}")
+        await self.topics.queues.send(key=queue["name"], value=encode("queue", queue))
+        await until_visible(lambda: self.queues.get(queue["name"]) == queue, f"queue {queue['name']!r}")
         return queue
 
     # ------------------------------------------------------------------ submission
@@ -118,12 +128,12 @@ class Operations:
         """Items in the complete Avro `JobItem` shape; answered once the ingest agent has judged them and the
         accepted jobs are in this worker's jobs table, so a read right after sees them."""
         request_id = self.ids.new()
-        known = self.plane.queues.get(queue)
+        known = self.queues.get(queue)
         if known is None:
             # Answered like the ingest agent would, without giving any caller a way to write to the log.
             reason = "queue is empty" if not queue else f"queue {queue!r} does not exist"
             return Submitted(request_id, [{"error": reason} for _ in items])
-        self.plane.permissions.check_queue(principal, "submit", known)
+        self.permissions.check_queue(principal, "submit", known)
         request = {
             "request_id": request_id,
             "queue": queue,
@@ -136,18 +146,18 @@ class Operations:
             message = encode("submit_request", request)
         except SchemaError as exc:
             raise ApiError(400, f"invalid submit request: {exc}") from exc
-        answer = self.plane.replies.expect(request_id)
+        answer = self.replies.expect(request_id)
         try:
-            await self.plane.topics.submissions.send(key=queue, value=message)
-            outcome = await asyncio.wait_for(answer, self.plane.settings.submit_timeout_s)
+            await self.topics.submissions.send(key=queue, value=message)
+            outcome = await asyncio.wait_for(answer, self.submit_timeout_s)
         except TimeoutError as exc:
             raise ApiError(504, f"request {request_id} is on the log but was not processed in time; check its jobs later") from exc
         finally:
-            self.plane.replies.forget(request_id)
+            self.replies.forget(request_id)
         unseen = {item["job_id"] for item in outcome if "job_id" in item}
 
         def folded() -> bool:
-            unseen.difference_update([job_id for job_id in unseen if job_id in self.plane.jobs])
+            unseen.difference_update([job_id for job_id in unseen if job_id in self.jobs])
             return not unseen
 
         await until_visible(folded, "the submitted jobs")
@@ -157,7 +167,7 @@ class Operations:
 
     def job(self, principal: Principal, job_id: str) -> dict[str, Any]:
         """The job's state; its queue's owners and administrators may read it (Armada's watch permission)."""
-        job = self.plane.jobs.get(job_id)
+        job = self.jobs.get(job_id)
         if job is None:
             raise ApiError(404, f"job {job_id!r} not found")
         self._check_job(principal, "watch", job)
@@ -183,8 +193,8 @@ class Operations:
     def _all_jobs(self) -> Iterator[dict[str, Any]]:
         # The jobs table has no secondary index: the few calls that need one (job-set filters, run ids,
         # active queues) read it whole, decoding every job this worker holds.
-        for job_id in list(self.plane.jobs.table.keys()):
-            job = self.plane.jobs.get(job_id)
+        for job_id in list(self.jobs.table.keys()):
+            job = self.jobs.get(job_id)
             if job is not None:
                 yield job
 
@@ -196,7 +206,7 @@ class Operations:
         ``job_set`` (queue, job set id), when the caller named one, must be the job's.
         """
         verb = VERBS[payload[0]]
-        job = self.plane.jobs.get(job_id)
+        job = self.jobs.get(job_id)
         if job is None or (job_set is not None and (job["queue"], job["job_set_id"]) != job_set):
             where = "" if job_set is None else f" in job set {job_set[1]!r} of queue {job_set[0]!r}"
             raise ApiError(404, f"job {job_id!r} not found{where}")
@@ -208,7 +218,7 @@ class Operations:
     async def control_job_set(self, principal: Principal, queue: str, job_set_id: str, payload: Payload) -> str:
         """Cancel or reprioritise every unfinished job of the job set: one event the scheduler applies at its next cycle."""
         known = self.queue(principal, queue)
-        self.plane.permissions.check_queue(principal, VERBS[payload[0]], known)
+        self.permissions.check_queue(principal, VERBS[payload[0]], known)
         return await self._write_control(principal, queue, job_set_id, None, payload)
 
     async def cancel_in_states(
@@ -219,7 +229,7 @@ class Operations:
         Jobs the table does not hold yet (submitted a moment ago) and jobs that finish meanwhile are left alone.
         Returns the ids of the jobs a cancel was written for.
         """
-        self.plane.permissions.check_queue(principal, VERBS[payload[0]], self.queue(principal, queue))
+        self.permissions.check_queue(principal, VERBS[payload[0]], self.queue(principal, queue))
         cancelled = []
         for job in self._all_jobs():
             if job["queue"] == queue and job["job_set_id"] == job_set_id and job["state"] in states:
@@ -230,31 +240,22 @@ class Operations:
     def watchable(self, principal: Principal, queue: str) -> dict[str, Any]:
         """The queue whose job-set events the caller may stream."""
         known = self.queue(principal, queue)
-        self.plane.permissions.check_queue(principal, "watch", known)
+        self.permissions.check_queue(principal, "watch", known)
         return known
 
     def _check_job(self, principal: Principal, verb: str, job: dict[str, Any]) -> None:
-        queue = self.plane.queues.get(job["queue"])
+        queue = self.queues.get(job["queue"])
         if queue is not None:
-            self.plane.permissions.check_queue(principal, verb, queue)
+            self.permissions.check_queue(principal, verb, queue)
         else:  # a job outlives its deleted queue, whose owners are no longer known
-            self.plane.permissions.check_admin(principal, f"{verb} job {job['job_id']} of deleted queue {job['queue']!r}")
+            self.permissions.check_admin(principal, f"{verb} job {job['job_id']} of deleted queue {job['queue']!r}")
 
     async def _write_control(
         self, principal: Principal, queue: str, job_set_id: str, job_id: str | None, payload: Payload
     ) -> str:
         created = self.ids.clock_ms()
         event_id = new_id(created, self.ids.rng)
-        sequence = control_sequence(
-            queue=queue,
-            job_set_id=job_set_id,
-            job_id=job_id,
-            payload=payload,
-            event_id=event_id,
-            created=created,
-            user=principal.user,
-            groups=principal.groups,
-        )
-        sent = await self.plane.topics.events.send(key=f"{queue}/{job_set_id}", value=encode("event_sequence", sequence))
+        (sequence,) = events.sequences(queue, job_set_id, principal.user, principal.groups, [events.event(event_id, created, job_id, payload)])
+        sent = await self.topics.events.send(key=events.sequence_key(queue, job_set_id), value=encode("event_sequence", sequence))
         await sent
         return event_id

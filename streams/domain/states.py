@@ -8,23 +8,24 @@ them instead of the table silently absorbing a corrupt state).
 
 from __future__ import annotations
 
-JOB_TERMINAL = frozenset({"succeeded", "failed", "cancelled", "preempted"})
-JOB_ACTIVE = frozenset({"leased", "pending", "running"})
-JOB_STATES = frozenset({"queued"}) | JOB_ACTIVE | JOB_TERMINAL
+# A job or run in one of these states holds resources on a node: jobs and runs share the names.
+ACTIVE = frozenset({"leased", "pending", "running"})
 
-_ENDINGS = frozenset({"succeeded", "failed", "cancelled", "preempted"})
+JOB_TERMINAL = frozenset({"succeeded", "failed", "cancelled", "preempted"})
+JOB_STATES = frozenset({"queued"}) | ACTIVE | JOB_TERMINAL
+
 JOB_TRANSITIONS: dict[str, frozenset[str]] = {
     "queued": frozenset({"leased", "cancelled", "failed"}),
-    "leased": frozenset({"pending", "running", "queued"}) | _ENDINGS,
-    "pending": frozenset({"running", "queued"}) | _ENDINGS,
-    "running": frozenset({"queued"}) | _ENDINGS,
+    "leased": frozenset({"pending", "running", "queued"}) | JOB_TERMINAL,
+    "pending": frozenset({"running", "queued"}) | JOB_TERMINAL,
+    "running": frozenset({"queued"}) | JOB_TERMINAL,
     **{state: frozenset() for state in JOB_TERMINAL},
 }
 
 RUN_TERMINAL = frozenset(
     {"succeeded", "failed", "preempted", "cancelled", "lease_expired", "lease_returned"}
 )
-RUN_STATES = frozenset({"leased", "pending", "running"}) | RUN_TERMINAL
+RUN_STATES = ACTIVE | RUN_TERMINAL
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     "leased": frozenset({"pending", "running"}) | RUN_TERMINAL,
     "pending": frozenset({"running"}) | RUN_TERMINAL,

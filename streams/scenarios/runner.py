@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from streams.domain.quantity import to_milli
-from streams.scheduling.cycle import schedule
-from streams.scheduling.model import (
+from streams.scheduler.algorithm.preempting import schedule
+from streams.scheduler.algorithm.model import (
     AwayNodeType, CycleInput, CycleResult, Job, LimiterState, Node, NodeAllocation, PriorityClass,
     Queue, RateLimit, RunningJob, SchedulingConfig, Taint, Toleration, UNLIMITED, WellKnownNodeType,
 )

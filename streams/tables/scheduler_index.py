@@ -1,4 +1,4 @@
-"""The `scheduler-index` table: the scheduling agent's index, key by key (see streams.leasing.index).
+"""The `scheduler-index` table: the scheduling agent's index, key by key (see streams.scheduler.index).
 
 One partition, like the scheduler feed it is folded from, so the worker that owns the feed owns
 the whole index and a worker taking over recovers it from the changelog before its first cycle.

@@ -1,4 +1,4 @@
-"""The job-state agent's fold over one event sequence, with the jobs store over a plain dict.
+"""The job-state agent's fold over one event sequence (`apply_sequence`), with the jobs store over a plain dict.
 
 Stored values are real job_state Avro bytes, so what is folded, stored and read back is exactly
 what the Faust table and the job-states topic hold.
@@ -7,25 +7,18 @@ what the Faust table and the job-states topic hold.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.codec import decode, encode
 from streams.agents.job_state import apply_sequence
-from streams.domain import feed
+from streams.scheduler import feed
 from streams.tables.jobs import JobStore
 from tests.domain.builders import ENVELOPE, Events
 
 
-@dataclass
-class Plane:
-    """The one part of the control plane the fold touches."""
-
-    table: dict[str, bytes] = field(default_factory=dict)
-
-    @property
-    def jobs(self) -> JobStore:
-        return JobStore(self.table)  # type: ignore[arg-type]
+def store() -> JobStore:
+    """The jobs store over a plain dict instead of the Faust table."""
+    return JobStore({})  # type: ignore[arg-type]
 
 
 def sequence(*events: tuple[str, dict[str, Any]]) -> dict[str, Any]:
@@ -33,36 +26,36 @@ def sequence(*events: tuple[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_events_are_folded_and_counted_by_outcome() -> None:
-    plane, ev = Plane(), Events("job-1")
+    jobs, ev = store(), Events("job-1")
     submitted, leased = ev.submitted(), ev.leased("run-1")
     stray = Events("never-submitted").leased("run-9")
     refused = ev("JobRunRunning", run_id="run-404", node="node-1")  # a run the job never had
     cycle = ("SchedulingCycle", {"event_id": "c1", "created": 5, "job_id": None,
                                  "payload": {"cycle_id": "c1", "cycle_time": 5, "seed": 1, "feed_offsets": {}, "decisions": []}})
 
-    folded = apply_sequence(plane, sequence(submitted, leased, submitted, stray, refused, cycle), random.Random(1))
+    folded = apply_sequence(jobs, sequence(submitted, leased, submitted, stray, refused, cycle), random.Random(1))
 
     assert folded.outcomes == {"applied": 2, "unchanged": 1, "unknown_job": 1, "refused": 1}
-    stored = decode("job_state", plane.table["job-1"])
+    stored = decode("job_state", jobs.table["job-1"])
     assert stored["state"] == "leased" and [r["run_id"] for r in stored["runs"]] == ["run-1"]
-    assert set(plane.table) == {"job-1"}
+    assert set(jobs.table) == {"job-1"}
 
 
 def test_replaying_a_sequence_changes_nothing() -> None:
-    plane, ev = Plane(), Events("job-2")
+    jobs, ev = store(), Events("job-2")
     events = sequence(ev.submitted(), ev.leased("run-1"), ev("JobRunRunning", run_id="run-1", node="node-1"))
-    apply_sequence(plane, events, random.Random(1))
-    first = dict(plane.table)
+    apply_sequence(jobs, events, random.Random(1))
+    first = dict(jobs.table)
 
-    again = apply_sequence(plane, events, random.Random(1))
+    again = apply_sequence(jobs, events, random.Random(1))
     assert again.outcomes == {"unchanged": 3}
     assert again.feed == [] and again.commands == []
-    assert plane.table == first
+    assert jobs.table == first
 
 
 def test_a_lease_and_a_cancel_forward_deltas_and_executor_commands() -> None:
-    plane, ev = Plane(), Events("job-3")
-    first = apply_sequence(plane, sequence(ev.submitted(), ev.leased("run-1", node="node-2")), random.Random(7))
+    jobs, ev = store(), Events("job-3")
+    first = apply_sequence(jobs, sequence(ev.submitted(), ev.leased("run-1", node="node-2")), random.Random(7))
 
     assert [(d.state, d.runs, d.run_id) for d in first.feed] == [("queued", 0, None), ("leased", 1, "run-1")]
     [lease] = first.commands
@@ -71,12 +64,12 @@ def test_a_lease_and_a_cancel_forward_deltas_and_executor_commands() -> None:
     assert lease["spec"]["pod_spec"]["containers"] and lease["created"] == 2_000
     encode("executor_command", lease)
 
-    progress = apply_sequence(plane, sequence(ev("JobRunPending", run_id="run-1", node="node-2"),
+    progress = apply_sequence(jobs, sequence(ev("JobRunPending", run_id="run-1", node="node-2"),
                                               ev("JobRunRunning", run_id="run-1", node="node-2")), random.Random(8))
     assert progress.outcomes == {"applied": 2}
     assert progress.feed == [] and progress.commands == []
 
-    cancel = apply_sequence(plane, sequence(ev("JobCancelled", run_id="run-1", reason="by user")), random.Random(9))
+    cancel = apply_sequence(jobs, sequence(ev("JobCancelled", run_id="run-1", reason="by user")), random.Random(9))
     [terminal] = cancel.feed
     assert terminal.state == "cancelled" and terminal.terminal
     [stop] = cancel.commands
@@ -88,21 +81,21 @@ def test_a_lease_and_a_cancel_forward_deltas_and_executor_commands() -> None:
 def test_command_ids_come_from_the_seeded_generator() -> None:
     ev = Events("job-4")
     events = sequence(ev.submitted(), ev.leased("run-1"))
-    one = apply_sequence(Plane(), events, random.Random("events/0/12"))
-    two = apply_sequence(Plane(), events, random.Random("events/0/12"))
-    other = apply_sequence(Plane(), events, random.Random("events/0/13"))
+    one = apply_sequence(store(), events, random.Random("events/0/12"))
+    two = apply_sequence(store(), events, random.Random("events/0/12"))
+    other = apply_sequence(store(), events, random.Random("events/0/13"))
     assert one.commands == two.commands
     assert one.commands[0]["command_id"] != other.commands[0]["command_id"]
 
 
 def test_a_job_set_action_is_forwarded_and_changes_no_job() -> None:
-    plane, ev = Plane(), Events("job-5")
-    apply_sequence(plane, sequence(ev.submitted()), random.Random(1))
-    before = dict(plane.table)
+    jobs, ev = store(), Events("job-5")
+    apply_sequence(jobs, sequence(ev.submitted()), random.Random(1))
+    before = dict(jobs.table)
     cancel = ("JobCancelRequested", {"event_id": "set-cancel", "created": 9_000, "job_id": None, "payload": {"reason": "all done"}})
     reprioritise = ("JobReprioritised", {"event_id": "set-prio", "created": 9_500, "job_id": None, "payload": {"new_priority": 3.0}})
 
-    folded = apply_sequence(plane, sequence(cancel, reprioritise), random.Random(2))
+    folded = apply_sequence(jobs, sequence(cancel, reprioritise), random.Random(2))
 
     assert folded.feed == [
         feed.JobSetAction(queue="team-a", job_set_id="set-1", action="cancel", reason="all done", event_id="set-cancel", time=9_000),
@@ -110,5 +103,5 @@ def test_a_job_set_action_is_forwarded_and_changes_no_job() -> None:
     ]
     assert folded.commands == []
     assert folded.outcomes == {"job_set_action": 2}
-    assert plane.table == before
-    assert decode("job_state", plane.table["job-5"])["cancel_requested"] is False
+    assert jobs.table == before
+    assert decode("job_state", jobs.table["job-5"])["cancel_requested"] is False

@@ -1,4 +1,4 @@
-"""What cancel, preempt and reprioritise requests may hold, and the event each one writes."""
+"""What cancel, preempt and reprioritise requests may hold, and the event payload each one writes."""
 
 from __future__ import annotations
 
@@ -6,18 +6,14 @@ from typing import Any
 
 import pytest
 
-from schemas.codec import decode, encode
 from streams.api.control_requests import (
     JOB_ACTIONS,
     JOB_SET_ACTIONS,
     MAX_REASON_CHARS,
-    control_sequence,
     priority_of,
     reason_of,
 )
-from streams.api.http import ApiError
-
-EVENT_ID = "01HZ3N0000000000000000000A"
+from streams.api.errors import ApiError
 
 
 def refusal(parse: Any, body: dict[str, Any]) -> str:
@@ -67,22 +63,3 @@ def test_each_action_names_its_event_kind() -> None:
     assert JOB_ACTIONS["preempt"]({}) == ("flotilla.JobPreemptRequested", {"reason": ""})
     assert JOB_ACTIONS["reprioritize"]({"priority": 4}) == ("flotilla.JobReprioritised", {"new_priority": 4.0})
     assert set(JOB_SET_ACTIONS) == {"cancel", "reprioritize"}, "a job set cannot be preempted as a whole"
-
-
-@pytest.mark.parametrize("job_id", ["01HZ3N0000000000000000JOB1", None])
-def test_the_sequence_is_one_valid_event_for_the_job_or_the_whole_job_set(job_id: str | None) -> None:
-    sequence = control_sequence(
-        queue="q", job_set_id="set", job_id=job_id, payload=JOB_ACTIONS["cancel"]({"reason": "r"}),
-        event_id=EVENT_ID, created=1_700_000_000_000, user="anonymous",
-    )
-    decoded = decode("event_sequence", encode("event_sequence", sequence))
-    assert decoded == {
-        "queue": "q",
-        "job_set_id": "set",
-        "user": "anonymous",
-        "groups": [],
-        "events": [
-            {"event_id": EVENT_ID, "created": 1_700_000_000_000, "job_id": job_id,
-             "payload": ("flotilla.JobCancelRequested", {"reason": "r"})},
-        ],
-    }

@@ -25,7 +25,7 @@ from streams.api.grpc.convert import (
 )
 from streams.api.grpc.errors import status_of
 from streams.api.grpc.submit import convert_items
-from streams.api.http import ApiError
+from streams.api.errors import ApiError
 from streams.api.operations import JobFinished, QueueExists
 from streams.auth import PermissionDenied, Unauthenticated
 from streams.domain.queues import validate_queue

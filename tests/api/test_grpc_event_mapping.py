@@ -14,8 +14,8 @@ from armada_client.typings import EventType
 
 from schemas.codec import decode, encode
 from streams.api.grpc.event_mapping import JobSetEvents, Position, check_message_id, resume_ids
-from streams.api.sse import ResumeAfter
-from streams.leasing.plan import SCHEDULER_USER
+from streams.api.resume import ResumeAfter
+from streams.scheduler.cycle import SCHEDULER_USER
 from tests.schemas.samples import JOB_ID, JOB_SET, QUEUE, RUN_ID, T0, job_submitted
 
 OTHER_JOB = "01HZ3M1Q8K4V6T9XW2B7C5D0EG"

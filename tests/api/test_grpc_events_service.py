@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -13,9 +12,11 @@ from armada_client.armada import event_pb2
 
 from streams.api.grpc.calls import Api
 from streams.api.grpc.events import EventService
+from streams.api.job_set_log import EventsTopic
 from streams.api.operations import Operations
 from streams.auth import Authenticator, Permissions, Principal
 from streams.domain.ids import IdFactory
+from streams.replies import Replies
 
 QUEUE = {"name": "research", "priority_factor": 1.0, "user_owners": ["alice"], "group_owners": [], "cordoned": False}
 
@@ -38,12 +39,12 @@ class Context:
 
 
 def service() -> EventService:
-    plane: Any = SimpleNamespace(
-        auth=Authenticator.with_tokens({"alice-token": Principal("alice"), "bob-token": Principal("bob")}),
-        permissions=Permissions(),
-        queues={"research": QUEUE},
-    )
-    return EventService(Api(plane, Operations(plane, IdFactory.system())))
+    auth = Authenticator.with_tokens({"alice-token": Principal("alice"), "bob-token": Principal("bob")})
+    queues: Any = {"research": QUEUE}
+    # Every refusal is decided before the jobs, the topics or the log are touched.
+    ops = Operations(queues=queues, jobs=None, permissions=Permissions(), topics=None, replies=Replies(), ids=IdFactory.system())  # type: ignore[arg-type]
+    api = Api(auth=auth, ops=ops, events=EventsTopic("127.0.0.1:1", "unused"), ready=lambda: True, stopping=lambda: False)
+    return EventService(api)
 
 
 def refusal(request: Any, token: str | None, method: str = "GetJobSetEvents") -> Aborted:

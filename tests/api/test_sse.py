@@ -7,9 +7,10 @@ import json
 import pytest
 
 from schemas.codec import decode, encode
-from streams.api.http import ApiError
-from streams.api.sse import HEARTBEAT, ResumeAfter, StreamOptions, event_records, sse_message, stream_options
-from streams.client import ServerEvent, parse_sse
+from streams.api.errors import ApiError
+from streams.api.resume import ResumeAfter
+from streams.api.rest.sse import HEARTBEAT, StreamOptions, event_records, sse_message, stream_options
+from streams.client.rest import ServerEvent, parse_sse
 from tests.schemas.samples import JOB_ID, JOB_SET, QUEUE, RUN_ID, T0, event_sequence
 
 EVENT_ID = "01HZ3N00000000000000000004"

@@ -99,7 +99,7 @@ def test_an_unreachable_key_set_refuses_start_up() -> None:
 def _run(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("FLOTILLA_")}
     return subprocess.run(
-        [sys.executable, "-m", "streams.cli", *args],
+        [sys.executable, "-m", "streams.client.cli", *args],
         cwd=ROOT,
         env={**clean, **env},
         capture_output=True,
@@ -127,7 +127,7 @@ def test_a_worker_on_loopback_without_credentials_says_it_allows_anonymous_acces
     clean = {k: v for k, v in os.environ.items() if not k.startswith("FLOTILLA_")}
     # The line comes before the worker contacts a broker; port 1 has none, so the worker is stopped after it.
     worker = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli", "worker", "--broker", "tansu://127.0.0.1:1", "--data-dir", str(tmp_path / "data")],
+        [sys.executable, "-m", "streams.client.cli", "worker", "--broker", "tansu://127.0.0.1:1", "--data-dir", str(tmp_path / "data")],
         cwd=ROOT,
         env=clean,
         stdout=subprocess.PIPE,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from executor.backends.fake import FakeBackend
-from executor.backends.local import LocalBackend
+from executor.backends.local.backend import LocalBackend
 from executor.cli import build_backend, build_parser, main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "executor" / "clusters" / "example.yaml"
@@ -60,7 +60,7 @@ def test_bad_command_lines_are_refused_with_a_reason(capsys: pytest.CaptureFixtu
 
 
 def test_a_kubernetes_backend_that_cannot_be_imported_is_refused(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "executor.backends.kubernetes", None)  # as if it were not installed
+    monkeypatch.setitem(sys.modules, "executor.backends.kubernetes.backend", None)  # as if it were not installed
     assert "the kubernetes backend is not available" in refused(capsys, "--backend", "kubernetes")
 
 

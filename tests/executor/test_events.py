@@ -7,7 +7,8 @@ import itertools
 import pytest
 
 from executor.backend import RunStatus
-from executor.events import MAX_EVENTS_PER_SEQUENCE, Change, event_sequences, run_payloads
+from executor.events import Change, event_sequences, run_payloads
+from streams.domain.events import MAX_EVENTS_PER_SEQUENCE
 from schemas.codec import decode, encode
 
 

@@ -19,9 +19,9 @@ from typing import Any
 from kubernetes.client import ApiClient, Configuration, V1Pod
 
 from executor.backend import Lease, RunStatus
-from executor.backends.kubernetes import KubernetesBackend
-from executor.backends.kubernetes_manifests import label_value, pod_manifest, pod_name
-from executor.backends.kubernetes_status import milli_quantity, run_status
+from executor.backends.kubernetes.backend import KubernetesBackend
+from executor.backends.kubernetes.manifests import label_value, pod_manifest, pod_name
+from executor.backends.kubernetes.status import milli_quantity, run_status
 from tests.executor.kube_server import FakeKubeApi
 
 EXECUTOR = "exec-a"

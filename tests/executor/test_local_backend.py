@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import pytest
 
 from executor.backend import Lease, RunStatus
-from executor.backends.local import LocalBackend
-from executor.backends.rundir import CHILD_PID, FORGOTTEN, SUPERVISOR_PID, RunDir
+from executor.backends.local.backend import LocalBackend
+from executor.backends.local.rundir import CHILD_PID, FORGOTTEN, SUPERVISOR_PID, RunDir
 from executor.cluster import uniform_nodes
 from tests.executor.builders import job_spec, lease
 

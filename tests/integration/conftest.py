@@ -1,7 +1,7 @@
 """Fixtures for integration tests: the real embedded broker, real control-plane workers, log readers.
 
 One Tansu broker serves the whole session. Each test module runs its own worker subprocess
-(`python -m streams.cli worker`) with its own topic prefix and app id, so modules never see each
+(`python -m streams.client.cli worker`) with its own topic prefix and app id, so modules never see each
 other's topics, consumer groups or changelogs. Workers log to files; when a test fails, the tail of
 every worker log is printed with it.
 """
@@ -28,7 +28,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from ops.broker import EmbeddedBroker, free_port
 from ops.worker import WorkerProcess
 from schemas.codec import decode
-from streams.client import Client
+from streams.client.rest import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 HEALTH_TIMEOUT_S = 90.0

@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from schemas.codec import encode
-from streams.client import Client
+from streams.client.rest import Client
 from streams.domain.jobspec import job_item
 
 USER = "integration"

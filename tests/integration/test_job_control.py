@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from schemas.codec import decode, encode
-from streams.client import ServerEvent, parse_sse
+from streams.client.rest import ServerEvent, parse_sse
 from tests.integration.conftest import Worker, poll
 from tests.integration.helpers import broker_connections, call, create_queue, get_job, item, submit
 

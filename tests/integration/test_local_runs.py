@@ -51,7 +51,7 @@ def shell_item(script: str, cpu: str = "1") -> dict[str, Any]:
 
 def flotilla(*args: str, worker: Worker) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "streams.cli", *args], cwd=ROOT, env={**worker.env(), "FLOTILLA_URL": worker.url},
+        [sys.executable, "-m", "streams.client.cli", *args], cwd=ROOT, env={**worker.env(), "FLOTILLA_URL": worker.url},
         capture_output=True, text=True, timeout=60,
     )
 

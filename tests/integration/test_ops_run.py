@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ops.broker import free_port
-from streams.client import Client, ClientError
+from streams.client.rest import Client, ClientError
 from tests.integration.conftest import ROOT, poll
 
 pytestmark = pytest.mark.integration

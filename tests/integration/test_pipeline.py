@@ -13,13 +13,13 @@ import pytest
 
 from ops.broker import EmbeddedBroker
 from schemas.codec import encode
-from streams.app import leasing_config
+from streams.plane import cycle_config
 from streams.config import Settings
-from streams.domain import feed
-from streams.leasing.config import default_priority_classes
-from streams.leasing.replay import decisions, replay
-from streams.scheduling.cycle import schedule
-from streams.scheduling.model import CycleInput, Job, Node, Queue, SchedulingConfig
+from streams.scheduler import feed
+from streams.scheduler.config import default_priority_classes
+from streams.scheduler.replay import decisions, replay
+from streams.scheduler.algorithm.preempting import schedule
+from streams.scheduler.algorithm.model import CycleInput, Job, Node, Queue, SchedulingConfig
 from tests.integration.conftest import Worker, new_worker, poll
 from tests.integration.pipeline import (
     ACTIVE, Executors, cancel_job_set, count_by, events, fake_item, new_queue, settle, states, submit_jobs, wait_states,
@@ -197,7 +197,7 @@ def test_reports_between_full_states_reach_the_scheduler_as_heartbeats(worker: W
 def test_replaying_the_feed_repeats_every_recorded_cycle(worker: Worker) -> None:
     """Runs last: the cycles of every test above, decided again from the feed alone."""
     feed_records = sorted(worker.read(worker.topic("scheduler-feed")), key=lambda r: r.offset)
-    config = leasing_config(Settings(executor_timeout_s=EXECUTOR_TIMEOUT_S))
+    config = cycle_config(Settings(executor_timeout_s=EXECUTOR_TIMEOUT_S))
     replayed = [
         (outcome.cycle_id, decisions(outcome))
         for outcome in replay(((r.offset, r.value) for r in feed_records if r.value is not None), config)

@@ -1,7 +1,7 @@
 import json
 from pathlib import Path
 
-from streams.cli import main
+from streams.client.cli import main
 
 SCENARIOS = Path(__file__).resolve().parents[2] / ".." / "shared" / "scenarios"
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from streams.api.http import ApiError
+from streams.api.errors import ApiError
 from streams.api.operations import QueueExists
 from streams.auth import PermissionDenied, Unauthenticated
 

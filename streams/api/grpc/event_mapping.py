@@ -45,10 +45,10 @@ from typing import Any
 from armada_client.armada import event_pb2
 from ulid import ULID
 
-from executor.backends.kubernetes_manifests import pod_name
+from executor.backends.kubernetes.manifests import pod_name
 from streams.api.grpc.job_message import job_message, timestamp
 from streams.domain.jobs import event_kind
-from streams.leasing.plan import SCHEDULER_USER
+from streams.scheduler.cycle import SCHEDULER_USER
 
 _MESSAGE_ID = re.compile(r"^(?P<event>[0-9A-Za-z]{26})(?::(?P<index>0|[1-9][0-9]{0,5}))?$")
 
@@ -77,7 +77,7 @@ class Position:
 
 
 def resume_ids(position: Position) -> tuple[str, ...]:
-    """What `streams.api.sse.ResumeAfter` matches a `from_message_id` against."""
+    """What `streams.api.resume.ResumeAfter` matches a `from_message_id` against."""
     return position.resume_ids
 
 

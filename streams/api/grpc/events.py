@@ -24,9 +24,8 @@ from google.protobuf import empty_pb2
 from streams.api.grpc.calls import Api
 from streams.api.grpc.errors import answers_errors, streams_errors
 from streams.api.grpc.event_mapping import JobSetEvents, Position, check_message_id, resume_ids
-from streams.api.http import ApiError
-from streams.api.job_set_log import JobSetLog
-from streams.api.sse import ResumeAfter
+from streams.api.errors import ApiError
+from streams.api.resume import ResumeAfter
 
 # How long one read waits for new events: also how soon a stopping worker ends a stream.
 POLL_MS = 500
@@ -44,7 +43,6 @@ class _Request:
 class EventService(event_pb2_grpc.EventServicer):
     def __init__(self, api: Api) -> None:
         self.api = api
-        self.plane = api.plane
 
     @streams_errors
     async def GetJobSetEvents(
@@ -64,7 +62,7 @@ class EventService(event_pb2_grpc.EventServicer):
     @answers_errors
     async def Health(self, request: empty_pb2.Empty, context: grpc.aio.ServicerContext) -> health_pb2.HealthCheckResponse:
         """Open to anyone, like the REST /health: SERVING once this worker's tables are recovered."""
-        serving = health_pb2.HealthCheckResponse.SERVING if self.plane.ready else health_pb2.HealthCheckResponse.NOT_SERVING
+        serving = health_pb2.HealthCheckResponse.SERVING if self.api.ready() else health_pb2.HealthCheckResponse.NOT_SERVING
         return health_pb2.HealthCheckResponse(status=serving)
 
     async def _stream(self, asked: _Request, context: grpc.aio.ServicerContext) -> AsyncIterator[event_pb2.EventStreamMessage]:
@@ -72,8 +70,7 @@ class EventService(event_pb2_grpc.EventServicer):
         if asked.from_message_id:
             check_message_id(asked.from_message_id)  # a ValueError is INVALID_ARGUMENT
         where = f"job set {asked.job_set_id!r} of queue {asked.queue!r}"
-        settings = self.plane.settings
-        async with JobSetLog(settings.bootstrap, settings.topic("events"), f"{asked.queue}/{asked.job_set_id}") as log:
+        async with self.api.events.job_set(asked.queue, asked.job_set_id) as log:
             mapping = JobSetEvents()
             resume: ResumeAfter[Position] = ResumeAfter(asked.from_message_id or None, answers_to=resume_ids)
             found_any = False
@@ -95,6 +92,6 @@ class EventService(event_pb2_grpc.EventServicer):
                 for position in pending:
                     if position.message is not None:
                         yield position.message
-                if (not asked.watch and await log.caught_up()) or self.plane.app.should_stop:
+                if (not asked.watch and await log.caught_up()) or self.api.stopping():
                     return
                 pending = await next_positions()

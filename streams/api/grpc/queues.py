@@ -61,7 +61,7 @@ class QueueCalls:
     async def GetQueues(
         self, request: submit_pb2.StreamingQueueGetRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[submit_pb2.StreamingQueueMessage]:
-        queues = self.api.ops.queues(self.api.caller(context))
+        queues = self.api.ops.list_queues(self.api.caller(context))
         # num 0 means all of them, as in Armada.
         for queue in queues[: request.num or None]:
             yield submit_pb2.StreamingQueueMessage(queue=queue_message(queue))

@@ -19,10 +19,11 @@ from streams.api.grpc.events import EventService
 from streams.api.grpc.jobs import JobsService
 from streams.api.grpc.queues import QueueService
 from streams.api.grpc.submit import SubmitService
+from streams.api.job_set_log import EventsTopic
 from streams.api.operations import Operations
 
 if TYPE_CHECKING:
-    from streams.app import ControlPlane
+    from streams.plane import ControlPlane
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +32,27 @@ STOP_GRACE_S = 5.0
 
 
 class GrpcServer(Service):
-    def __init__(self, plane: ControlPlane, ops: Operations, **kwargs: Any) -> None:
+    def __init__(self, address: str, api: Api, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.plane = plane
-        self.ops = ops
-        self.address = f"{plane.settings.web_host}:{plane.settings.grpc_port}"
+        self.address = address
+        self.api = api
         self._server: grpc.aio.Server | None = None
+
+    @classmethod
+    def for_plane(cls, plane: ControlPlane, ops: Operations) -> GrpcServer:
+        settings = plane.settings
+        api = Api(
+            auth=plane.auth,
+            ops=ops,
+            events=EventsTopic(settings.bootstrap, settings.topic("events")),
+            ready=lambda: plane.ready,
+            stopping=lambda: plane.app.should_stop,
+        )
+        return cls(f"{settings.web_host}:{settings.grpc_port}", api)
 
     async def on_start(self) -> None:
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        api = Api(self.plane, self.ops)
+        api = self.api
         submit_pb2_grpc.add_SubmitServicer_to_server(SubmitService(api), server)
         submit_pb2_grpc.add_QueueServiceServicer_to_server(QueueService(api), server)
         job_pb2_grpc.add_JobsServicer_to_server(JobsService(api), server)

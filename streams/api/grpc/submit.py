@@ -19,7 +19,7 @@ from streams.api.grpc.calls import Api
 from streams.api.grpc.convert import UNFINISHED, filter_states, job_item
 from streams.api.grpc.errors import answers_errors
 from streams.api.grpc.queues import QueueCalls
-from streams.api.http import ApiError
+from streams.api.errors import ApiError
 
 
 def _job_set(request: Any) -> tuple[str, str]:
@@ -111,7 +111,7 @@ class SubmitService(QueueCalls, submit_pb2_grpc.SubmitServicer):
         return submit_pb2.PreemptionResult(preemption_results=results)
 
     async def Health(self, request: empty_pb2.Empty, context: grpc.aio.ServicerContext) -> health_pb2.HealthCheckResponse:
-        status = health_pb2.HealthCheckResponse.SERVING if self.api.plane.ready else health_pb2.HealthCheckResponse.NOT_SERVING
+        status = health_pb2.HealthCheckResponse.SERVING if self.api.ready() else health_pb2.HealthCheckResponse.NOT_SERVING
         return health_pb2.HealthCheckResponse(status=status)
 
     async def _each(self, principal: Any, job_ids: list[str], payload: Any, job_set: tuple[str, str]) -> dict[str, str]:

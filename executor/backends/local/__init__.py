@@ -1,0 +1,1 @@
+"""The local backend, the embedded default: a run is a supervised subprocess on this machine."""

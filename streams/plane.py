@@ -1,0 +1,139 @@
+"""The control plane's parts: the Faust app, its topics and tables, and the configuration they are built from.
+
+`build_plane` makes every part from a `Settings` and nothing else; `streams.app` then binds the
+agents and the API to the parts each one uses. No module holds a global app, so tests build as
+many planes as they need (one per worker, or one on the `memory://` store per agent test).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import faust
+
+from schemas.faust_codec import register_codecs
+from streams.auth import Authenticator, Permissions
+from streams.auth.setup import build_authenticator, build_permissions, credentials_configured
+from streams.config import MAX_MESSAGE_BYTES, Settings
+from streams.domain.validation import SubmitPolicy
+from streams.metrics import Metrics
+from streams.replies import Replies
+from streams.scheduler.algorithm.model import RateLimit, SchedulingConfig
+from streams.scheduler.config import CycleConfig, default_priority_classes
+from streams.tables.client_ids import client_ids_table
+from streams.tables.jobs import JobStore, jobs_table
+from streams.tables.queues import QueueReplica
+from streams.tables.scheduler_index import scheduler_index_table
+from streams.tables.types import TEXT_CODEC, register_text_codec
+
+
+@dataclass
+class Topics:
+    submissions: faust.TopicT
+    events: faust.TopicT
+    rejected: faust.TopicT
+    queues: faust.TopicT
+    scheduler_feed: faust.TopicT
+    executor_commands: faust.TopicT
+    executor_reports: faust.TopicT
+
+
+@dataclass
+class ControlPlane:
+    settings: Settings
+    app: faust.App
+    topics: Topics
+    jobs: JobStore
+    client_ids: faust.Table
+    queues: QueueReplica
+    scheduler_index: faust.Table
+    cycle_config: CycleConfig
+    auth: Authenticator
+    permissions: Permissions
+    policy: SubmitPolicy = field(default_factory=SubmitPolicy)
+    replies: Replies = field(default_factory=Replies)
+    metrics: Metrics = field(default_factory=Metrics)
+
+    @property
+    def ready(self) -> bool:
+        """Tables recovered, queues read up to date, no rebalance in progress: reads are current."""
+        return self.app.tables.recovery.completed.is_set() and self.queues.caught_up.is_set() and not self.app.rebalancing
+
+
+def create_app(settings: Settings) -> faust.App:
+    return faust.App(
+        settings.app_id,
+        broker=settings.broker,
+        store=settings.store,
+        datadir=str(settings.data_dir),
+        autodiscover=False,
+        topic_partitions=settings.partitions,
+        topic_replication_factor=settings.replication_factor,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_rebalance_timeout=settings.rebalance_timeout_s,
+        broker_heartbeat_interval=settings.heartbeat_interval_s,
+        consumer_auto_offset_reset="earliest",
+        # Kafka transactions are optional (Tansu has none): handlers are idempotent instead.
+        processing_guarantee="at_least_once",
+        web_enabled=True,
+        web_bind=settings.web_host,
+        web_host=settings.web_host,
+        web_port=settings.web_port,
+        producer_linger_ms=5,
+        producer_max_request_size=MAX_MESSAGE_BYTES,
+        consumer_max_fetch_size=MAX_MESSAGE_BYTES,
+    )
+
+
+def cycle_config(settings: Settings) -> CycleConfig:
+    scheduling = SchedulingConfig(
+        priority_classes=default_priority_classes(),
+        scheduling_rate=RateLimit(rate=settings.scheduling_rate, burst=settings.scheduling_burst),
+    )
+    timeout_ms = int(settings.executor_timeout_s * 1000)
+    return CycleConfig(
+        scheduling=scheduling, executor_timeout_ms=timeout_ms, missing_run_grace_ms=6 * timeout_ms, max_attempts=settings.max_attempts
+    )
+
+
+def create_topics(app: faust.App, settings: Settings) -> Topics:
+    def topic(name: str, value_serializer: str, partitions: int | None = None) -> faust.TopicT:
+        return app.topic(
+            settings.topic(name),
+            key_serializer=TEXT_CODEC,
+            value_serializer=value_serializer,
+            partitions=partitions or settings.partitions,
+        )
+
+    return Topics(
+        # Raw bytes: the agents decode themselves so that a malformed message is answered
+        # (rejected with a reason) instead of being dropped by Faust's decoder.
+        submissions=topic("submissions", "raw"),
+        events=topic("events", "raw"),
+        rejected=topic("rejected", "flotilla.rejection"),
+        queues=topic("queues", "raw", partitions=1),
+        scheduler_feed=topic("scheduler-feed", "raw", partitions=1),
+        executor_commands=topic("executor-commands", "raw"),
+        executor_reports=topic("executor-reports", "raw"),
+    )
+
+
+def build_plane(settings: Settings, policy: SubmitPolicy | None = None) -> ControlPlane:
+    """Every part, with no agent or view bound yet. Fetches the OIDC key set, if one is configured."""
+    register_codecs()
+    register_text_codec()
+    app = create_app(settings)
+    return ControlPlane(
+        settings=settings,
+        app=app,
+        topics=create_topics(app, settings),
+        jobs=JobStore(jobs_table(app, settings)),
+        client_ids=client_ids_table(app, settings),
+        queues=QueueReplica(settings),
+        scheduler_index=scheduler_index_table(app, settings),
+        cycle_config=cycle_config(settings),
+        auth=build_authenticator(settings),
+        permissions=build_permissions(settings),
+        # With callers authenticated, the ingest agent checks queue ownership too (direct producers included).
+        policy=policy or SubmitPolicy(check_ownership=credentials_configured(settings)),
+    )

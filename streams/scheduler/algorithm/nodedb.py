@@ -1,0 +1,355 @@
+"""Node index: capacity per priority level, tightest-fit node search and preemption.
+
+Each node keeps, for every tracked priority level, the resources still allocatable to a job
+scheduled at that level: a job bound at priority p consumes capacity at every level <= p, so
+higher-priority jobs see lower-priority preemptible jobs as free space (urgency preemption).
+Level 0 is the "evicted" level below every priority: evicted jobs still hold capacity there,
+so a fit at level 0 needs no preemption at all.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from streams.scheduler.algorithm.matching import static_mismatch
+from streams.scheduler.algorithm.model import Node, SchedulingConfig, Toleration
+from streams.scheduler.algorithm.state import JobState
+
+EVICTED_LEVEL = 0
+# Preempted-at priority of a placement that displaced nobody.
+NO_PREEMPTION = -(2**31)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    node: int
+    priority: int
+    preempted_at: int
+    # Evicted jobs this placement took the place of (fair-share preemptions).
+    displaced: int = 0
+
+
+class _LevelIndex:
+    """Nodes sorted by (allocatable rounded to index resolution, node order) at one level."""
+
+    __slots__ = ("keys", "key_of", "_make")
+
+    def __init__(self, make_key: Callable[[int], tuple[int, ...]], n_nodes: int) -> None:
+        self._make = make_key
+        self.key_of = [make_key(n) for n in range(n_nodes)]
+        self.keys = sorted(self.key_of)
+
+    def update(self, node: int) -> None:
+        old = self.key_of[node]
+        new = self._make(node)
+        if new != old:
+            keys = self.keys
+            del keys[bisect_left(keys, old)]
+            insort(keys, new)
+            self.key_of[node] = new
+
+
+class NodeDb:
+    def __init__(self, nodes: Sequence[Node], resource_names: Sequence[str], priorities: Sequence[int],
+                 config: SchedulingConfig, track_held: bool) -> None:
+        self.nodes = list(nodes)
+        self.index_of = {node.id: i for i, node in enumerate(self.nodes)}
+        self.priorities = sorted(set(priorities))
+        self.n_levels = 1 + len(self.priorities)
+        self._cuts: dict[int, int] = {}
+        self.config = config
+        position = {name: i for i, name in enumerate(resource_names)}
+        self.indexed = tuple((position[name], res) for name, res in config.indexed_resources if name in position)
+        n_res = len(resource_names)
+        self.totals = [tuple(node.resources.get(name, 0) for name in resource_names) for node in self.nodes]
+        self.alloc = [[list(total) for _ in range(self.n_levels)] for total in self.totals]
+        # How many jobs are in place (bound, not evicted) on each node with each level as their top
+        # one, at [node * n_levels + level]: one flat list, not one per node (10,000s of nodes).
+        self.tops = [0] * (len(self.nodes) * self.n_levels)
+        self._indices: dict[int, _LevelIndex] = {}
+        self._masks: dict[tuple[object, ...], bytearray] = {}
+        # Placements before each change (job, node, priority, bound, evicted) while in a transaction.
+        self._journal: list[tuple[JobState, int | None, int, bool, bool]] | None = None
+        # Capacity evicted jobs freed per level, so that when fair-share preemption is off
+        # urgency preemption cannot take their places either.
+        self.held = [[[0] * n_res for _ in range(self.n_levels)] for _ in self.nodes] if track_held else None
+        self.fair_preemption_enabled = True
+        # Whether an oversubscription eviction still follows the current pass. While one does, a
+        # job going back onto its node need only fit at its own level: lower-priority jobs it
+        # over-allocates are displaced by that eviction (urgency). The cycle's last pass has no
+        # eviction after it, so there it must also leave room for every job in place below it.
+        self.displacement_follows = True
+        self.evicted_order: Callable[[], list[JobState]] | None = None
+        self._order: list[JobState] | None = None
+        # Entries at the end of `_order` no longer evicted and bound, skipped for good; a
+        # rollback restores the count, since the jobs it restores may be among them.
+        self._trimmed = 0
+        self._trimmed_at_begin = 0
+        for i, node in enumerate(self.nodes):
+            for held in node.allocated:
+                pairs = tuple((position[name], amount) for name, amount in held.resources.items() if amount and name in position)
+                self._mark(i, 0, self.cut(held.priority), pairs, -1)
+
+    # -- levels ---------------------------------------------------------------------------
+    def cut(self, priority: int) -> int:
+        """Number of levels a job bound at `priority` consumes (evicted level included)."""
+        cut = self._cuts.get(priority)
+        if cut is None:  # asked for every bind and eviction, of a handful of priorities
+            cut = self._cuts[priority] = 1 + bisect_right(self.priorities, priority)
+        return cut
+
+    def level(self, priority: int) -> int:
+        return bisect_right(self.priorities, priority)
+
+    def _bind_cut(self, js: JobState) -> int:
+        # Non-preemptible jobs hold their capacity at every level: nothing may displace them.
+        return self.n_levels if not js.pc.preemptible else self.cut(js.sched_priority)
+
+    # -- transactions ---------------------------------------------------------------------
+    # A transaction journals each job's placement before it changes; rolling back puts every
+    # journalled job back into its earlier placement. One small tuple per change, not closures:
+    # a 32,000-member gang otherwise leaves ~250,000 garbage-collected objects behind it.
+    def begin(self) -> None:
+        self._journal = []
+        self._trimmed_at_begin = self._trimmed
+
+    def commit(self) -> None:
+        self._journal = None
+
+    def rollback(self) -> None:
+        journal, self._journal = self._journal or [], None
+        for js, node, priority, bound, evicted in reversed(journal):
+            self._occupy(js, +1)
+            js.node, js.sched_priority, js.bound, js.evicted = node, priority, bound, evicted
+            self._occupy(js, -1)
+        self._trimmed = self._trimmed_at_begin
+
+    def _record(self, js: JobState) -> None:
+        if self._journal is not None:
+            self._journal.append((js, js.node, js.sched_priority, js.bound, js.evicted))
+
+    def _occupy(self, js: JobState, sign: int) -> None:
+        """Take (-1) or give back (+1) the capacity the job holds in its present placement: all of
+        its levels when in place; the evicted level, plus its hold on the rest, when evicted."""
+        if not js.bound:
+            return
+        if js.evicted:
+            self._mark(js.node, 0, 1, js.pairs, sign)  # type: ignore[arg-type]
+            self._hold(js, -sign)
+        else:
+            cut = self._bind_cut(js)
+            self._mark(js.node, 0, cut, js.pairs, sign)  # type: ignore[arg-type]
+            self.tops[js.node * self.n_levels + cut - 1] -= sign  # type: ignore[operator]
+
+    def _mark(self, node: int, start: int, stop: int, pairs: tuple[tuple[int, int], ...], sign: int) -> None:
+        rows = self.alloc[node]
+        for lvl in range(start, stop):
+            row = rows[lvl]
+            for i, amount in pairs:
+                row[i] += sign * amount
+        for lvl, index in self._indices.items():
+            if start <= lvl < stop:
+                index.update(node)
+
+    def _hold(self, js: JobState, sign: int) -> None:
+        if self.held is None:
+            return
+        rows = self.held[js.node]  # type: ignore[index]
+        for lvl in range(1, self._bind_cut(js)):
+            for i, amount in js.pairs:
+                rows[lvl][i] += sign * amount
+
+    # -- binding --------------------------------------------------------------------------
+    def bind(self, js: JobState, placement: Placement) -> None:
+        self._record(js)
+        if js.bound and js.evicted:
+            self._hold(js, -1)
+            js.sched_priority, js.evicted = placement.priority, False
+            cut = self._bind_cut(js)
+            self._mark(placement.node, 1, cut, js.pairs, -1)
+        else:
+            js.node, js.sched_priority, js.evicted, js.bound = placement.node, placement.priority, False, True
+            cut = self._bind_cut(js)
+            self._mark(placement.node, 0, cut, js.pairs, -1)
+        self.tops[placement.node * self.n_levels + cut - 1] += 1
+
+    def evict(self, js: JobState) -> None:
+        self._record(js)
+        cut = self._bind_cut(js)
+        self._mark(js.node, 1, cut, js.pairs, +1)  # type: ignore[arg-type]
+        self.tops[js.node * self.n_levels + cut - 1] -= 1  # type: ignore[operator]
+        js.evicted = True
+        self._hold(js, +1)
+
+    def unbind_evicted(self, js: JobState) -> None:
+        """Release an evicted job's last hold on its node: it is preempted unless put back."""
+        self._record(js)
+        self._hold(js, -1)
+        self._mark(js.node, 0, 1, js.pairs, +1)  # type: ignore[arg-type]
+        js.bound = False
+
+    # -- matching -------------------------------------------------------------------------
+    def mask(self, js: JobState, tolerations: tuple[Toleration, ...], selector: Mapping[str, str]) -> bytearray:
+        key = (js.static_key, tolerations, tuple(sorted(selector.items())))
+        mask = self._masks.get(key)
+        if mask is None:
+            mask = bytearray(static_mismatch(node, js.job, tolerations, selector) is None for node in self.nodes)
+            self._masks[key] = mask
+        return mask
+
+    def _index(self, lvl: int) -> _LevelIndex:
+        index = self._indices.get(lvl)
+        if index is None:
+            alloc, indexed = self.alloc, self.indexed
+
+            def make_key(node: int) -> tuple[int, ...]:
+                row = alloc[node][lvl]
+                return (*[row[i] // res for i, res in indexed], node)
+
+            index = _LevelIndex(make_key, len(self.nodes))
+            self._indices[lvl] = index
+        return index
+
+    def search(self, lvl: int, js: JobState, mask: bytearray) -> int | None:
+        """Tightest node that fits: smallest allocatable first, lexicographically over indexed resources."""
+        keys = self._index(lvl).keys
+        alloc, pairs = self.alloc, js.pairs
+        start = bisect_left(keys, (js.req[self.indexed[0][0]] // self.indexed[0][1],)) if self.indexed else 0
+        for i in range(start, len(keys)):
+            node = keys[i][-1]
+            if mask[node]:
+                row = alloc[node][lvl]
+                for r, amount in pairs:
+                    if row[r] < amount:
+                        break
+                else:
+                    return node
+        return None
+
+    def fits(self, node: int, lvl: int, js: JobState) -> bool:
+        row = self.alloc[node][lvl]
+        for r, amount in js.pairs:
+            if row[r] < amount:
+                return False
+        return True
+
+    def _search_held(self, lvl: int, js: JobState, mask: bytearray) -> int | None:
+        """Like `search`, but counting evicted jobs as still in place (fair-share preemption off)."""
+        assert self.held is not None
+        best: tuple[tuple[int, ...], int] | None = None
+        for node in range(len(self.nodes)):
+            if not mask[node]:
+                continue
+            row, held = self.alloc[node][lvl], self.held[node][lvl]
+            if all(row[r] - held[r] >= amount for r, amount in js.pairs):
+                key = (*((row[i] - held[i]) // res for i, res in self.indexed), node)
+                if best is None or key < best[0]:
+                    best = (key, node)
+        return None if best is None else best[1]
+
+    # -- node selection -------------------------------------------------------------------
+    def select(self, js: JobState, selector: Mapping[str, str]) -> Placement | None:
+        """Where the job goes: back onto its own node if evicted, else home first then away."""
+        if js.evicted:
+            lvl = self.level(js.sched_priority) if js.pc.preemptible else self.n_levels - 1
+            if not self.displacement_follows:
+                lvl = self._lowest_top(js.node, lvl)  # type: ignore[arg-type]
+            if self.fits(js.node, lvl, js):  # type: ignore[arg-type]
+                return Placement(js.node, js.sched_priority, NO_PREEMPTION)  # type: ignore[arg-type]
+            return None
+        placement = self._select_at(js, js.pc.priority, (), selector)
+        if placement is not None:
+            return placement
+        for away in js.pc.away_node_types:
+            node_type = self.config.well_known_node_types.get(away.well_known_node_type)
+            if node_type is None:
+                continue
+            tolerations = tuple(Toleration(t.key, "Equal", t.value, t.effect) for t in node_type.taints)
+            placement = self._select_at(js, away.priority, tolerations, selector)
+            if placement is not None:
+                return placement
+        return None
+
+    def _lowest_top(self, node: int, lvl: int) -> int:
+        """The lowest of `lvl` and the top levels of the jobs in place on the node. A job taking
+        levels up to `lvl` leaves each of those jobs its place only if it fits at that job's top
+        level too; allocatable grows with the level, so the lowest one decides. (Capacity held
+        by other pods below `lvl` still counts as free: Kubernetes preempts them.)"""
+        tops, base = self.tops, node * self.n_levels
+        for low in range(1, lvl):
+            if tops[base + low]:
+                return low
+        return lvl
+
+    def _select_at(self, js: JobState, priority: int, tolerations: tuple[Toleration, ...],
+                   selector: Mapping[str, str]) -> Placement | None:
+        mask = self.mask(js, tolerations, selector)
+        node = self.search(EVICTED_LEVEL, js, mask)
+        if node is not None:
+            return Placement(node, priority, NO_PREEMPTION)
+        top = self.level(priority)
+        if self.search(top, js, mask) is None:
+            return None
+        if self.fair_preemption_enabled:
+            placement = self._fair_preemption(js, priority, mask)
+            if placement is not None:
+                return placement
+        held = self.held is not None and not self.fair_preemption_enabled
+        for lvl in range(1, top + 1):
+            node = self._search_held(lvl, js, mask) if held else self.search(lvl, js, mask)
+            if node is not None:
+                return Placement(node, priority, self.priorities[lvl - 1])
+        return None
+
+    def _fair_preemption(self, js: JobState, priority: int, mask: bytearray) -> Placement | None:
+        """Take the places of evicted jobs that would be put back last, node by node."""
+        if self.evicted_order is None:
+            return None
+        if self._order is None:
+            self._order = self.evicted_order()
+        order = self._order
+        end = len(order) - self._trimmed
+        while end and not (order[end - 1].evicted and order[end - 1].bound):
+            end -= 1
+        self._trimmed = len(order) - end
+        considered: dict[int, tuple[list[int], list[JobState]]] = {}
+        for i in range(end - 1, -1, -1):
+            victim = order[i]
+            if not (victim.evicted and victim.bound) or victim.sched_priority > priority:
+                continue
+            node = victim.node
+            assert node is not None
+            if not mask[node]:
+                continue
+            entry = considered.get(node)
+            if entry is None:
+                entry = (list(self.alloc[node][EVICTED_LEVEL]), [])
+                considered[node] = entry
+            available, victims = entry
+            for r, amount in victim.pairs:
+                available[r] += amount
+            victims.append(victim)
+            if all(available[r] >= amount for r, amount in js.pairs):
+                for v in victims:
+                    self.unbind_evicted(v)
+                return Placement(node, priority, max(v.sched_priority for v in victims), len(victims))
+        return None
+
+    def reset_evicted_order(self, provider: Callable[[], list[JobState]] | None) -> None:
+        self.evicted_order = provider
+        self._order = None
+        self._trimmed = 0
+
+    def oversubscribed_levels(self) -> dict[int, set[int]]:
+        """Nodes where some priority level is over-allocated, with those levels' priorities."""
+        result: dict[int, set[int]] = {}
+        for node, rows in enumerate(self.alloc):
+            for lvl in range(1, self.n_levels):
+                if any(v < 0 for v in rows[lvl]):
+                    result.setdefault(node, set()).add(self.priorities[lvl - 1])
+        return result
+
+    def label_values(self, label: str) -> list[str]:
+        return sorted({node.labels[label] for node in self.nodes if label in node.labels and node.labels[label]})

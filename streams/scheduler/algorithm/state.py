@@ -1,0 +1,63 @@
+"""Per-cycle mutable state of a job: where it is bound and whether it is evicted."""
+
+from __future__ import annotations
+
+from streams.scheduler.algorithm.model import Job, PriorityClass
+
+
+class Shape:
+    """What interchangeable jobs share: class, request vector and node requirements."""
+
+    __slots__ = ("pc", "req", "pairs", "static_key", "scheduling_key")
+
+    def __init__(self, job: Job, pc: PriorityClass, req: tuple[int, ...]) -> None:
+        self.pc = pc
+        self.req = req
+        self.pairs = tuple((i, amount) for i, amount in enumerate(req) if amount)
+        self.static_key = (tuple(sorted(job.node_selector.items())), job.tolerations, job.affinity)
+        # Jobs with equal keys fail alike: once one cannot fit, the rest are skipped this cycle.
+        self.scheduling_key = (self.static_key, req, pc.name)
+
+
+class JobState:
+    """One job during a cycle.
+
+    `bound` means the job holds resources on `node`; `evicted` means it was taken off its node
+    for this cycle and waits to be put back there (while evicted and bound it only holds
+    capacity at the evicted level, so new jobs may take its place by fair-share preemption).
+    """
+
+    __slots__ = (
+        "job", "id", "queue", "gang_id", "pc", "req", "pairs", "running", "started_at", "node", "sched_priority",
+        "bound", "evicted", "attempted", "reason", "order_key", "static_key", "gang_size", "scheduling_key",
+    )
+
+    def __init__(self, job: Job, shape: Shape, running: bool, started_at: float, node: int | None,
+                 sched_priority: int, key: tuple[object, ...] | None = None, gang: tuple[str, int] | None = None) -> None:
+        """`key` and `gang` (id, cardinality), when the caller already has them for a whole group
+        of jobs, spare recomputing them per job; they must equal what the job itself gives."""
+        self.job = job
+        # Copied off the job: read for every job at every step of the cycle.
+        self.id = job.id
+        self.queue = job.queue
+        self.gang_id, self.gang_size = gang if gang is not None else (job.gang_id, job.gang_cardinality)
+        self.pc = shape.pc
+        self.req = shape.req
+        self.pairs = shape.pairs
+        self.static_key = shape.static_key
+        self.scheduling_key = shape.scheduling_key
+        self.running = running
+        self.started_at = started_at
+        self.node = node
+        self.sched_priority = sched_priority
+        self.bound = node is not None
+        self.evicted = False
+        self.attempted = False
+        self.reason = ""
+        self.order_key = key if key is not None else order_key(job, shape.pc, running, started_at)
+
+
+def order_key(job: Job, pc: PriorityClass, running: bool, started_at: float) -> tuple[object, ...]:
+    """Running jobs first, then higher class priority, lower job priority, earlier start,
+    earlier submission, id: the order in which a queue offers its jobs."""
+    return (0 if running else 1, -pc.priority, job.priority, started_at if running else 0.0, job.submit_time, job.id)

@@ -1,0 +1,36 @@
+"""What the scheduling agent needs to know beyond the algorithm's own configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from streams.scheduler.algorithm.model import PriorityClass, SchedulingConfig
+
+
+def default_priority_classes() -> dict[str, PriorityClass]:
+    """Armada's defaults: the same priority, one class that may be preempted and one that may not.
+
+    They must match the classes submission accepts (`streams.domain.validation.SubmitPolicy`).
+    """
+    return {
+        "armada-default": PriorityClass("armada-default", priority=1000, preemptible=False),
+        "armada-preemptible": PriorityClass("armada-preemptible", priority=1000, preemptible=True),
+    }
+
+
+@dataclass(frozen=True)
+class CycleConfig:
+    scheduling: SchedulingConfig = field(default_factory=lambda: SchedulingConfig(priority_classes=default_priority_classes()))
+    # An executor whose last report is older than this has its leases expired...
+    executor_timeout_ms: int = 10_000
+    # ...once this many cycles also passed without a report from it. Time alone would expire
+    # every lease after one long cycle, which holds back the reports queued behind it.
+    missed_cycles: int = 3
+    # A run an executor should hold but has not reported for this long after the fold accepted
+    # its lease (and sent the command) is treated as returned. Much longer than the timeout:
+    # under load the command and the executor's reports wait behind other work.
+    missing_run_grace_ms: int = 60_000
+    # Runs of a job that may be returned or expire before the job fails.
+    max_attempts: int = 3
+    # Unschedulable jobs named in a cycle record, so that a million queued jobs stay one message.
+    max_unschedulable_recorded: int = 200

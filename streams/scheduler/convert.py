@@ -1,0 +1,86 @@
+"""Feed records to the scheduling algorithm's types, and limiter state to and from JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from streams.scheduler.feed import ExecutorState, JobDelta, NodeState, QueueInfo, node_id
+from streams.scheduler.algorithm.model import (
+    LimiterState, Job, Node, NodeAllocation, NodeSelectorRequirement, Queue, Taint, TokenBucket, Toleration,
+)
+
+# Every node carries its scheduler id as a label, so "avoid these nodes" is an affinity rule.
+NODE_ID_LABEL = "flotilla.io/node-id"
+
+
+def scheduling_job(delta: JobDelta) -> Job:
+    terms = tuple(
+        tuple(NodeSelectorRequirement(e["key"], e["operator"], tuple(e.get("values") or ())) for e in term)
+        for term in delta.affinity
+    )
+    if delta.avoid_nodes:
+        avoid = NodeSelectorRequirement(NODE_ID_LABEL, "NotIn", delta.avoid_nodes)
+        terms = tuple((*term, avoid) for term in terms) if terms else ((avoid,),)
+    return Job(
+        id=delta.job_id,
+        queue=delta.queue,
+        priority_class=delta.priority_class,
+        requests=delta.requests,
+        submit_time=delta.submitted / 1000.0,
+        priority=int(delta.priority),
+        node_selector=delta.node_selector,
+        tolerations=tuple(
+            Toleration(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")
+            for t in delta.tolerations
+        ),
+        affinity=terms,
+        annotations=delta.gang,
+    )
+
+
+def scheduling_node(executor: ExecutorState, node: NodeState, held_priority: int) -> Node:
+    """``held_priority``: the level at which pods Flotilla did not start hold their resources."""
+    ident = node_id(executor.executor, node.name)
+    used = {name: amount for name, amount in node.used.items() if amount}
+    return Node(
+        id=ident,
+        resources=node.resources,
+        labels={**node.labels, NODE_ID_LABEL: ident},
+        taints=tuple(Taint(t["key"], t.get("value") or "", t.get("effect") or "NoSchedule") for t in node.taints),
+        unschedulable=node.unschedulable,
+        allocated=(NodeAllocation(held_priority, used),) if used else (),
+    )
+
+
+def scheduling_queue(queue: QueueInfo, pool: str) -> Queue:
+    """Per-class limits for ``pool``: the pool's own fractions override the queue-wide ones."""
+    limits: dict[str, dict[str, float]] = {}
+    for priority_class, raw in queue.resource_limits.items():
+        merged = dict(raw.get("maximum_resource_fraction") or {})
+        merged.update((raw.get("maximum_resource_fraction_by_pool") or {}).get(pool) or {})
+        if merged:
+            limits[priority_class] = merged
+    return Queue(name=queue.name, weight=queue.weight, cordoned=queue.cordoned, resource_limits=limits)
+
+
+def limiters_to_json(state: LimiterState) -> dict[str, Any]:
+    def bucket(b: TokenBucket | None) -> list[float] | None:
+        return None if b is None else [b.tokens, b.at]
+
+    return {
+        "scheduling": bucket(state.scheduling),
+        "per_queue": {name: bucket(b) for name, b in sorted(state.per_queue.items())},
+        "fairshare_preemption": bucket(state.fairshare_preemption),
+    }
+
+
+def limiters_from_json(raw: Mapping[str, Any]) -> LimiterState:
+    def bucket(b: list[float] | None) -> TokenBucket | None:
+        return None if b is None else TokenBucket(tokens=b[0], at=b[1])
+
+    return LimiterState(
+        scheduling=bucket(raw.get("scheduling")),
+        per_queue={name: TokenBucket(tokens=b[0], at=b[1]) for name, b in (raw.get("per_queue") or {}).items()},
+        fairshare_preemption=bucket(raw.get("fairshare_preemption")),
+    )

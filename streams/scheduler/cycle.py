@@ -1,0 +1,308 @@
+"""One scheduling cycle around the algorithm: the lease lifecycle, placement, and what to publish.
+
+At a tick the cycle, in this order and always walking jobs in id order so that a replay of the
+feed decides the same:
+1. answers cancel and preempt requests and announces job-set reprioritisations;
+2. expires the leases of executors that stopped reporting, and takes back runs an executor
+   returned or no longer holds: the job is requeued (avoiding a node that returned it) until
+   `max_attempts` runs came back, then it fails;
+3. tells executors to stop runs the control plane no longer wants (orphans);
+4. runs `streams.scheduler.algorithm.schedule` once per pool of live executors and turns its leases and
+   preemptions into events.
+Ids of new runs and events come from a generator seeded with the tick's offset on the feed, so
+the same cycle over the same index produces the same events, which the fold then de-duplicates.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from streams.scheduler.commands import command
+from streams.scheduler.feed import ExecutorState, JobDelta, Tick, node_id
+from streams.domain import events
+from streams.domain.ids import new_id
+from streams.scheduler.config import CycleConfig
+from streams.scheduler.convert import scheduling_node, scheduling_queue
+from streams.scheduler.index import END, LEASE, REQUEUE, Entry, SchedulerIndex, job_key
+from streams.scheduler.algorithm.preempting import schedule
+from streams.scheduler.algorithm.model import CycleInput, CycleResult, Job, RunningJob
+
+SCHEDULER_USER = "scheduler"
+CYCLES_QUEUE, CYCLES_JOB_SET = "_scheduler", "cycles"
+# Decisions per SchedulingCycle record: about 100 bytes each, so a record stays far below the
+# broker's 1 MB message limit however many jobs a cycle decides.
+MAX_DECISIONS_PER_RECORD = 2000
+
+
+@dataclass
+class CycleOutcome:
+    cycle_id: str
+    seed: int
+    sequences: list[dict[str, Any]] = field(default_factory=list)  # event_sequence records
+    commands: list[dict[str, Any]] = field(default_factory=list)  # executor_command records
+    # SchedulingCycle sequences, the decisions split across them in order; none when nothing was decided.
+    records: list[dict[str, Any]] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)  # index table keys
+    leased: int = 0
+    preempted: int = 0
+    requeued: int = 0
+    ended: int = 0
+
+
+class Cycle:
+    def __init__(self, index: SchedulerIndex, tick: Tick, offset: int, config: CycleConfig) -> None:
+        self.index, self.tick, self.config = index, tick, config
+        self.now = tick.time
+        self.rng = random.Random(offset)
+        self.outcome = CycleOutcome(cycle_id=new_id(self.now, self.rng), seed=offset)
+        self.emitted: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        self.decisions: list[dict[str, Any]] = []
+        # Jobs this cycle ended: the fold sends the command that stops their runs.
+        self.ended: set[str] = set()
+        self.outcome.changed.append(index.start_cycle())
+        # Decisions change entries, never which jobs the index holds: one sort serves the cycle.
+        self.job_ids = sorted(index.jobs)
+        self.live = {
+            name: state
+            for name, state in sorted(index.executors.items())
+            if self.now - index.heard[name] <= config.executor_timeout_ms or index.cycles_without_report(name) <= config.missed_cycles
+        }
+
+    # -- output -----------------------------------------------------------------------------
+    def emit(self, delta: JobDelta, kind: str, payload: dict[str, Any]) -> None:
+        self.emitted[(delta.queue, delta.job_set_id)].append(events.event(new_id(self.now, self.rng), self.now, delta.job_id, events.payload(kind, payload)))
+
+    def decide(self, entry: Entry, expect: str, delta: JobDelta) -> None:
+        if expect == END:
+            self.ended.add(entry.delta.job_id)
+        self.outcome.changed.append(self.index.decide(entry.delta.job_id, expect, delta))
+
+    def end(self, entry: Entry, kind: str, payload: dict[str, Any]) -> None:
+        self.emit(entry.delta, kind, payload)
+        self.decide(entry, END, entry.delta)
+        self.outcome.ended += 1
+
+    # -- 1 and 2: requests and the lease lifecycle -------------------------------------------
+    def lifecycle(self) -> None:
+        for job_id in self.job_ids:
+            entry = self.index.jobs[job_id]
+            if entry.expect == END:
+                continue
+            d = entry.delta
+            if entry.announce_priority is not None:
+                self.emit(d, "JobReprioritised", {"new_priority": entry.announce_priority})
+                entry.announce_priority = None
+                self.outcome.changed.append(job_key(job_id))
+            if d.cancel_requested:
+                reason = "cancelled on request" + (f": {entry.cancel_reason}" if entry.cancel_reason else "")
+                self.end(entry, "JobCancelled", {"run_id": d.run_id if d.run_active else None, "reason": reason})
+            elif d.preempt_requested and d.run_active:
+                self.end(entry, "JobPreempted", {"run_id": d.run_id, "reason": "preempted on request"})
+            elif d.run_active and d.executor not in self.live:
+                message = (
+                    f"executor {d.executor} has not reported for {self.config.executor_timeout_ms / 1000:g} s"
+                    f" and {self.config.missed_cycles} cycles"
+                )
+                self.take_back(entry, "lease_expired", message, avoid=None)
+            elif d.run_active and self.lost(entry, self.live[d.executor or ""]):
+                message = f"executor {d.executor} no longer holds the run"
+                self.take_back(entry, "lease_returned", message, avoid=node_id(d.executor or "", d.node or ""))
+            elif d.run_returned:
+                self.requeue_or_fail(entry, d, f"run {d.run_id} returned")
+
+    def lost(self, entry: Entry, executor: ExecutorState) -> bool:
+        """The executor's runs, listed well after the fold accepted the lease, lack the run."""
+        d = entry.delta
+        return (
+            entry.fold_run == d.run_id
+            and executor.time - entry.fold_run_at > self.config.missing_run_grace_ms
+            and d.run_id not in executor.runs
+        )
+
+    def take_back(self, entry: Entry, category: str, message: str, avoid: str | None) -> None:
+        d = entry.delta
+        reason = category.replace("_", " ")
+        self.emit(d, "JobRunFailed", {"run_id": d.run_id, "reason": reason, "message": message, "exit_code": None, "category": category, "retryable": True})
+        taken = replace(
+            d,
+            run_state=category,
+            returned_runs=d.returned_runs + 1,
+            avoid_nodes=tuple(sorted({*d.avoid_nodes, avoid})) if avoid else d.avoid_nodes,
+        )
+        self.requeue_or_fail(entry, taken, f"{reason}: {message}")
+
+    def requeue_or_fail(self, entry: Entry, d: JobDelta, reason: str) -> None:
+        if d.returned_runs >= self.config.max_attempts:
+            message = f"{d.returned_runs} runs were returned or expired (limit {self.config.max_attempts})"
+            self.emit(d, "JobFailed", {"reason": "max_runs_exceeded", "message": message, "exit_code": None})
+            self.decide(entry, END, d)
+            self.outcome.ended += 1
+            return
+        self.emit(d, "JobRequeued", {"run_id": d.run_id, "reason": reason, "avoid_nodes": list(d.avoid_nodes)})
+        self.decide(entry, REQUEUE, replace(d, state="queued"))
+        self.outcome.requeued += 1
+
+    # -- 3: orphans ---------------------------------------------------------------------------
+    def orphans(self) -> None:
+        # Forget runs no executor reports any more, so the set stays as small as the orphans.
+        self.index.orphans_cancelled &= {run_id for state in self.index.executors.values() for run_id in state.active}
+        for name, state in self.live.items():
+            for run_id in state.active:
+                if run_id in self.index.orphans_cancelled:
+                    continue
+                job_id = state.runs.get(run_id, "")
+                entry = self.index.jobs.get(job_id)
+                # The job's active run is no orphan, unless an earlier cycle ended the job (this
+                # cycle's endings are stopped by the fold, with the right kind of command).
+                if entry is not None and entry.delta.run_id == run_id and entry.delta.run_active:
+                    if entry.expect != END or job_id in self.ended:
+                        continue
+                self.index.orphans_cancelled.add(run_id)
+                self.outcome.commands.append(
+                    command(
+                        command_id=new_id(self.now, self.rng),
+                        executor=name,
+                        kind="cancel_run",
+                        job_id=job_id,
+                        run_id=run_id,
+                        queue=entry.delta.queue if entry else "",
+                        job_set_id=entry.delta.job_set_id if entry else "",
+                        grace_period_s=entry.delta.grace_period_s if entry else 1,
+                        reason="the control plane no longer holds this run",
+                        created=self.now,
+                    )
+                )
+
+    # -- 4: placement -------------------------------------------------------------------------
+    def place(self) -> None:
+        queues = {q.name: q for q in self.tick.queues}
+        pools = sorted({state.pool for state in self.live.values()})
+        leased: set[str] = set()
+        for pool in pools:
+            executors = [state for state in self.live.values() if state.pool == pool]
+            where = {node_id(s.executor, n.name): (s.executor, n.name) for s in executors for n in s.nodes}
+            running, queued, unmanaged = self.pool_jobs(where, leased, queues)
+            active = sorted({job.queue for job in queued} | {r.job.queue for r in running})
+            inputs = CycleInput(
+                queues=tuple(scheduling_queue(queues[name], pool) for name in active),
+                nodes=tuple(self.nodes(executors, unmanaged)),
+                running=tuple(running),
+                queued=tuple(queued),
+                now=self.now / 1000.0,
+                seed=self.outcome.seed,
+                limiters=self.index.limiters,
+            )
+            result = schedule(inputs, self.config.scheduling)
+            self.apply(pool, result, where, leased)
+            self.outcome.changed += self.index.set_limiters(result.limiters)
+
+    def nodes(self, executors: Iterable[ExecutorState], unmanaged: dict[str, dict[str, int]]) -> Iterable[Any]:
+        """``unmanaged``: per node, what runs the cycle cannot schedule around hold, counted as
+        used by pods Flotilla did not start."""
+        held = max((pc.priority for pc in self.config.scheduling.priority_classes.values()), default=0)
+        for state in executors:
+            for node in state.nodes:
+                extra = unmanaged.get(node_id(state.executor, node.name))
+                if extra:
+                    node = replace(node, used={k: node.used.get(k, 0) + extra.get(k, 0) for k in {*node.used, *extra}})
+                yield scheduling_node(state, node, held)
+
+    def pool_jobs(
+        self, where: dict[str, tuple[str, str]], leased: set[str], queues: dict[str, Any]
+    ) -> tuple[list[RunningJob], list[Job], dict[str, dict[str, int]]]:
+        """Running and queued jobs of the pool, and per node the resources of runs whose queue
+        (not in the tick) or priority class (not configured) the cycle does not know: they are
+        neither scheduled nor preempted, but their resources stay taken."""
+        classes = self.config.scheduling.priority_classes
+        running: list[RunningJob] = []
+        queued: list[Job] = []
+        unmanaged: dict[str, dict[str, int]] = defaultdict(dict)
+        for job_id in self.job_ids:
+            entry = self.index.jobs[job_id]
+            d = entry.delta
+            if entry.expect == END:
+                continue
+            known = d.queue in queues and d.priority_class in classes
+            if d.run_active:
+                node = node_id(d.executor or "", d.node or "")
+                if node in where and known:
+                    started = (d.leased_at or 0) / 1000.0
+                    running.append(RunningJob(entry.job, node, classes[d.priority_class].priority, started))
+                elif node in where:
+                    for name, amount in d.requests.items():
+                        unmanaged[node][name] = unmanaged[node].get(name, 0) + amount
+            elif known and d.state == "queued" and job_id not in leased:
+                queued.append(entry.job)
+        return running, queued, unmanaged
+
+    def apply(self, pool: str, result: CycleResult, where: dict[str, tuple[str, str]], leased: set[str]) -> None:
+        for placed in result.scheduled:
+            entry = self.index.jobs[placed.job_id]
+            executor, node = where[placed.node]
+            run_id = new_id(self.now, self.rng)
+            d = entry.delta
+            self.emit(
+                d,
+                "JobLeased",
+                {"run_id": run_id, "executor": executor, "node": node, "pool": pool, "scheduled_at_priority": placed.priority, "cycle_id": self.outcome.cycle_id},
+            )
+            self.decide(
+                entry,
+                LEASE,
+                replace(d, state="leased", runs=d.runs + 1, run_id=run_id, executor=executor, node=node, run_state="leased", leased_at=self.now),
+            )
+            leased.add(placed.job_id)
+            self.decisions.append({"job_id": placed.job_id, "kind": "leased", "executor": executor, "node": node, "reason": f"scheduled in pool {pool}"})
+        self.outcome.leased += len(result.scheduled)
+        for victim in result.preempted:
+            entry = self.index.jobs[victim.job_id]
+            executor, node = where.get(victim.node, (entry.delta.executor, entry.delta.node))
+            self.end(entry, "JobPreempted", {"run_id": entry.delta.run_id, "reason": victim.reason})
+            self.decisions.append({"job_id": victim.job_id, "kind": "preempted", "executor": executor, "node": node, "reason": victim.reason})
+        self.outcome.preempted += len(result.preempted)
+        budget = self.config.max_unschedulable_recorded
+        for group in sorted(result.unscheduled, key=lambda g: not g.attempted):
+            for job_id in group.job_ids[:budget]:
+                if job_id not in leased:
+                    self.decisions.append({"job_id": job_id, "kind": "unschedulable", "executor": None, "node": None, "reason": group.reason})
+                    budget -= 1
+            if budget <= 0:
+                break
+
+    # -- all together -------------------------------------------------------------------------
+    def run(self) -> CycleOutcome:
+        self.lifecycle()
+        self.orphans()
+        self.place()
+        self.outcome.sequences = [
+            sequence
+            for (queue, job_set), emitted in sorted(self.emitted.items())
+            for sequence in events.sequences(queue, job_set, SCHEDULER_USER, (), emitted)
+        ]
+        if self.emitted or self.outcome.commands:
+            self.outcome.records = [
+                self.cycle_record(self.decisions[start : start + MAX_DECISIONS_PER_RECORD])
+                for start in range(0, max(len(self.decisions), 1), MAX_DECISIONS_PER_RECORD)
+            ]
+        return self.outcome
+
+    def cycle_record(self, decisions: list[dict[str, Any]]) -> dict[str, Any]:
+        payload = {
+            "cycle_id": self.outcome.cycle_id,
+            "cycle_time": self.now,
+            "seed": self.outcome.seed,
+            "feed_offsets": {"0": self.outcome.seed},
+            "decisions": decisions,
+        }
+        record = events.event(new_id(self.now, self.rng), self.now, None, events.payload("SchedulingCycle", payload))
+        (sequence,) = events.sequences(CYCLES_QUEUE, CYCLES_JOB_SET, SCHEDULER_USER, (), [record])
+        return sequence
+
+
+def run_cycle(index: SchedulerIndex, tick: Tick, offset: int, config: CycleConfig) -> CycleOutcome:
+    """Run the cycle closed by ``tick`` (at feed ``offset``); mutates ``index`` with its decisions."""
+    return Cycle(index, tick, offset, config).run()

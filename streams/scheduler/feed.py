@@ -1,0 +1,316 @@
+"""Records of the `scheduler-feed` topic: what the scheduling agent needs, and nothing more.
+
+The feed is internal (one partition, one reader), so its records are compact JSON rather than
+Avro: a job's scheduling view without its pod spec, an executor's nodes and held runs, an
+executor's heartbeat between those, a job-set action, the job deltas and job-set actions of one
+event sequence together, and the tick that closes a scheduling window. Each record is a complete
+statement (a job delta replaces what the scheduler knew of the job), so applying one twice
+changes nothing.
+
+Node ids seen by the scheduler are ``executor/node``: two clusters may both have a ``node-0``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from streams.domain.queues import queue_weight
+from streams.domain.resources import job_resource_request
+from streams.domain.states import ACTIVE, JOB_TERMINAL
+
+GANG_ANNOTATION_PREFIX = "armadaproject.io/gang"
+# Runs that ended without the job ending: the job goes back to the queue (up to a limit).
+RETURNED_RUN_STATES = frozenset({"lease_returned", "lease_expired"})
+
+
+def node_id(executor: str, node: str) -> str:
+    return f"{executor}/{node}"
+
+
+@dataclass(frozen=True, slots=True)
+class JobDelta:
+    """A job as the scheduler sees it: state, shape, placement constraints and latest run."""
+
+    job_id: str
+    queue: str
+    job_set_id: str
+    state: str
+    priority_class: str
+    priority: float
+    submitted: int
+    requests: dict[str, int]
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, Any], ...] = ()
+    # Required node affinity terms, each a tuple of {key, operator, values} expressions.
+    affinity: tuple[tuple[dict[str, Any], ...], ...] = ()
+    gang: dict[str, str] = field(default_factory=dict)
+    runs: int = 0
+    run_id: str | None = None
+    executor: str | None = None
+    node: str | None = None
+    run_state: str | None = None
+    leased_at: int | None = None
+    # Nodes (``executor/node``) whose runs of this job were returned: the job avoids them.
+    avoid_nodes: tuple[str, ...] = ()
+    returned_runs: int = 0
+    cancel_requested: bool = False
+    preempt_requested: bool = False
+    grace_period_s: int = 1
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in JOB_TERMINAL
+
+    @property
+    def run_active(self) -> bool:
+        """The latest run holds resources: it was leased and has not ended."""
+        return self.run_state in ACTIVE
+
+    @property
+    def run_returned(self) -> bool:
+        """The job is not finished but its latest run is: it waits to be requeued or failed."""
+        return not self.terminal and self.state != "queued" and self.run_state in RETURNED_RUN_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    name: str
+    resources: dict[str, int]
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[dict[str, Any], ...] = ()
+    unschedulable: bool = False
+    # Held by pods Flotilla did not start.
+    used: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorState:
+    """An executor's nodes and runs as of ``time`` (epoch ms, the report's time on the log)."""
+
+    executor: str
+    pool: str
+    time: int
+    nodes: tuple[NodeState, ...] = ()
+    # run id -> job id of every run the executor holds, active or recently ended.
+    runs: dict[str, str] = field(default_factory=dict)
+    # The runs among those still leased, pending or running.
+    active: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """An executor reported again (``time``: the report's time on the log) and the scheduler is
+    not sent its nodes and runs this time: they are forwarded every few seconds, not with every
+    report, because a report of 50,000 runs cost the worker a quarter of a second to carry."""
+
+    executor: str
+    time: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobSetAction:
+    """Cancel or reprioritise every unfinished job of a job set, as of the next cycle."""
+
+    queue: str
+    job_set_id: str
+    action: str  # cancel or reprioritise
+    reason: str = ""
+    new_priority: float | None = None
+    event_id: str = ""
+    time: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """Everything one event sequence changed for the scheduler, in the order of its events.
+
+    The job-state agent forwards a folded sequence as one record: a submission of a hundred
+    jobs, or a cycle's thousand leases, used to cross the feed as that many messages, and Faust's
+    handling of each message cost the scheduling agent more than applying the delta in it."""
+
+    records: tuple[JobDelta | JobSetAction, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    name: str
+    weight: float
+    cordoned: bool = False
+    # The queue record's resource_limits_by_priority_class_name, per-pool overrides included.
+    resource_limits: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def queue_info(queue: dict[str, Any]) -> QueueInfo:
+    """The scheduling view of a validated queue record."""
+    return QueueInfo(
+        name=queue["name"],
+        weight=queue_weight(queue),
+        cordoned=queue["cordoned"],
+        resource_limits=queue["resource_limits_by_priority_class_name"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Closes a scheduling window. Carries the cycle's clock and queue definitions so that
+    everything a cycle depends on is on the feed."""
+
+    time: int
+    queues: tuple[QueueInfo, ...] = ()
+
+
+FeedRecord = JobDelta | ExecutorState | Heartbeat | JobSetAction | Changes | Tick
+
+_KIND = {
+    JobDelta: "job", ExecutorState: "executor", Heartbeat: "heartbeat", JobSetAction: "job_set", Changes: "changes", Tick: "tick",
+}
+
+
+def job_delta(job: dict[str, Any]) -> JobDelta:
+    """The scheduling view of a folded job (a job_state record)."""
+    return JobDelta(**state_fields(job), **spec_fields(job["spec"]))
+
+
+def feed_change(before: dict[str, Any] | None, after: dict[str, Any]) -> JobDelta | None:
+    """The delta the job-state agent forwards for a folded change, or None when the scheduler's
+    view of the job did not change.
+
+    The fold never changes a job's spec, so only the part its events change is compared, and
+    the spec is read only for a delta that is sent."""
+    state = state_fields(after)
+    if before is not None and _significant(state_fields(before)) == _significant(state):
+        return None
+    return JobDelta(**state, **spec_fields(after["spec"]))
+
+
+def _significant(fields: dict[str, Any]) -> dict[str, Any]:
+    """Pending and running hold the same resources: the scheduler need not hear of the step.
+
+    The job's state moves along with its latest run's, so both are compared as "active"."""
+    if fields["run_state"] not in ACTIVE:
+        return fields
+    return {**fields, "run_state": "active", "state": "active" if fields["state"] in ACTIVE else fields["state"]}
+
+
+def spec_fields(spec: dict[str, Any]) -> dict[str, Any]:
+    """The part of a job's scheduling view that its spec fixes at submission."""
+    pod = spec.get("pod_spec") or {}
+    affinity = ((pod.get("affinity") or {}).get("node_affinity") or {}).get("required") or []
+    return {
+        "requests": job_resource_request(pod),
+        "node_selector": dict(pod.get("node_selector") or {}),
+        "tolerations": tuple(
+            {k: v for k, v in t.items() if v is not None and k != "toleration_seconds"} for t in pod.get("tolerations") or []
+        ),
+        "affinity": tuple(tuple(dict(e) for e in term["match_expressions"]) for term in affinity),
+        "gang": {k: v for k, v in (spec.get("annotations") or {}).items() if k.startswith(GANG_ANNOTATION_PREFIX)},
+        "grace_period_s": int(pod.get("termination_grace_period_seconds") or 1),
+    }
+
+
+def state_fields(job: dict[str, Any]) -> dict[str, Any]:
+    """The part of a job's scheduling view that its events change."""
+    runs = job["runs"]
+    latest = runs[-1] if runs else None
+    returned = [run for run in runs if run["state"] in RETURNED_RUN_STATES]
+    return {
+        "job_id": job["job_id"],
+        "queue": job["queue"],
+        "job_set_id": job["job_set_id"],
+        "state": job["state"],
+        "priority_class": job["priority_class"],
+        "priority": job["priority"],
+        "submitted": job["submitted"],
+        "runs": len(runs),
+        "run_id": latest["run_id"] if latest else None,
+        "executor": latest["executor"] if latest else None,
+        "node": latest["node"] if latest else None,
+        "run_state": latest["state"] if latest else None,
+        "leased_at": latest["leased_at"] if latest else None,
+        # Only runs their executor gave back: an expired lease says nothing against the node
+        # (the scheduler's own take-back of an expired lease avoids nothing either).
+        "avoid_nodes": tuple(
+            sorted({node_id(run["executor"], run["node"]) for run in returned if run["node"] and run["state"] == "lease_returned"})
+        ),
+        "returned_runs": len(returned),
+        "cancel_requested": job["cancel_requested"],
+        "preempt_requested": job["preempt_requested"],
+    }
+
+
+def encode(record: FeedRecord) -> bytes:
+    return json.dumps(to_json(record), separators=(",", ":")).encode()
+
+
+def decode(raw: bytes) -> FeedRecord:
+    """Raises ValueError for anything that is not a feed record."""
+    try:
+        body = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not a scheduler-feed record: {exc}") from exc
+    return from_json(body)
+
+
+def to_json(record: FeedRecord) -> dict[str, Any]:
+    """The record as a JSON-ready dict, for embedding in other JSON (the scheduler's index table)."""
+    body = _to_json(record)
+    body["k"] = _KIND[type(record)]
+    return body
+
+
+def from_json(body: Any) -> FeedRecord:
+    """The record ``to_json`` gave (``body`` is consumed); raises ValueError for anything else."""
+    try:
+        kind = body.pop("k")
+        if kind == "job":
+            return JobDelta(
+                **{
+                    **body,
+                    "tolerations": tuple(body.get("tolerations", ())),
+                    "affinity": tuple(tuple(term) for term in body.get("affinity", ())),
+                    "avoid_nodes": tuple(body.get("avoid_nodes", ())),
+                }
+            )
+        if kind == "executor":
+            nodes = tuple(NodeState(**{**n, "taints": tuple(n.get("taints", ()))}) for n in body.pop("nodes", ()))
+            return ExecutorState(**{**body, "active": tuple(body.get("active", ()))}, nodes=nodes)
+        if kind == "heartbeat":
+            return Heartbeat(**body)
+        if kind == "job_set":
+            return JobSetAction(**body)
+        if kind == "changes":
+            return Changes(records=tuple(_change(r) for r in body["records"]))
+        if kind == "tick":
+            return Tick(time=body["time"], queues=tuple(QueueInfo(**q) for q in body.get("queues", ())))
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"not a scheduler-feed record: {exc}") from exc
+    raise ValueError(f"unknown scheduler-feed record kind {kind!r}")
+
+
+def _change(body: Any) -> JobDelta | JobSetAction:
+    """A member of a changes record: a job delta or a job-set action, checked before decoding."""
+    kind = body.get("k") if isinstance(body, dict) else None
+    if kind not in ("job", "job_set"):
+        raise ValueError(f"a changes record holds job and job_set records, not {kind!r}")
+    record = from_json(body)
+    assert isinstance(record, (JobDelta, JobSetAction))
+    return record
+
+
+def _to_json(record: FeedRecord) -> dict[str, Any]:
+    if isinstance(record, Changes):
+        return {"records": [to_json(r) for r in record.records]}
+    if isinstance(record, ExecutorState):
+        return {
+            "executor": record.executor,
+            "pool": record.pool,
+            "time": record.time,
+            "runs": record.runs,
+            "active": record.active,
+            "nodes": [{name: getattr(n, name) for name in NodeState.__slots__} for n in record.nodes],
+        }
+    if isinstance(record, Tick):
+        return {"time": record.time, "queues": [{name: getattr(q, name) for name in QueueInfo.__slots__} for q in record.queues]}
+    return {name: getattr(record, name) for name in type(record).__slots__}

@@ -1,0 +1,251 @@
+"""The scheduling agent's view of the world: unfinished jobs, executors and limiter state.
+
+The index runs ahead of the log. When a cycle leases, requeues or ends a job, the index records
+that at once, while the job-state agent folds the matching event and sends the confirming job
+delta back through the feed a little later. Deltas that were already on their way describe the
+job as it was before the decision; the entry's expectation recognises and skips them, so a job
+leased in one cycle is never seen as queued again by the next.
+
+Everything is keyed for the agent's changelog-backed table (`dump`/`load`), from which the
+index is rebuilt when a worker takes the scheduler feed over.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+
+from streams.scheduler import feed
+from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction
+from streams.scheduler.convert import limiters_from_json, limiters_to_json, scheduling_job
+from streams.scheduler.algorithm.model import Job, LimiterState
+
+LEASE, REQUEUE, END = "lease", "requeue", "end"
+LIMITERS_KEY = "x:limiters"
+CYCLES_KEY = "x:cycles"
+
+
+@dataclass(slots=True)
+class Entry:
+    """A job as the scheduler last decided or heard. ``expect`` names a decision not yet
+    confirmed by the feed; ``expect_runs`` is the job's run count the decision left behind."""
+
+    delta: JobDelta
+    expect: str | None = None
+    expect_runs: int = 0
+    # A job-set reprioritisation to announce with a JobReprioritised event at the next cycle.
+    announce_priority: float | None = None
+    # Why the job's job set was cancelled (the fold knows why a single job was, the job set's jobs do not).
+    cancel_reason: str | None = None
+    # The run the fold has accepted (and so sent its executor a command for), and the time its
+    # executor was last heard from then: a run is missed in reports only counting from there,
+    # since under load the fold accepts a lease long after the cycle made it.
+    fold_run: str | None = None
+    fold_run_at: int = 0
+    _job: Job | None = None
+
+    @property
+    def job(self) -> Job:
+        if self._job is None:
+            self._job = scheduling_job(self.delta)
+        return self._job
+
+    def set(self, delta: JobDelta) -> None:
+        self.delta, self._job = delta, None
+
+    def confirmed_by(self, delta: JobDelta) -> bool:
+        if self.expect == LEASE:
+            return delta.runs >= self.expect_runs
+        if self.expect == REQUEUE:
+            return delta.runs > self.expect_runs or (delta.runs == self.expect_runs and delta.state == "queued")
+        return False  # END: only the terminal delta, which removes the entry
+
+
+class SchedulerIndex:
+    def __init__(self) -> None:
+        self.jobs: dict[str, Entry] = {}
+        self.executors: dict[str, ExecutorState] = {}
+        # Per executor the time of its latest report, full or heartbeat: its liveness. The
+        # state's own time is when its runs were listed.
+        self.heard: dict[str, int] = {}
+        self.limiters = LimiterState()
+        # Cycles run so far, and per executor the cycle that closed (or will close) the window
+        # of its last report.
+        self.cycles = 0
+        self.reported_in_cycle: dict[str, int] = {}
+        # Orphan runs already told to stop; in memory only, so a take-over may ask once more.
+        self.orphans_cancelled: set[str] = set()
+
+    # -- the feed ---------------------------------------------------------------------------
+    def apply(self, record: JobDelta | ExecutorState | Heartbeat | JobSetAction | Changes) -> list[str]:
+        """Fold one feed record; returns the table keys it changed."""
+        if isinstance(record, JobDelta):
+            return self._apply_job(record)
+        if isinstance(record, Changes):
+            return [key for change in record.records for key in self.apply(change)]
+        if isinstance(record, ExecutorState):
+            self.executors[record.executor] = record
+            self._heard(record.executor, record.time)
+            return [executor_key(record.executor)]
+        if isinstance(record, Heartbeat):
+            if record.executor not in self.executors:  # its nodes are not known yet: nothing to keep alive
+                return []
+            self._heard(record.executor, record.time)
+            return [heartbeat_key(record.executor)]
+        return self._apply_job_set(record)
+
+    def _heard(self, executor: str, time: int) -> None:
+        self.heard[executor] = max(self.heard.get(executor, time), time)
+        self.reported_in_cycle[executor] = self.cycles + 1
+
+    def _apply_job(self, delta: JobDelta) -> list[str]:
+        key = job_key(delta.job_id)
+        if delta.terminal:
+            return [key] if self.jobs.pop(delta.job_id, None) is not None else []
+        entry = self.jobs.get(delta.job_id)
+        if entry is None:
+            entry = self.jobs[delta.job_id] = Entry(delta)
+            self._fold_run(entry)
+            return [key]
+        # Requests are sticky, and a job-set cancel is known here only (the fold does not mark
+        # the jobs), so neither a newer nor an older delta takes one away.
+        flags = (entry.delta.cancel_requested or delta.cancel_requested, entry.delta.preempt_requested or delta.preempt_requested)
+        if entry.expect is None or entry.confirmed_by(delta):
+            merged = replace(delta, cancel_requested=flags[0], preempt_requested=flags[1])
+            # The fold may confirm just what the decision recorded: then the expectation stays,
+            # and only goes on skipping deltas older than it.
+            changed = merged != entry.delta
+            if changed:
+                entry.set(merged)
+                entry.expect = None
+            return [key] if self._fold_run(entry) or changed else []
+        else:
+            # Older than our decision: only the requests are taken from it.
+            if flags == (entry.delta.cancel_requested, entry.delta.preempt_requested):
+                return []
+            entry.set(replace(entry.delta, cancel_requested=flags[0], preempt_requested=flags[1]))
+        return [key]
+
+    def _fold_run(self, entry: Entry) -> bool:
+        """Note the entry's active run as accepted by the fold, if it is new; whether it was."""
+        d = entry.delta
+        if not d.run_active or d.run_id is None or entry.fold_run == d.run_id:
+            return False
+        entry.fold_run = d.run_id
+        entry.fold_run_at = self.heard.get(d.executor or "", d.leased_at or 0)
+        return True
+
+    def _apply_job_set(self, action: JobSetAction) -> list[str]:
+        changed = []
+        for job_id, entry in self.jobs.items():
+            if entry.delta.queue != action.queue or entry.delta.job_set_id != action.job_set_id:
+                continue
+            if action.action == "cancel" and not entry.delta.cancel_requested:
+                entry.set(replace(entry.delta, cancel_requested=True))
+                entry.cancel_reason = action.reason or None
+            elif action.action == "reprioritise" and action.new_priority is not None:
+                entry.set(replace(entry.delta, priority=action.new_priority))
+                entry.announce_priority = action.new_priority
+            else:
+                continue
+            changed.append(job_key(job_id))
+        return changed
+
+    # -- decisions --------------------------------------------------------------------------
+    def decide(self, job_id: str, expect: str, delta: JobDelta) -> str:
+        """Record a decision about a job ahead of its confirmation; returns the changed key."""
+        entry = self.jobs[job_id]
+        entry.set(delta)
+        entry.expect, entry.expect_runs = expect, delta.runs
+        return job_key(job_id)
+
+    def start_cycle(self) -> str:
+        self.cycles += 1
+        return CYCLES_KEY
+
+    def cycles_without_report(self, executor: str) -> int:
+        return max(0, self.cycles - self.reported_in_cycle.get(executor, 0))
+
+    def set_limiters(self, limiters: LimiterState) -> list[str]:
+        if limiters == self.limiters:
+            return []
+        self.limiters = limiters
+        return [LIMITERS_KEY]
+
+    # -- the table ----------------------------------------------------------------------------
+    def dump(self, key: str) -> bytes | None:
+        """The table value for ``key``, or None when the key is to be deleted."""
+        kind, _, name = key.partition(":")
+        if kind == "j":
+            entry = self.jobs.get(name)
+            if entry is None:
+                return None
+            body = {
+                "d": feed.to_json(entry.delta), "x": entry.expect, "n": entry.expect_runs, "p": entry.announce_priority,
+                "c": entry.cancel_reason, "r": entry.fold_run, "a": entry.fold_run_at,
+            }
+            return json.dumps(body, separators=(",", ":")).encode()
+        if kind == "e":
+            state = self.executors.get(name)
+            if state is None:
+                return None
+            return json.dumps({"s": feed.to_json(state), "c": self.reported_in_cycle.get(name, 0)}, separators=(",", ":")).encode()
+        if kind == "h":
+            if name not in self.executors:
+                return None
+            return json.dumps({"t": self.heard[name], "c": self.reported_in_cycle.get(name, 0)}).encode()
+        if key == LIMITERS_KEY:
+            return json.dumps(limiters_to_json(self.limiters)).encode()
+        if key == CYCLES_KEY:
+            return str(self.cycles).encode()
+        raise KeyError(key)
+
+    def load(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """Rebuild from the table's contents."""
+        self.__init__()  # type: ignore[misc]
+        heartbeats = []
+        for key, value in items:
+            kind, _, name = key.partition(":")
+            if kind == "j":
+                body = json.loads(value)
+                delta = feed.from_json(body["d"])
+                assert isinstance(delta, JobDelta)
+                self.jobs[name] = Entry(delta, body["x"], body["n"], body["p"], body["c"], body["r"], body["a"])
+            elif kind == "e":
+                body = json.loads(value)
+                state = feed.from_json(body["s"])
+                assert isinstance(state, ExecutorState)
+                self.executors[name] = state
+                self.heard[name] = state.time
+                self.reported_in_cycle[name] = body["c"]
+            elif kind == "h":
+                heartbeats.append((name, json.loads(value)))
+            elif key == LIMITERS_KEY:
+                self.limiters = limiters_from_json(json.loads(value))
+            elif key == CYCLES_KEY:
+                self.cycles = int(value)
+        # The state and the heartbeat keys each hold what the latest record of their kind said.
+        for name, body in heartbeats:
+            if name in self.executors:
+                self.heard[name] = max(self.heard[name], body["t"])
+                self.reported_in_cycle[name] = max(self.reported_in_cycle[name], body["c"])
+
+    def keys(self) -> Iterator[str]:
+        yield from (job_key(job_id) for job_id in self.jobs)
+        yield from (executor_key(name) for name in self.executors)
+        yield from (heartbeat_key(name) for name in self.executors)
+        yield LIMITERS_KEY
+        yield CYCLES_KEY
+
+
+def job_key(job_id: str) -> str:
+    return f"j:{job_id}"
+
+
+def executor_key(executor: str) -> str:
+    return f"e:{executor}"
+
+
+def heartbeat_key(executor: str) -> str:
+    return f"h:{executor}"

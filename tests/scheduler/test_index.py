@@ -1,0 +1,322 @@
+"""The scheduling agent's index: feed records, decisions ahead of the log, and its table."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams.scheduler.feed import Changes, Heartbeat, JobSetAction
+from streams.scheduler.config import CycleConfig
+from streams.scheduler.index import END, LEASE, LIMITERS_KEY, REQUEUE, SchedulerIndex, executor_key, heartbeat_key, job_key
+from streams.scheduler.cycle import run_cycle
+from streams.scheduler.algorithm.model import LimiterState, TokenBucket
+from tests.scheduler.builders import delta, executor, holding, running, tick
+
+
+def leased(d, run_id="r1", executor_name="ex1", node="n0", at=2_000):
+    return replace(d, state="leased", run_state="leased", runs=d.runs + 1, run_id=run_id, executor=executor_name, node=node, leased_at=at)
+
+
+def test_a_delta_adds_the_job_and_a_terminal_delta_removes_it() -> None:
+    index = SchedulerIndex()
+    assert index.apply(delta("j1")) == [job_key("j1")]
+    assert index.jobs["j1"].delta == delta("j1")
+    assert index.apply(replace(delta("j1"), state="succeeded")) == [job_key("j1")]
+    assert "j1" not in index.jobs
+    # a terminal delta of a job the index does not hold changes nothing
+    assert index.apply(replace(delta("j2"), state="cancelled")) == []
+    assert index.jobs == {}
+
+
+def test_a_repeated_delta_is_harmless() -> None:
+    index = SchedulerIndex()
+    index.apply(delta("j1"))
+    index.apply(delta("j1"))
+    assert list(index.jobs) == ["j1"] and index.jobs["j1"].delta == delta("j1")
+
+
+def test_stale_deltas_after_a_lease_are_skipped_until_the_confirming_one() -> None:
+    index = SchedulerIndex()
+    queued = delta("j1")
+    index.apply(queued)
+    decided = leased(queued)
+    assert index.decide("j1", LEASE, decided) == job_key("j1")
+    assert index.jobs["j1"].expect == LEASE and index.jobs["j1"].expect_runs == 1
+
+    # the queued delta that was on its way (say, a reprioritisation) is older than the lease
+    assert index.apply(replace(queued, priority=5.0)) == []
+    assert index.jobs["j1"].delta == decided and index.jobs["j1"].expect == LEASE
+
+    # the fold's lease says what the decision recorded: its run is now the fold's, stale deltas still skipped
+    assert index.jobs["j1"].fold_run is None
+    confirming = replace(decided, state="leased")
+    assert index.apply(confirming) == [job_key("j1")]
+    assert index.jobs["j1"].delta == decided and index.jobs["j1"].fold_run == "r1"
+    assert index.apply(queued) == [] and index.apply(confirming) == []
+    # later deltas apply as they come
+    assert index.apply(replace(confirming, priority=7.0)) == [job_key("j1")]
+    assert index.jobs["j1"].delta.priority == 7.0 and index.jobs["j1"].expect is None
+
+
+def test_a_run_counts_as_sent_from_when_the_fold_accepts_it() -> None:
+    """The fold sends the lease command when it accepts the lease, which under load is long
+    after the cycle: the executor is held to list the run only from then."""
+    index = SchedulerIndex()
+    index.apply(executor("ex1", 1_000))
+    queued = delta("j1")
+    index.apply(queued)
+    index.decide("j1", LEASE, leased(queued, executor_name="ex1", at=2_000))
+    index.apply(Heartbeat("ex1", 90_000))
+    index.apply(leased(queued, executor_name="ex1", at=2_000))
+    assert (index.jobs["j1"].fold_run, index.jobs["j1"].fold_run_at) == ("r1", 90_000)
+    # a running job the index first hears of from the fold: its executor's last word counts
+    index.apply(running(delta("j2"), "r2", "ex1", "n0", 500))
+    assert (index.jobs["j2"].fold_run, index.jobs["j2"].fold_run_at) == ("r2", 90_000)
+    index.apply(running(delta("j3"), "r3", "ex9", "n0", 700))  # an executor not heard from: the lease time
+    assert index.jobs["j3"].fold_run_at == 700
+
+
+def test_a_confirmation_that_differs_from_the_decision_replaces_it() -> None:
+    index = SchedulerIndex()
+    queued = delta("j1")
+    index.apply(queued)
+    index.decide("j1", LEASE, leased(queued))
+    confirming = leased(queued, at=2_001)  # the fold stamped the lease a millisecond later
+    assert index.apply(confirming) == [job_key("j1")]
+    assert index.jobs["j1"].delta == confirming and index.jobs["j1"].expect is None
+
+
+def test_changes_apply_in_order_and_name_every_key_they_changed() -> None:
+    index = SchedulerIndex()
+    index.apply(delta("j0"))
+    changes = Changes((delta("j1"), delta("j2"), JobSetAction("a", "s", "cancel", reason="r"), replace(delta("j1"), state="failed")))
+    assert index.apply(changes) == [job_key(j) for j in ("j1", "j2", "j0", "j1", "j2", "j1")]
+    assert sorted(index.jobs) == ["j0", "j2"]
+    assert all(entry.delta.cancel_requested for entry in index.jobs.values())
+    assert index.apply(Changes(())) == []
+
+
+def test_stale_deltas_after_a_requeue_are_skipped_until_the_job_is_queued() -> None:
+    index = SchedulerIndex()
+    run = running(delta("j1"), "r1", "ex1", "n0", 2_000)
+    index.apply(run)
+    index.decide("j1", REQUEUE, replace(run, state="queued", run_state="lease_expired", returned_runs=1))
+
+    # the fold's view of the run failing, before its requeue: still not queued
+    failed = replace(run, run_state="lease_expired", returned_runs=1)
+    assert index.apply(run) == [] and index.apply(failed) == []
+    assert index.jobs["j1"].delta.state == "queued" and index.jobs["j1"].expect == REQUEUE
+
+    requeued = replace(failed, state="queued")
+    assert index.apply(requeued) == []  # what the decision recorded
+    assert index.jobs["j1"].delta == requeued and index.apply(failed) == []
+    assert index.apply(replace(requeued, priority=2.0)) == [job_key("j1")]
+    assert index.jobs["j1"].expect is None
+
+
+def test_a_requeue_is_also_confirmed_by_a_later_lease() -> None:
+    index = SchedulerIndex()
+    run = running(delta("j1"), "r1", "ex1", "n0", 2_000)
+    index.apply(run)
+    index.decide("j1", REQUEUE, replace(run, state="queued"))
+    later = leased(replace(run, state="queued"), run_id="r2", node="n1")
+    index.apply(later)
+    assert index.jobs["j1"].expect is None and index.jobs["j1"].delta.run_id == "r2"
+
+
+def test_an_ended_job_waits_for_its_terminal_delta() -> None:
+    index = SchedulerIndex()
+    run = running(delta("j1"), "r1", "ex1", "n0", 2_000)
+    index.apply(run)
+    index.decide("j1", END, run)
+    assert index.apply(replace(run, priority=3.0)) == []
+    assert index.jobs["j1"].expect == END
+    index.apply(replace(run, state="cancelled", run_state="cancelled"))
+    assert "j1" not in index.jobs
+
+
+def test_a_stale_delta_still_brings_a_sticky_cancel_request() -> None:
+    index = SchedulerIndex()
+    queued = delta("j1")
+    index.apply(queued)
+    decided = leased(queued)
+    index.decide("j1", LEASE, decided)
+
+    assert index.apply(replace(queued, cancel_requested=True)) == [job_key("j1")]
+    entry = index.jobs["j1"]
+    assert entry.delta.cancel_requested and entry.expect == LEASE
+    assert entry.delta.run_id == "r1" and entry.delta.state == "leased"  # nothing else taken from the stale delta
+    assert entry.job.id == "j1"
+    # the confirming delta, folded before the cancel request, does not drop it
+    index.apply(decided)
+    assert index.jobs["j1"].delta == replace(decided, cancel_requested=True)
+
+
+def test_a_job_set_cancel_survives_later_deltas_of_the_job() -> None:
+    """The fold does not mark each job of a cancelled job set: only the index knows, until the
+    cycle cancels them. A delta that arrives between must not undo it."""
+    index = SchedulerIndex()
+    queued = delta("j1")
+    index.apply(queued)
+    index.decide("j1", LEASE, leased(queued))
+    index.apply(JobSetAction("a", "s", "cancel"))
+    index.apply(leased(queued))  # the lease confirmation, from the fold that knows nothing of the cancel
+    assert index.jobs["j1"].delta.cancel_requested
+    index.apply(replace(leased(queued), state="running", run_state="running"))
+    assert index.jobs["j1"].delta.cancel_requested
+
+
+def test_job_set_cancel_marks_only_that_job_set() -> None:
+    index = SchedulerIndex()
+    for d in (delta("j1"), delta("j2"), delta("j3", job_set="other"), delta("j4", queue="b")):
+        index.apply(d)
+    changed = index.apply(JobSetAction("a", "s", "cancel", reason="done"))
+    assert sorted(changed) == [job_key("j1"), job_key("j2")]
+    assert {j: e.delta.cancel_requested for j, e in index.jobs.items()} == {"j1": True, "j2": True, "j3": False, "j4": False}
+    # again: nothing more to mark
+    assert index.apply(JobSetAction("a", "s", "cancel")) == []
+
+
+def test_job_set_reprioritise_sets_the_priority_and_an_announcement() -> None:
+    index = SchedulerIndex()
+    for d in (delta("j1"), delta("j2", job_set="other")):
+        index.apply(d)
+    assert index.apply(JobSetAction("a", "s", "reprioritise", new_priority=4.0)) == [job_key("j1")]
+    assert index.jobs["j1"].delta.priority == 4.0 and index.jobs["j1"].announce_priority == 4.0
+    assert index.jobs["j1"].job.priority == 4
+    assert index.jobs["j2"].delta.priority == 0.0 and index.jobs["j2"].announce_priority is None
+    assert index.apply(JobSetAction("a", "s", "reprioritise", new_priority=None)) == []
+
+
+def test_executor_reports_replace_each_other() -> None:
+    index = SchedulerIndex()
+    assert index.apply(executor("ex1", 1_000)) == [executor_key("ex1")]
+    index.apply(executor("ex1", 2_000, runs={"r1": "j1"}))
+    assert index.executors["ex1"].time == 2_000 and index.executors["ex1"].runs == {"r1": "j1"}
+
+
+def test_a_heartbeat_keeps_an_executor_alive_without_replacing_its_state() -> None:
+    index = SchedulerIndex()
+    assert index.apply(Heartbeat("ex1", 500)) == []  # nodes not known yet: nothing to keep alive
+    assert "ex1" not in index.heard
+    state = executor("ex1", 1_000, runs={"r1": "j1"})
+    index.apply(state)
+    index.start_cycle()
+    index.start_cycle()
+    assert index.cycles_without_report("ex1") == 1
+    assert index.apply(Heartbeat("ex1", 2_000)) == [heartbeat_key("ex1")]
+    assert index.executors["ex1"] == state and index.heard["ex1"] == 2_000
+    assert index.cycles_without_report("ex1") == 0
+    index.apply(Heartbeat("ex1", 1_500))  # a repeat from before: liveness does not go back
+    assert index.heard["ex1"] == 2_000
+
+
+def test_an_executor_heard_by_heartbeat_only_keeps_its_leases() -> None:
+    index = SchedulerIndex()
+    index.apply(running(delta("j1"), "r1", "ex1", "n0", 500))
+    index.apply(executor("ex1", 1_000, runs={"r1": "j1"}))
+    config = CycleConfig(executor_timeout_ms=10_000, missed_cycles=0)
+    for at in range(2_000, 30_000, 1_000):
+        index.apply(Heartbeat("ex1", at))
+        outcome = run_cycle(index, tick(at + 500), at, config)
+        assert outcome.requeued == 0 and index.jobs["j1"].delta.run_active
+    outcome = run_cycle(index, tick(45_000), 45_000, config)
+    assert outcome.requeued == 1  # silent for longer than the timeout
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+
+def snapshot(index: SchedulerIndex):
+    jobs = {j: (e.delta, e.expect, e.expect_runs, e.announce_priority, e.cancel_reason, e.fold_run, e.fold_run_at)
+            for j, e in index.jobs.items()}
+    return jobs, dict(index.executors), dict(index.heard), index.limiters, index.cycles, dict(index.reported_in_cycle)
+
+
+def reloaded(index: SchedulerIndex) -> SchedulerIndex:
+    table = {key: index.dump(key) for key in index.keys()}
+    assert all(value is not None for value in table.values())
+    other = SchedulerIndex()
+    other.apply(delta("leftover"))  # load replaces whatever was there
+    other.load(sorted(table.items()))
+    return other
+
+
+def test_dump_and_load_rebuild_an_equal_index() -> None:
+    index = SchedulerIndex()
+    q = delta("j1", gang={"armadaproject.io/gangId": "g"}, avoid_nodes=("ex2/n1",), affinity=(({"key": "zone", "operator": "In", "values": ["a"]},),),
+              tolerations=({"key": "gpu", "operator": "Exists"},), node_selector={"disk": "ssd"}, returned_runs=1)
+    index.apply(q)
+    index.decide("j1", LEASE, leased(q))
+    index.apply(running(delta("j2", queue="b", priority=2.0), "r9", "ex2", "n1", 1_500))
+    index.apply(delta("j3"))
+    index.decide("j3", END, index.jobs["j3"].delta)
+    index.apply(delta("j4", job_set="t"))
+    index.apply(JobSetAction("a", "t", "reprioritise", new_priority=3.5))
+    index.apply(delta("j5", job_set="u"))
+    index.apply(JobSetAction("a", "u", "cancel", reason="done with u"))
+    assert index.jobs["j5"].cancel_reason == "done with u"
+    index.apply(executor("ex1", 1_000))
+    index.start_cycle()
+    index.start_cycle()
+    index.apply(executor("ex2", 1_200, runs={"r9": "j2", "old": "j0"}, active=("r9",)))
+    assert (index.cycles_without_report("ex1"), index.cycles_without_report("ex2")) == (1, 0)
+    index.apply(Heartbeat("ex1", 1_700))
+    index.start_cycle()
+    index.apply(executor("ex2", 1_900))
+    index.apply(Heartbeat("ex2", 1_800))  # older than the state: the state's time stays
+    assert index.heard == {"ex1": 1_700, "ex2": 1_900}
+    index.set_limiters(LimiterState(TokenBucket(3.5, 10.25), {"a": TokenBucket(1.0, 2.0)}, None))
+
+    assert snapshot(reloaded(index)) == snapshot(index)
+
+
+def test_the_table_of_an_index_after_a_cycle_reloads_equal_and_plans_the_same() -> None:
+    index = SchedulerIndex()
+    for i in range(6):
+        index.apply(delta(f"j{i}", queue="ab"[i % 2], cpu=12, submitted=100 + i))
+    index.apply(executor("ex1", 1_000))
+    outcome = run_cycle(index, tick(2_000), 7, CycleConfig())
+    assert outcome.leased == 4  # two 12-cpu jobs per 32-cpu node
+    changed = set(outcome.changed)
+    assert changed <= set(index.keys())
+    other = reloaded(index)
+    assert snapshot(other) == snapshot(index)
+
+    index.apply(holding(index, "ex1", 2_500))
+    other.apply(holding(other, "ex1", 2_500))
+    assert run_cycle(index, tick(3_000), 8, CycleConfig()) == run_cycle(other, tick(3_000), 8, CycleConfig())
+
+
+def test_dump_of_a_removed_key_is_none() -> None:
+    index = SchedulerIndex()
+    index.apply(delta("j1"))
+    index.apply(replace(delta("j1"), state="failed"))
+    assert index.dump(job_key("j1")) is None
+    assert index.dump(executor_key("nobody")) is None
+    assert index.dump(heartbeat_key("nobody")) is None
+    assert index.dump(LIMITERS_KEY) is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["j1", "j2", "j3"]), st.sampled_from(["delta", "lease", "requeue", "end", "cancel", "terminal"])), max_size=12))
+def test_any_history_reloads_equal(ops) -> None:
+    index = SchedulerIndex()
+    for job_id, op in ops:
+        entry = index.jobs.get(job_id)
+        d = entry.delta if entry else delta(job_id)
+        if op == "delta" or entry is None:
+            index.apply(d)
+        elif op == "lease":
+            index.decide(job_id, LEASE, leased(d, run_id=f"r{d.runs}"))
+        elif op == "requeue":
+            index.decide(job_id, REQUEUE, replace(d, state="queued"))
+        elif op == "end":
+            index.decide(job_id, END, d)
+        elif op == "cancel":
+            index.apply(JobSetAction("a", "s", "cancel"))
+        else:
+            index.apply(replace(d, state="succeeded"))
+    assert snapshot(reloaded(index)) == snapshot(index)
