@@ -239,8 +239,12 @@ def _preempt_requested(job: Job, at: int, payload: dict[str, Any]) -> bool:
     dropped (as Armada does), not kept to preempt the job once it is next leased.
 
     A dropped request still counts as applied, so that its id is remembered: a re-delivery
-    arriving after the job was leased is then recognised instead of preempting it.
+    arriving after the job was leased is then recognised instead of preempting it. A request
+    while one already stands changes nothing whatever the run's state, so that a re-delivery of
+    it after the run ended is the same no-op as the first delivery was.
     """
+    if job["preempt_requested"]:
+        return False
     latest = _latest_run(job)
     if latest is None or latest["state"] in RUN_TERMINAL:
         return True

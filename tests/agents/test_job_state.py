@@ -13,7 +13,7 @@ from schemas.codec import decode, encode
 from streams.agents.job_state import apply_sequence
 from streams.scheduler import feed
 from streams.tables.jobs import JobStore
-from tests.domain.builders import ENVELOPE, Events
+from tests.kit.jobs import ENVELOPE, Events
 
 
 def store() -> JobStore:

@@ -20,7 +20,7 @@ from streams.client.contexts import (
     parse_config,
     resolve,
 )
-from tests.client.conftest import StubApi
+from tests.client.stub_api import StubApi
 
 CONFIG = """\
 currentContext: local

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from streams.client.cli import main
-from tests.client.conftest import StubApi
+from tests.client.stub_api import StubApi
 
 JOB = "01HZ3N0000000000000000JOB1"
 

@@ -10,7 +10,7 @@ import pytest
 
 from streams.client.cli import main
 from streams.client.commands.queues import labels, names
-from tests.client.conftest import StubApi
+from tests.client.stub_api import StubApi
 
 
 def queue(name: str = "demo", **fields: Any) -> dict[str, Any]:

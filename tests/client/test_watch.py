@@ -13,7 +13,7 @@ from streams.api.rest.sse import HEARTBEAT, sse_message
 from streams.client.cli import main
 from streams.client.commands.job_set_counts import JobSetCounts
 from streams.client.commands.watch import CLEAR_BELOW, LiveTable, counts_line, counts_table, event_line
-from tests.client.conftest import StubApi
+from tests.client.stub_api import StubApi
 
 T0 = 1_717_000_000_000  # 2024-05-29T16:26:40Z
 JOB = "01HZ3N0000000000000000JOB1"

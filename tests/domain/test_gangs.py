@@ -1,5 +1,5 @@
 from streams.domain.validation import SubmitPolicy, validate_request
-from tests.domain.builders import QUEUE, gang, item, request
+from tests.kit.jobs import QUEUE, gang, item, request
 
 POLICY = SubmitPolicy()
 

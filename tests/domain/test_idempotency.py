@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from streams.domain.jobs import RECENT_EVENT_IDS, apply_event
 from streams.domain.states import TransitionRefused
-from tests.domain.builders import ENVELOPE, Events
+from tests.kit.jobs import ENVELOPE, Events
 
 CATEGORIES = ["container_error", "lease_returned", "lease_expired", "preempted", "cancelled", "deadline_exceeded"]
 ACTIONS = [

@@ -5,7 +5,7 @@ import pytest
 from streams.domain.jobs import RECENT_EVENT_IDS, apply_event
 from streams.domain.states import TransitionRefused
 from streams.domain.views import job_view
-from tests.domain.builders import ENVELOPE, Events, fold
+from tests.kit.jobs import ENVELOPE, Events, fold
 
 
 @pytest.fixture

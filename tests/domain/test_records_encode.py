@@ -9,7 +9,7 @@ from streams.domain import jobspec
 from streams.domain.queues import validate_queue
 from streams.domain.validation import SubmitPolicy, validate_request
 from streams.domain.views import job_view
-from tests.domain.builders import ENVELOPE, QUEUE, container, gang, item, request
+from tests.kit.jobs import ENVELOPE, QUEUE, container, gang, item, request
 from tests.domain.test_idempotency import accepted_sequence, actions, fold
 
 

@@ -1,5 +1,5 @@
 from streams.domain.resources import job_resource_request
-from tests.domain.builders import container
+from tests.kit.jobs import container
 
 
 def test_sum_over_containers_in_milli_units():

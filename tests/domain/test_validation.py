@@ -3,7 +3,7 @@ import math
 import pytest
 
 from streams.domain.validation import SubmitPolicy, validate_item, validate_request
-from tests.domain.builders import QUEUE, container, item, request
+from tests.kit.jobs import QUEUE, container, item, request
 
 POLICY = SubmitPolicy()
 

@@ -13,19 +13,14 @@ from typing import Any
 from schemas.codec import encode
 from streams.client.rest import Client
 from streams.domain.jobspec import job_item
+from tests.kit.jobs import container as kit_container
 
 USER = "integration"
 
 
-def container(name: str = "main", cpu: str = "100m", memory: str = "64Mi") -> dict[str, Any]:
-    amounts = {"cpu": cpu, "memory": memory}
-    return {
-        "name": name,
-        "image": "busybox:1.36",
-        "command": ["sh", "-c"],
-        "args": ["true"],
-        "resources": {"requests": dict(amounts), "limits": dict(amounts)},
-    }
+def container(cpu: str = "100m", memory: str = "64Mi") -> dict[str, Any]:
+    """A container that exits at once, small enough for any test cluster."""
+    return kit_container(cpu=cpu, memory=memory, command=["sh", "-c"], args=["true"])
 
 
 def item(client_id: str | None = None, **pod_spec: Any) -> dict[str, Any]:

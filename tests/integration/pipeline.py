@@ -16,10 +16,11 @@ import yaml
 
 from ops.executor import ExecutorProcess
 from schemas.codec import decode
-from tests.integration.conftest import Worker, poll
+from streams.domain.states import ACTIVE
+from tests.integration.workers import Worker, poll
 from tests.integration.helpers import call, container, create_queue, submit
 
-ACTIVE = frozenset({"leased", "pending", "running"})
+
 RUNTIME_ANNOTATION = "flotilla.io/fake-runtime-seconds"
 
 

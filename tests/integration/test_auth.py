@@ -22,7 +22,7 @@ import yaml
 from ops.broker import EmbeddedBroker
 from schemas.codec import decode
 from tests.auth.jwks_server import AUDIENCE, ISSUER, JwksServer, SigningKey, rsa_key
-from tests.integration.conftest import Worker, new_worker, poll
+from tests.integration.workers import Worker, new_worker, poll
 from tests.integration.helpers import item
 
 pytestmark = pytest.mark.integration

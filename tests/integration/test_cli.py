@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from ops.broker import EmbeddedBroker
-from tests.integration.conftest import ROOT, Worker, new_worker, running_worker
+from tests.integration.workers import ROOT, Worker, new_worker, running_worker
 from tests.integration.pipeline import Executors
 
 pytestmark = pytest.mark.integration

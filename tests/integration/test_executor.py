@@ -22,7 +22,8 @@ from schemas.codec import decode, encode
 from streams.config import Settings
 from streams.topics import ensure_topics
 from tests.executor.builders import job_spec
-from tests.integration.conftest import poll, produce, read_topic
+from tests.integration.log import produce, read_topic
+from tests.integration.workers import poll
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from armada_client.typings import JobState
 
 from ops.broker import EmbeddedBroker
 from schemas.codec import decode
-from tests.integration.conftest import Worker, new_worker, poll
+from tests.integration.workers import Worker, new_worker, poll
 from tests.integration.helpers import call
 
 pytestmark = pytest.mark.integration

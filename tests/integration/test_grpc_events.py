@@ -22,7 +22,7 @@ from armada_client.k8s.io.apimachinery.pkg.api.resource.generated_pb2 import Qua
 
 from executor.backends.fake import RUNTIME_ANNOTATION
 from ops.broker import EmbeddedBroker
-from tests.integration.conftest import Worker, poll, running_worker
+from tests.integration.workers import Worker, poll, running_worker
 from tests.integration.helpers import broker_connections
 from tests.integration.pipeline import Executors, cancel_job_set, fake_item, new_queue, submit_jobs, wait_states
 

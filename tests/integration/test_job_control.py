@@ -18,7 +18,7 @@ import pytest
 
 from schemas.codec import decode, encode
 from streams.client.rest import ServerEvent, parse_sse
-from tests.integration.conftest import Worker, poll
+from tests.integration.workers import Worker, poll
 from tests.integration.helpers import broker_connections, call, create_queue, get_job, item, submit
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ops.broker import EmbeddedBroker
-from tests.integration.conftest import ROOT, Worker, poll, running_worker
+from tests.integration.workers import ROOT, Worker, poll, running_worker
 from tests.integration.pipeline import Executors, cancel_job_set, count_by, new_queue, states, submit_jobs, wait_states
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,7 @@ import pytest
 
 from ops.broker import free_port
 from streams.client.rest import Client, ClientError
-from tests.integration.conftest import ROOT, poll
+from tests.integration.workers import ROOT, poll
 
 pytestmark = pytest.mark.integration
 

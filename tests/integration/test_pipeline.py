@@ -20,7 +20,7 @@ from streams.scheduler.config import default_priority_classes
 from streams.scheduler.replay import decisions, replay
 from streams.scheduler.algorithm.preempting import schedule
 from streams.scheduler.algorithm.model import CycleInput, Job, Node, Queue, SchedulingConfig
-from tests.integration.conftest import Worker, new_worker, poll
+from tests.integration.workers import Worker, new_worker, poll
 from tests.integration.pipeline import (
     ACTIVE, Executors, cancel_job_set, count_by, events, fake_item, new_queue, settle, states, submit_jobs, wait_states,
 )

@@ -22,7 +22,7 @@ import pytest
 
 from ops.broker import EmbeddedBroker, free_port
 from schemas.codec import encode
-from tests.integration.conftest import Worker, poll, remove_tree, running_worker
+from tests.integration.workers import Worker, poll, remove_tree, running_worker
 from tests.integration.helpers import USER, create_queue, get_job, item, submit
 
 pytestmark = pytest.mark.integration

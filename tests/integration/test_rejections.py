@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from schemas.codec import encode
-from tests.integration.conftest import Worker, poll
+from tests.integration.workers import Worker, poll
 from tests.integration.helpers import call, container, create_queue, item, submission, submit, submit_record
 
 pytestmark = pytest.mark.integration

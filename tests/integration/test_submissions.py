@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Worker, poll
+from tests.integration.workers import Worker, poll
 from tests.integration.helpers import create_queue, get_job, item, submission, submit, submit_record
 
 pytestmark = pytest.mark.integration

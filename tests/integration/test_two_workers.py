@@ -10,7 +10,7 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
 from ops.broker import EmbeddedBroker
-from tests.integration.conftest import _STARTED, Worker, poll
+from tests.integration.workers import STARTED, Worker, poll
 from tests.integration.helpers import call, create_queue, item, submission, submit_record
 
 pytestmark = pytest.mark.integration
@@ -28,7 +28,7 @@ def test_queue_created_at_run_time_reaches_every_worker(broker: EmbeddedBroker, 
                log_path=tmp_path / f"worker-{i}.log", partitions=2)
         for i in range(2)
     ]
-    _STARTED.extend(workers)
+    STARTED.extend(workers)
     try:
         for worker in workers:
             worker.start()

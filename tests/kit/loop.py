@@ -21,8 +21,8 @@ from streams.scheduler.index import SchedulerIndex
 from streams.scheduler.cycle import CycleOutcome, run_cycle
 from streams.scheduler.replay import decisions as recorded_decisions
 from streams.tables.jobs import JobStore
-from tests.domain.builders import container, item
-from tests.scheduler.builders import PREEMPTIBLE, nodes, tick
+from tests.kit.jobs import container, item
+from tests.kit.scheduler import PREEMPTIBLE, nodes, tick
 
 
 def events(outcome: CycleOutcome) -> list[tuple[str | None, str, dict[str, Any]]]:

@@ -6,7 +6,7 @@ from schemas import codec
 from streams.scheduler.commands import executor_command
 from streams.scheduler.feed import feed_change
 from streams.scheduler.feed import job_delta
-from tests.domain.builders import Events, fold
+from tests.kit.jobs import Events, fold
 
 
 def steps(ev: Events, *events):

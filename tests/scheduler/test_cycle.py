@@ -17,7 +17,7 @@ from streams.config import Settings
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.index import LEASE, SchedulerIndex
 from streams.scheduler.cycle import MAX_DECISIONS_PER_RECORD, run_cycle
-from tests.scheduler.builders import DEFAULT, PREEMPTIBLE, delta, executor, holding, nodes, running, tick
+from tests.kit.scheduler import DEFAULT, PREEMPTIBLE, delta, executor, holding, nodes, running, tick
 from tests.kit.loop import Loop, decisions, events, kinds, leases, preempted
 
 GANG = "armadaproject.io/gangId", "armadaproject.io/gangCardinality"

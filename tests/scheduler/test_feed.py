@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from streams.scheduler import feed
 from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction, NodeState, QueueInfo, Tick, job_delta
 from streams.domain.validation import SubmitPolicy, validate_item
-from tests.domain.builders import Events, container, fold, item
+from tests.kit.jobs import Events, container, fold, item
 
 # -- round trip ------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from streams.scheduler.config import CycleConfig
 from streams.scheduler.index import END, LEASE, LIMITERS_KEY, REQUEUE, SchedulerIndex, executor_key, heartbeat_key, job_key
 from streams.scheduler.cycle import run_cycle
 from streams.scheduler.algorithm.model import LimiterState, TokenBucket
-from tests.scheduler.builders import delta, executor, holding, running, tick
+from tests.kit.scheduler import delta, executor, holding, running, tick
 
 
 def leased(d, run_id="r1", executor_name="ex1", node="n0", at=2_000):

@@ -6,9 +6,8 @@ from streams.scheduler.algorithm.model import (
     AwayNodeType, CycleInput, Job, LimiterState, Node, PriorityClass, Queue, RunningJob,
     SchedulingConfig, Taint, Toleration,
 )
+from tests.kit.quantities import CPU, GI
 
-GI = 2**30 * 1000
-CPU = 1000
 
 CLASSES = {
     "low": PriorityClass("low", 0, True),

@@ -5,7 +5,8 @@ from streams.scheduler.algorithm.preempting import schedule
 from streams.scheduler.algorithm.model import (
     LimiterState, NodeAllocation, NodeSelectorRequirement, Queue, RateLimit, Taint, TokenBucket,
 )
-from tests.scheduler.algorithm.builders import CPU, GI, config, cycle, job, node, running, tolerate
+from tests.kit.quantities import CPU, GI
+from tests.scheduler.algorithm.builders import config, cycle, job, node, running, tolerate
 
 
 def placed(result):

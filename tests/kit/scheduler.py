@@ -7,9 +7,8 @@ from typing import Any
 
 from streams.scheduler.feed import ExecutorState, JobDelta, NodeState, QueueInfo, Tick
 from streams.scheduler.index import SchedulerIndex
+from tests.kit.quantities import CPU, GI
 
-CPU = 1000
-GI = 2**30 * 1000
 PREEMPTIBLE, DEFAULT = "armada-preemptible", "armada-default"
 
 

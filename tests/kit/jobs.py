@@ -1,4 +1,4 @@
-"""Small builders for submit items and events, so each test shows only what it varies."""
+"""Builders of queues, submit items, containers and job events, so each test shows only what it varies."""
 
 from __future__ import annotations
 
@@ -20,13 +20,19 @@ QUEUE = {
 ENVELOPE = {"queue": "team-a", "job_set_id": "set-1", "user": "alice", "groups": []}
 
 
-def container(name: str = "main", **resources: str) -> dict[str, Any]:
+def container(name: str = "main", *, command: list[str] | None = None, args: list[str] | None = None, **resources: str) -> dict[str, Any]:
+    """A container requesting (and limited to) ``resources``, 1 cpu and 1Gi when none are given."""
     amounts = resources or {"cpu": "1", "memory": "1Gi"}
-    return {
+    built: dict[str, Any] = {
         "name": name,
         "image": "busybox:1.36",
         "resources": {"requests": dict(amounts), "limits": dict(amounts)},
     }
+    if command is not None:
+        built["command"] = command
+    if args is not None:
+        built["args"] = args
+    return built
 
 
 def item(**overrides: Any) -> dict[str, Any]:
