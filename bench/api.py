@@ -27,13 +27,12 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +64,7 @@ def log(message: str) -> None:
     print(f"[api] {message}", file=sys.stderr, flush=True)
 
 
-def percentile(values: list[float], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
 
@@ -115,7 +114,9 @@ class SubmitResult:
         }
 
 
-def run_clients(worker_pid: int, batches: list[list[int]], clients: int, make_call: Callable[[], Callable[[list[int]], int]]) -> SubmitResult:
+def run_clients(
+    worker_pid: int, batches: list[list[int]], clients: int, make_call: Callable[[], Callable[[list[int]], int]]
+) -> SubmitResult:
     """Each client thread makes its own connection, then submits every `clients`-th batch."""
     latencies: list[float] = []
     errors = 0
@@ -211,7 +212,7 @@ class LogTimes:
 class StreamWatcher(threading.Thread):
     """Follows one stream in the background: job id -> wall time (ms) its `submitted` event arrived."""
 
-    def __init__(self, name: str, follow: Callable[[Callable[[str], None]], None]) -> None:
+    def __init__(self, name: str, follow: Callable[[Callable[[str], object]], None]) -> None:
         super().__init__(name=name, daemon=True)
         self.seen: dict[str, int] = {}
         self.error: BaseException | None = None
@@ -220,12 +221,12 @@ class StreamWatcher(threading.Thread):
     def run(self) -> None:
         try:
             self._follow(lambda job_id: self.seen.setdefault(job_id, int(time.time() * 1000)))
-        except BaseException as exc:  # reported by the main thread
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             self.error = exc
 
 
-def follow_grpc(address: str, job_set: str, stop: threading.Event) -> Callable[[Callable[[str], None]], None]:
-    def follow(saw: Callable[[str], None]) -> None:
+def follow_grpc(address: str, job_set: str, stop: threading.Event) -> Callable[[Callable[[str], object]], None]:
+    def follow(saw: Callable[[str], object]) -> None:
         client = ArmadaClient(grpc.insecure_channel(address))
         stream = client.get_job_events_stream(QUEUE, job_set)
         threading.Thread(target=lambda: (stop.wait(), client.unwatch_events(stream)), daemon=True).start()
@@ -236,8 +237,8 @@ def follow_grpc(address: str, job_set: str, stop: threading.Event) -> Callable[[
     return follow
 
 
-def follow_sse(url: str, job_set: str, stop: threading.Event) -> Callable[[Callable[[str], None]], None]:
-    def follow(saw: Callable[[str], None]) -> None:
+def follow_sse(url: str, job_set: str, stop: threading.Event) -> Callable[[Callable[[str], object]], None]:
+    def follow(saw: Callable[[str], object]) -> None:
         request = urllib.request.Request(f"{url}/api/v1/queues/{QUEUE}/jobsets/{job_set}/events", headers={"Accept": "text/event-stream"})
         with urllib.request.urlopen(request, timeout=STREAM_TIMEOUT_S) as response:
             for event in parse_sse(line.decode() for line in response):

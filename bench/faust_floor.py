@@ -101,13 +101,15 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
 def serve(mode: str, args: argparse.Namespace) -> None:
     import faust
 
-    from streams.plane import create_app
     from streams.config import Settings
     from streams.gc_tuning import tune_for_long_lived_state
+    from streams.plane import create_app
     from streams.tables.types import TEXT_CODEC, TextKey, register_text_codec
 
     register_text_codec()
-    settings = Settings.from_env(broker=args.broker, data_dir=Path(args.data_dir), app_id="floor", web_port=free_port(), log_level="warning")
+    settings = Settings.from_env(
+        broker=args.broker, data_dir=Path(args.data_dir), app_id="floor", web_port=free_port(), log_level="warning"
+    )
     app = create_app(settings)
     source = app.topic(SOURCE, key_serializer=TEXT_CODEC, value_serializer="raw", partitions=1)
     sink = app.topic(SINK, key_serializer=TEXT_CODEC, value_serializer="raw", partitions=1)
@@ -121,7 +123,7 @@ def serve(mode: str, args: argparse.Namespace) -> None:
 
     @app.agent(source, name="floor", concurrency=1)
     async def work(stream: Any) -> None:
-        async for event in stream.events():
+        async for _event in stream.events():
             if state["seen"] == 0:
                 # This script's worker comes up with the root logger at DEBUG (the control plane's
                 # does not): every send would build the debug records of Faust and aiokafka.
@@ -140,7 +142,13 @@ def serve(mode: str, args: argparse.Namespace) -> None:
                 await app.producer.flush()
                 seconds, cpu = time.perf_counter() - state["start"], time.process_time() - state["cpu"]
                 operations = args.messages * (per_message if mode != "consume" else 1)
-                result = {"mode": mode, "messages": args.messages, "operations": operations, "seconds": round(seconds, 3), "cpu_s": round(cpu, 3)}
+                result = {
+                    "mode": mode,
+                    "messages": args.messages,
+                    "operations": operations,
+                    "seconds": round(seconds, 3),
+                    "cpu_s": round(cpu, 3),
+                }
                 Path(args.result).write_text(json.dumps(result))  # stdout belongs to Faust's logging
                 os._exit(0)
 
@@ -151,7 +159,9 @@ def serve(mode: str, args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=1000, help="source records (default 1000)")
-    parser.add_argument("--per-message", type=int, default=100, help="sends or table writes per record (default 100, like the jobs of one submit request)")
+    parser.add_argument(
+        "--per-message", type=int, default=100, help="sends or table writes per record (default 100, like the jobs of one submit request)"
+    )
     parser.add_argument("--value-bytes", type=int, default=318, help="value size (default 318, one job_state record)")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated, of consume,send,table (default all)")
     parser.add_argument("--serve", choices=MODES, help=argparse.SUPPRESS)
@@ -166,7 +176,10 @@ def main() -> None:
     unknown = set(modes) - set(MODES)
     if unknown:
         parser.error(f"unknown modes {sorted(unknown)}")
-    log(f"{os.cpu_count()} cores, Python {platform.python_version()}; {args.messages:,} records, {args.per_message} operations each, values of {args.value_bytes} B")
+    log(
+        f"{os.cpu_count()} cores, Python {platform.python_version()}; {args.messages:,} records, "
+        f"{args.per_message} operations each, values of {args.value_bytes} B"
+    )
     results = []
     for mode in modes:
         log(f"mode {mode} ...")

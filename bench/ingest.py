@@ -62,8 +62,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
-from aiokafka.partitioner import DefaultPartitioner  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
+from aiokafka.partitioner import DefaultPartitioner  # noqa: E402
 
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
@@ -410,7 +410,7 @@ async def flotilla_rate(
                 sampled_rss[i] = max(sampled_rss[i], read_status(pid).get("VmRSS", 0))
             try:
                 await asyncio.wait_for(stop_sampling.wait(), 0.1)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     sampler = asyncio.create_task(sample_rss())
@@ -461,9 +461,9 @@ async def flotilla_rate(
         await sending
         if produce_done is None:
             produce_done = time.perf_counter()
-        workers_cpu = [cpu_seconds(pid) - before for pid, before in zip(worker_pids, workers_cpu_before)]
+        workers_cpu = [cpu_seconds(pid) - before for pid, before in zip(worker_pids, workers_cpu_before, strict=True)]
         broker_cpu = cpu_seconds(broker_pid) - broker_cpu_before
-        peaks = [max(read_status(pid).get("VmHWM", 0), sampled) for pid, sampled in zip(worker_pids, sampled_rss)]
+        peaks = [max(read_status(pid).get("VmHWM", 0), sampled) for pid, sampled in zip(worker_pids, sampled_rss, strict=True)]
         return IngestResult(
             last - start, produce_done - start, checked, state_bytes / len(seen), peaks, workers_cpu, broker_cpu
         )
@@ -557,7 +557,7 @@ def print_report(setup: Setup, result: IngestResult) -> None:
     print(f"  CPU during the Flotilla phase: workers {total_cpu:.1f}s in total "
           f"({total_cpu / result.seconds:.0%} of one core), broker {result.broker_cpu_s:.1f}s "
           f"({result.broker_cpu_s / result.seconds:.0%} of one core)")
-    per_worker = zip(setup.worker_pids, result.worker_cpu_s, peaks_mib, setup.assignments)
+    per_worker = zip(setup.worker_pids, result.worker_cpu_s, peaks_mib, setup.assignments, strict=False)
     for index, (pid, cpu, peak, assigned) in enumerate(per_worker):
         print(f"    worker {index} (pid {pid}): CPU {cpu:.1f}s ({cpu / result.seconds:.0%} of one core), "
               f"peak RSS {peak:,.1f} MiB; assigned {assigned}")

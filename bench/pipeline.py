@@ -81,7 +81,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -98,7 +98,12 @@ from aiokafka import AIOKafkaProducer  # noqa: E402
 from aiokafka.structs import ConsumerRecord  # noqa: E402
 
 from bench.ingest import (  # noqa: E402
-    PRODUCER_OPTIONS, cpu_seconds, create_queues, produce_all, read_status, started_consumer,
+    PRODUCER_OPTIONS,
+    cpu_seconds,
+    create_queues,
+    produce_all,
+    read_status,
+    started_consumer,
     wait_queues_visible,
 )
 from executor.backends.fake import RUNTIME_ANNOTATION  # noqa: E402
@@ -352,7 +357,7 @@ class Session:
 
     def pids(self) -> dict[str, list[int]]:
         """Process ids by role, for CPU accounting."""
-        broker = self.broker._process  # noqa: SLF001 - EmbeddedBroker exposes no pid
+        broker = self.broker._process  # EmbeddedBroker exposes no pid
         return {
             "worker": [self.worker_pid],
             "executors": [e.process.pid for e in self.executors if e.process is not None],
@@ -763,7 +768,7 @@ def none_or_round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def rounded(values: dict[str, float | None], digits: int = 3) -> dict[str, float | None]:
+def rounded(values: Mapping[str, float | None], digits: int = 3) -> dict[str, float | None]:
     return {key: none_or_round(value, digits) for key, value in values.items()}
 
 

@@ -33,10 +33,17 @@ from pathlib import Path
 # Runnable as `python bench/scheduler.py` from anywhere: the repository root holds `streams`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from streams.scheduler.algorithm.preempting import schedule  # noqa: E402
-from streams.scheduler.algorithm.model import (  # noqa: E402
-    CycleInput, Job, Node, NodeAllocation, PriorityClass, Queue, RunningJob, SchedulingConfig,
+from streams.scheduler.algorithm.model import (
+    CycleInput,
+    Job,
+    Node,
+    NodeAllocation,
+    PriorityClass,
+    Queue,
+    RunningJob,
+    SchedulingConfig,
 )
+from streams.scheduler.algorithm.preempting import schedule
 
 CPU = 1000
 GI = 2**30 * 1000

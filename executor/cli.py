@@ -15,6 +15,7 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypedDict
 
 from executor.backend import Backend
 from executor.cluster import load_cluster_spec, uniform_nodes
@@ -24,7 +25,15 @@ from streams.gc_tuning import tune_for_long_lived_state
 
 BACKENDS = ("local", "fake", "kubernetes")
 _EXECUTOR_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")  # names a directory and a consumer group
-FAKE_NODE_DEFAULTS = {"nodes": 10, "cpu": "32", "memory": "256Gi"}
+
+
+class _FakeNodeDefaults(TypedDict):
+    nodes: int
+    cpu: str
+    memory: str
+
+
+FAKE_NODE_DEFAULTS: _FakeNodeDefaults = {"nodes": 10, "cpu": "32", "memory": "256Gi"}
 
 
 class UsageError(Exception):
@@ -64,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tune_for_long_lived_state()
     try:
         asyncio.run(_serve(Executor(settings, args.id, backend)))
-    except Exception as exc:  # noqa: BLE001 - the reason goes to the operator, not a traceback
+    except Exception as exc:  # the reason goes to the operator, not a traceback
         logging.getLogger("executor").debug("executor failed", exc_info=True)
         print(f"flotilla-executor: executor {args.id} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -16,7 +16,6 @@ from executor.backend import RunStatus
 from streams.domain.events import Payload, event, sequence_key, sequences
 
 
-
 @dataclass(frozen=True)
 class Change:
     """A run's new state and when the executor saw it (epoch ms)."""

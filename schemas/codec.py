@@ -13,9 +13,9 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.schema import UnknownType
@@ -59,7 +59,7 @@ def parse_directory(directory: Path) -> dict[str, dict]:
         for stem, raw in list(pending.items()):
             attempt = dict(named)  # a failed parse leaves partial definitions behind
             try:
-                parsed[stem] = parse_schema(raw, attempt)
+                parsed[stem] = cast(dict, parse_schema(raw, attempt))  # every file holds one record schema
             except UnknownType:
                 continue
             named = attempt
@@ -189,7 +189,7 @@ class Registry:
             self._splices[key] = Splice(self, name, field)
         return self._splices[key]
 
-    def decode(self, name: str, data: bytes) -> dict:
+    def decode(self, name: str, data: bytes | None) -> dict:
         """Deserialise a message, resolving its writer's version against the current schema.
 
         Unions of several records decode to ``(full_name, record)`` tuples (see ``encode``).
@@ -229,7 +229,7 @@ class Registry:
                 f"cannot decode {name} v{version}: {leftover} unread trailing byte(s); "
                 "corrupt body or a message of another schema"
             )
-        return record
+        return cast(dict, record)  # a record schema reads as a dict
 
 
 _Tagger = Callable[[Any], Any]
@@ -394,6 +394,7 @@ def _untagged(value: Any, path: tuple[_PathStep, ...], trail: str) -> str | None
     if not path:
         return trail if isinstance(value, dict) else None
     step, rest = path[0], path[1:]
+    children: Iterable[tuple[Any, Any]]
     if step == "[]":
         children = enumerate(value) if isinstance(value, list) else ()
     elif step == "{}":

@@ -18,7 +18,7 @@ from streams.plane import ControlPlane, build_plane
 
 def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None) -> ControlPlane:
     plane = build_plane(settings, policy)
-    plane.app.service(plane.queues)
+    plane.app.service(plane.queues)  # type: ignore[arg-type]  # Faust types only classes; it takes instances too
     ingest.register(plane)
     job_state.register(plane)
     executor_reports.register(plane)
@@ -33,5 +33,5 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
         submit_timeout_s=settings.submit_timeout_s,
     )
     routes.register(plane, ops)
-    plane.app.service(GrpcServer.for_plane(plane, ops))
+    plane.app.service(GrpcServer.for_plane(plane, ops))  # type: ignore[arg-type]  # an instance, as above
     return plane

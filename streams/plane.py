@@ -8,8 +8,11 @@ many planes as they need (one per worker, or one on the `memory://` store per ag
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import faust
+from faust.tables import TableManager
+from faust.types import TableT
 
 from schemas.faust_codec import register_codecs
 from streams.auth import Authenticator, Permissions
@@ -44,9 +47,9 @@ class ControlPlane:
     app: faust.App
     topics: Topics
     jobs: JobStore
-    client_ids: faust.Table
+    client_ids: TableT
     queues: QueueReplica
-    scheduler_index: faust.Table
+    scheduler_index: TableT
     cycle_config: CycleConfig
     auth: Authenticator
     permissions: Permissions
@@ -57,7 +60,9 @@ class ControlPlane:
     @property
     def ready(self) -> bool:
         """Tables recovered, queues read up to date, no rebalance in progress: reads are current."""
-        return self.app.tables.recovery.completed.is_set() and self.queues.caught_up.is_set() and not self.app.rebalancing
+        # Faust's TableManagerT interface leaves out the recovery its TableManager has.
+        recovery = cast(TableManager, self.app.tables).recovery
+        return recovery.completed.is_set() and self.queues.caught_up.is_set() and not self.app.rebalancing
 
 
 def create_app(settings: Settings) -> faust.App:

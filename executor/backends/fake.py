@@ -24,6 +24,7 @@ import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from executor.backend import ENDED, Lease, NodeInfo, OnChange, RunStatus
 from executor.backends.ledger import RETENTION_S, RunLedger
@@ -171,7 +172,10 @@ def _end(status: RunStatus, plan: _Plan) -> RunStatus:
     return replace(status, state="failed", exit_code=plan.exit_code, reason=detail, message=detail)
 
 
-def _number(annotation: str, raw: str, kind: type[float] | type[int]) -> float:
+_Number = TypeVar("_Number", int, float)
+
+
+def _number(annotation: str, raw: str, kind: type[_Number]) -> _Number:
     try:
         return kind(raw)
     except (TypeError, ValueError):

@@ -105,6 +105,7 @@ class Ingest:
                     duplicates += 1
                     continue
                 self.client_ids[key] = job_id
+            assert result.job is not None  # an accepted item has its job
             submitted.append(events.event(event_id, now_ms, job_id, events.payload("JobSubmitted", result.job)))
             answers.append({"job_id": job_id})
 

@@ -26,7 +26,7 @@ from streams.domain.jobs import apply_event, event_kind
 from streams.domain.states import TransitionRefused
 from streams.scheduler import feed
 from streams.scheduler.commands import executor_command
-from streams.scheduler.feed import feed_change
+from streams.scheduler.feed import Changes, feed_change
 
 if TYPE_CHECKING:
     from streams.plane import ControlPlane
@@ -67,9 +67,9 @@ class Folded:
     feed: list[feed.JobDelta | feed.JobSetAction] = field(default_factory=list)
     commands: list[dict[str, Any]] = field(default_factory=list)
 
-    def feed_record(self) -> feed.Changes | None:
+    def feed_record(self) -> Changes | None:
         """The deltas and actions as the one feed record the sequence gives, if any."""
-        return feed.Changes(tuple(self.feed)) if self.feed else None
+        return Changes(tuple(self.feed)) if self.feed else None
 
 
 def apply_sequence(jobs: JobStore, sequence: dict[str, Any], rng: random.Random) -> Folded:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from faust.types import TP
+from faust.types import TP, TableT
 
 from schemas.codec import encode
 from streams.domain import events
@@ -92,7 +92,7 @@ def register(plane: ControlPlane) -> SchedulerState:
 
 
 async def cycle(
-    index: SchedulerIndex, tick: feed.Tick, offset: int, config: CycleConfig, table: faust.Table, topics: Topics, metrics: Metrics
+    index: SchedulerIndex, tick: feed.Tick, offset: int, config: CycleConfig, table: TableT, topics: Topics, metrics: Metrics
 ) -> CycleOutcome:
     started = time.perf_counter()
     outcome = run_cycle(index, tick, offset, config)
@@ -122,13 +122,13 @@ async def send_sequence(topic: faust.TopicT, sequence: dict[str, Any]) -> None:
     await topic.send(key=key, value=encode("event_sequence", sequence, validate_record=False))
 
 
-def rebuild(table: faust.Table) -> SchedulerIndex:
+def rebuild(table: TableT) -> SchedulerIndex:
     index = SchedulerIndex()
     index.load((key, value) for key, value in table.items())
     return index
 
 
-def persist(table: faust.Table, index: SchedulerIndex, keys: list[str]) -> None:
+def persist(table: TableT, index: SchedulerIndex, keys: list[str]) -> None:
     for key in dict.fromkeys(keys):
         value = index.dump(key)
         if value is not None:

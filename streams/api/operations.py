@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, encode
 from streams.api.control_requests import VERBS
-from streams.domain import events
-from streams.domain.events import Payload
 from streams.api.errors import ApiError
 from streams.auth import Permissions, Principal
+from streams.domain import events
+from streams.domain.events import Payload
 from streams.domain.ids import IdFactory, new_id
 from streams.domain.queues import validate_queue
 from streams.domain.states import JOB_TERMINAL
@@ -255,7 +255,9 @@ class Operations:
     ) -> str:
         created = self.ids.clock_ms()
         event_id = new_id(created, self.ids.rng)
-        (sequence,) = events.sequences(queue, job_set_id, principal.user, principal.groups, [events.event(event_id, created, job_id, payload)])
+        (sequence,) = events.sequences(
+            queue, job_set_id, principal.user, principal.groups, [events.event(event_id, created, job_id, payload)]
+        )
         sent = await self.topics.events.send(key=events.sequence_key(queue, job_set_id), value=encode("event_sequence", sequence))
         await sent
         return event_id

@@ -10,12 +10,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from streams.client.rest import ClientError
-from streams.client.contexts import ConfigError
-from streams.client.commands import CommandError, config, control, jobs, queues, services, watch
+from streams.client.commands import CommandError, config, control, jobs, queues, scenario, services, watch
 from streams.client.commands.connection import add_connection_options
+from streams.client.contexts import ConfigError
 from streams.client.jobfile import JobFileError
-from streams.client.commands import scenario
+from streams.client.rest import ClientError
 
 
 def build_parser() -> argparse.ArgumentParser:

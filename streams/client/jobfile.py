@@ -7,7 +7,7 @@ without something its author asked for.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
@@ -50,7 +50,7 @@ def _list(where: str, value: Any) -> list[Any]:
     return value
 
 
-def _fields(where: str, raw: Any, spec: dict[str, tuple[str, Callable[[str, Any], Any]]]) -> dict[str, Any]:
+def _fields(where: str, raw: Any, spec: Mapping[str, tuple[str, Callable[[str, Any], Any]]]) -> dict[str, Any]:
     """Rename camelCase keys by `spec` (name -> (snake name, converter)); unknown keys are errors."""
     mapping = _mapping(where, raw)
     unknown = sorted(set(mapping) - set(spec))
@@ -63,14 +63,14 @@ def _same(_where: str, value: Any) -> Any:
     return value
 
 
-def _records(spec: dict[str, tuple[str, Callable[[str, Any], Any]]]) -> Callable[[str, Any], list[dict[str, Any]]]:
+def _records(spec: Mapping[str, tuple[str, Callable[[str, Any], Any]]]) -> Callable[[str, Any], list[dict[str, Any]]]:
     def convert(where: str, value: Any) -> list[dict[str, Any]]:
         return [_fields(f"{where}[{i}]", item, spec) for i, item in enumerate(_list(where, value))]
 
     return convert
 
 
-def _record(spec: dict[str, tuple[str, Callable[[str, Any], Any]]]) -> Callable[[str, Any], dict[str, Any] | None]:
+def _record(spec: Mapping[str, tuple[str, Callable[[str, Any], Any]]]) -> Callable[[str, Any], dict[str, Any] | None]:
     def convert(where: str, value: Any) -> dict[str, Any] | None:
         return None if value is None else _fields(where, value, spec)
 
@@ -103,7 +103,9 @@ _EXPRESSION = {"key": ("key", _same), "operator": ("operator", _same), "values":
 _NODE_AFFINITY = {
     "requiredDuringSchedulingIgnoredDuringExecution": (
         "required",
-        lambda where, value: _fields(where, value, {"nodeSelectorTerms": ("terms", _records({"matchExpressions": ("match_expressions", _records(_EXPRESSION))}))}).get("terms", []),
+        lambda where, value: _fields(
+            where, value, {"nodeSelectorTerms": ("terms", _records({"matchExpressions": ("match_expressions", _records(_EXPRESSION))}))}
+        ).get("terms", []),
     ),
 }
 _POD_SPEC = {

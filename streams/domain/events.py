@@ -35,6 +35,12 @@ def event(event_id: str, created: int, job_id: str | None, body: Payload) -> dic
 def sequences(queue: str, job_set_id: str, user: str, groups: Sequence[str], events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The `event_sequence` records carrying ``events`` in order, `MAX_EVENTS_PER_SEQUENCE` at most each."""
     return [
-        {"queue": queue, "job_set_id": job_set_id, "user": user, "groups": list(groups), "events": list(events[start : start + MAX_EVENTS_PER_SEQUENCE])}
+        {
+            "queue": queue,
+            "job_set_id": job_set_id,
+            "user": user,
+            "groups": list(groups),
+            "events": list(events[start : start + MAX_EVENTS_PER_SEQUENCE]),
+        }
         for start in range(0, len(events), MAX_EVENTS_PER_SEQUENCE)
     ]

@@ -8,8 +8,8 @@ which keeps scheduling decisions byte-for-byte reproducible.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from functools import lru_cache
 
 _SUFFIXES: dict[str, Decimal] = {
     "": Decimal(1),

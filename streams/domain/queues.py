@@ -25,7 +25,10 @@ def queue_weight(queue: dict[str, Any]) -> float:
 
 
 def is_owner(queue: dict[str, Any], user: str, groups: Iterable[str]) -> bool:
-    """Owners and members of owner groups may submit, cancel, preempt, reprioritise and watch; a queue without owners is open to every authenticated caller."""
+    """Owners and members of owner groups may submit, cancel, preempt, reprioritise and watch.
+
+    A queue without owners is open to every authenticated caller.
+    """
     users, owner_groups = queue.get("user_owners") or [], queue.get("group_owners") or []
     if not users and not owner_groups:
         return True

@@ -15,8 +15,8 @@ from typing import Any
 
 from streams.domain import jobspec
 from streams.domain.gangs import FAIL_FAST, GangMembership, gang_conflicts, parse_gang
-from streams.domain.queues import is_owner
 from streams.domain.quantity import QuantityError, to_milli
+from streams.domain.queues import is_owner
 from streams.domain.resources import job_resource_request
 
 DAY_S = 24 * 3600
@@ -73,7 +73,7 @@ def validate_request(
     checked = [_check_item(item, policy) for item in items]
     conflicts = gang_conflicts([(c.gang, c.priority_class) for c in checked if c.gang is not None])
     results = []
-    for index, (item, check) in enumerate(zip(items, checked)):
+    for index, (item, check) in enumerate(zip(items, checked, strict=True)):
         problems = list(check.problems)
         if check.gang is not None and check.gang.gang_id in conflicts:
             problems.append(conflicts[check.gang.gang_id])

@@ -14,11 +14,25 @@ from typing import Any
 import yaml
 
 from streams.domain.quantity import to_milli
-from streams.scheduler.algorithm.preempting import schedule
 from streams.scheduler.algorithm.model import (
-    AwayNodeType, CycleInput, CycleResult, Job, LimiterState, Node, NodeAllocation, PriorityClass,
-    Queue, RateLimit, RunningJob, SchedulingConfig, Taint, Toleration, UNLIMITED, WellKnownNodeType,
+    UNLIMITED,
+    AwayNodeType,
+    CycleInput,
+    CycleResult,
+    Job,
+    LimiterState,
+    Node,
+    NodeAllocation,
+    PriorityClass,
+    Queue,
+    RateLimit,
+    RunningJob,
+    SchedulingConfig,
+    Taint,
+    Toleration,
+    WellKnownNodeType,
 )
+from streams.scheduler.algorithm.preempting import schedule
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 NODE_ID_LABEL = "armadaproject.io/nodeId"
@@ -66,7 +80,7 @@ class ScenarioOutcome:
 
     def to_json(self, expected_counts: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
         rounds = []
-        for outcome, wanted in zip(self.rounds, expected_counts):
+        for outcome, wanted in zip(self.rounds, expected_counts, strict=False):
             entry: dict[str, Any] = {
                 "round": outcome.round,
                 "scheduled": sorted(outcome.scheduled),
@@ -279,7 +293,7 @@ def expected_counts(doc: Mapping[str, Any]) -> list[Mapping[str, Any] | None]:
 def differences(doc: Mapping[str, Any], outcome: ScenarioOutcome) -> list[str]:
     """Every way the outcome departs from the file's expectations (empty when it matches)."""
     problems = []
-    for spec, got in zip(doc["rounds"], outcome.rounds):
+    for spec, got in zip(doc["rounds"], outcome.rounds, strict=False):
         expected = spec.get("expected") or {}
         if "counts" in expected:
             for key, value in expected["counts"].items():

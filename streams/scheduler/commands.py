@@ -60,7 +60,9 @@ def executor_command(before: dict[str, Any] | None, after: dict[str, Any], comma
     if kind is None or before["state"] == after["state"]:
         return None
     stopped = [
-        new for old, new in zip(before["runs"], after["runs"]) if old["state"] not in RUN_TERMINAL and new["state"] in RUN_TERMINAL
+        new
+        for old, new in zip(before["runs"], after["runs"], strict=False)
+        if old["state"] not in RUN_TERMINAL and new["state"] in RUN_TERMINAL
     ]
     if not stopped:
         return None

@@ -5,10 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from streams.scheduler.feed import ExecutorState, JobDelta, NodeState, QueueInfo, node_id
 from streams.scheduler.algorithm.model import (
-    LimiterState, Job, Node, NodeAllocation, NodeSelectorRequirement, Queue, Taint, TokenBucket, Toleration,
+    Job,
+    LimiterState,
+    Node,
+    NodeAllocation,
+    NodeSelectorRequirement,
+    Queue,
+    Taint,
+    TokenBucket,
+    Toleration,
 )
+from streams.scheduler.feed import ExecutorState, JobDelta, NodeState, QueueInfo, node_id
 
 # Every node carries its scheduler id as a label, so "avoid these nodes" is an affinity rule.
 NODE_ID_LABEL = "flotilla.io/node-id"

@@ -21,15 +21,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from streams.scheduler.commands import command
-from streams.scheduler.feed import ExecutorState, JobDelta, Tick, node_id
 from streams.domain import events
 from streams.domain.ids import new_id
+from streams.scheduler.algorithm.model import CycleInput, CycleResult, Job, RunningJob
+from streams.scheduler.algorithm.preempting import schedule
+from streams.scheduler.commands import command
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.convert import scheduling_node, scheduling_queue
+from streams.scheduler.feed import ExecutorState, JobDelta, Tick, node_id
 from streams.scheduler.index import END, LEASE, REQUEUE, Entry, SchedulerIndex, job_key
-from streams.scheduler.algorithm.preempting import schedule
-from streams.scheduler.algorithm.model import CycleInput, CycleResult, Job, RunningJob
 
 SCHEDULER_USER = "scheduler"
 CYCLES_QUEUE, CYCLES_JOB_SET = "_scheduler", "cycles"
@@ -74,7 +74,9 @@ class Cycle:
 
     # -- output -----------------------------------------------------------------------------
     def emit(self, delta: JobDelta, kind: str, payload: dict[str, Any]) -> None:
-        self.emitted[(delta.queue, delta.job_set_id)].append(events.event(new_id(self.now, self.rng), self.now, delta.job_id, events.payload(kind, payload)))
+        self.emitted[(delta.queue, delta.job_set_id)].append(
+            events.event(new_id(self.now, self.rng), self.now, delta.job_id, events.payload(kind, payload))
+        )
 
     def decide(self, entry: Entry, expect: str, delta: JobDelta) -> None:
         if expect == END:
@@ -126,7 +128,11 @@ class Cycle:
     def take_back(self, entry: Entry, category: str, message: str, avoid: str | None) -> None:
         d = entry.delta
         reason = category.replace("_", " ")
-        self.emit(d, "JobRunFailed", {"run_id": d.run_id, "reason": reason, "message": message, "exit_code": None, "category": category, "retryable": True})
+        self.emit(
+            d,
+            "JobRunFailed",
+            {"run_id": d.run_id, "reason": reason, "message": message, "exit_code": None, "category": category, "retryable": True},
+        )
         taken = replace(
             d,
             run_state=category,
@@ -248,27 +254,42 @@ class Cycle:
             self.emit(
                 d,
                 "JobLeased",
-                {"run_id": run_id, "executor": executor, "node": node, "pool": pool, "scheduled_at_priority": placed.priority, "cycle_id": self.outcome.cycle_id},
+                {
+                    "run_id": run_id,
+                    "executor": executor,
+                    "node": node,
+                    "pool": pool,
+                    "scheduled_at_priority": placed.priority,
+                    "cycle_id": self.outcome.cycle_id,
+                },
             )
             self.decide(
                 entry,
                 LEASE,
-                replace(d, state="leased", runs=d.runs + 1, run_id=run_id, executor=executor, node=node, run_state="leased", leased_at=self.now),
+                replace(
+                    d, state="leased", runs=d.runs + 1, run_id=run_id, executor=executor, node=node, run_state="leased", leased_at=self.now
+                ),
             )
             leased.add(placed.job_id)
-            self.decisions.append({"job_id": placed.job_id, "kind": "leased", "executor": executor, "node": node, "reason": f"scheduled in pool {pool}"})
+            self.decisions.append(
+                {"job_id": placed.job_id, "kind": "leased", "executor": executor, "node": node, "reason": f"scheduled in pool {pool}"}
+            )
         self.outcome.leased += len(result.scheduled)
         for victim in result.preempted:
             entry = self.index.jobs[victim.job_id]
-            executor, node = where.get(victim.node, (entry.delta.executor, entry.delta.node))
+            held_by, held_on = where.get(victim.node, (entry.delta.executor, entry.delta.node))
             self.end(entry, "JobPreempted", {"run_id": entry.delta.run_id, "reason": victim.reason})
-            self.decisions.append({"job_id": victim.job_id, "kind": "preempted", "executor": executor, "node": node, "reason": victim.reason})
+            self.decisions.append(
+                {"job_id": victim.job_id, "kind": "preempted", "executor": held_by, "node": held_on, "reason": victim.reason}
+            )
         self.outcome.preempted += len(result.preempted)
         budget = self.config.max_unschedulable_recorded
         for group in sorted(result.unscheduled, key=lambda g: not g.attempted):
             for job_id in group.job_ids[:budget]:
                 if job_id not in leased:
-                    self.decisions.append({"job_id": job_id, "kind": "unschedulable", "executor": None, "node": None, "reason": group.reason})
+                    self.decisions.append(
+                        {"job_id": job_id, "kind": "unschedulable", "executor": None, "node": None, "reason": group.reason}
+                    )
                     budget -= 1
             if budget <= 0:
                 break

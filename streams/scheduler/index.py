@@ -17,9 +17,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from streams.scheduler import feed
-from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction
-from streams.scheduler.convert import limiters_from_json, limiters_to_json, scheduling_job
 from streams.scheduler.algorithm.model import Job, LimiterState
+from streams.scheduler.convert import limiters_from_json, limiters_to_json, scheduling_job
+from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction
 
 LEASE, REQUEUE, END = "lease", "requeue", "end"
 LIMITERS_KEY = "x:limiters"

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator
 
 from streams.scheduler import feed
 from streams.scheduler.config import CycleConfig
-from streams.scheduler.index import SchedulerIndex
 from streams.scheduler.cycle import CycleOutcome, run_cycle
+from streams.scheduler.index import SchedulerIndex
 
 
 def replay(records: Iterable[tuple[int, bytes]], config: CycleConfig) -> Iterator[CycleOutcome]:

@@ -6,6 +6,7 @@ Submissions are keyed by queue, so one worker sees every client id of a queue.
 from __future__ import annotations
 
 import faust
+from faust.types import TableT
 
 from streams.config import Settings
 from streams.tables.types import TextKey
@@ -15,7 +16,7 @@ def client_id_key(queue: str, client_id: str) -> str:
     return f"{queue}/{client_id}"
 
 
-def client_ids_table(app: faust.App, settings: Settings) -> faust.Table:
+def client_ids_table(app: faust.App, settings: Settings) -> TableT:
     return app.Table(
         "client-ids",
         key_type=TextKey,

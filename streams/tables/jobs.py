@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import faust
+from faust.types import TableT
 
 from schemas.codec import decode, splice
 from streams.config import Settings
 from streams.tables.types import TEXT_CODEC, TextKey
 
 
-def jobs_table(app: faust.App, settings: Settings) -> faust.Table:
+def jobs_table(app: faust.App, settings: Settings) -> TableT:
     return app.Table(
         "jobs",
         key_type=TextKey,
@@ -47,7 +48,7 @@ class JobStore:
     fold shares the spec between a job's states, and encoding it was most of each write.
     """
 
-    table: faust.Table
+    table: TableT
     cache_size: int = 20_000
     # job id -> (stored bytes, the job they encode, its spec's encoding)
     _decoded: OrderedDict[str, tuple[bytes, dict[str, Any], bytes]] = field(default_factory=OrderedDict, repr=False)

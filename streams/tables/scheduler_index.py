@@ -7,6 +7,7 @@ the whole index and a worker taking over recovers it from the changelog before i
 from __future__ import annotations
 
 import faust
+from faust.types import TableT
 
 from streams.config import Settings
 from streams.tables.types import TEXT_CODEC, TextKey
@@ -15,7 +16,7 @@ from streams.topics import changelog_name
 TABLE = "scheduler-index"
 
 
-def scheduler_index_table(app: faust.App, settings: Settings) -> faust.Table:
+def scheduler_index_table(app: faust.App, settings: Settings) -> TableT:
     return app.Table(
         TABLE,
         key_type=TextKey,

@@ -40,7 +40,7 @@ from executor.backends.kubernetes.manifests import (
     pod_manifest,
     service_manifests,
 )
-from executor.backends.kubernetes.status import node_infos, run_status
+from executor.backends.kubernetes.status import meta, node_infos, pod_location, run_status
 from executor.backends.kubernetes.watch import PodWatch
 
 log = logging.getLogger(__name__)
@@ -176,15 +176,19 @@ class KubernetesBackend:
             self._refused(lease, exc)
             return
         self._observe("ADDED", pod)
+        uid = meta(pod).uid
+        assert uid is not None  # the API server gives every pod it creates a uid
         try:
-            await self._create_attached(lease, namespace, pod.metadata.uid)
+            await self._create_attached(lease, namespace, uid)
         except (ApiException, urllib3.exceptions.HTTPError) as exc:
             self._refused(lease, exc)
-            self._delete_later(namespace, pod.metadata.name)
+            self._delete_later(namespace, pod_location(pod)[1])
 
     async def _create_pod(self, namespace: str, manifest: dict[str, Any]) -> V1Pod:
+        body = V1Pod.from_dict(manifest)
+        assert body is not None  # from_dict answers None only for None
         try:
-            return await asyncio.to_thread(self._core.create_namespaced_pod, namespace, V1Pod.from_dict(manifest))
+            return await asyncio.to_thread(self._core.create_namespaced_pod, namespace, body)
         except ApiException as exc:
             if exc.status != 409:
                 raise
@@ -200,11 +204,13 @@ class KubernetesBackend:
         for manifest in manifests:
             try:
                 if manifest["kind"] == "Service":
-                    await asyncio.to_thread(self._core.create_namespaced_service, namespace, V1Service.from_dict(manifest))
+                    service = V1Service.from_dict(manifest)
+                    assert service is not None  # from_dict answers None only for None
+                    await asyncio.to_thread(self._core.create_namespaced_service, namespace, service)
                 else:
-                    await asyncio.to_thread(
-                        self._networking.create_namespaced_ingress, namespace, V1Ingress.from_dict(manifest)
-                    )
+                    ingress = V1Ingress.from_dict(manifest)
+                    assert ingress is not None
+                    await asyncio.to_thread(self._networking.create_namespaced_ingress, namespace, ingress)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
@@ -288,19 +294,19 @@ class KubernetesBackend:
             self._watch.request_stop()
 
     def _observe(self, kind: str, pod: V1Pod, notify: bool = True) -> RunStatus | None:
-        run_id = (pod.metadata.annotations or {}).get(RUN_ID)
+        run_id = (meta(pod).annotations or {}).get(RUN_ID)
         if run_id is None:
             return None
         if kind == "DELETED":
             self._pod_gone(run_id)
             return self._statuses.get(run_id)
-        self._pods[run_id] = (pod.metadata.namespace, pod.metadata.name)
+        self._pods[run_id] = pod_location(pod)
         status = run_status(pod)
         if status is None or run_id in self._killing:
             # A pod being killed may still fail on SIGTERM; its outcome is already decided.
             return self._statuses.get(run_id)
         if self._record(status, notify) and status.state == "returned":
-            self._delete_later(pod.metadata.namespace, pod.metadata.name)
+            self._delete_later(*pod_location(pod))
         return self._statuses[run_id]
 
     def _resync(self, pods: list[V1Pod]) -> None:
@@ -309,7 +315,7 @@ class KubernetesBackend:
         listed = set()
         for pod in pods:
             self._observe("MODIFIED", pod)
-            listed.add((pod.metadata.annotations or {}).get(RUN_ID))
+            listed.add((meta(pod).annotations or {}).get(RUN_ID))
         for run_id, (namespace, name) in list(self._pods.items()):
             if run_id not in listed:
                 task = asyncio.get_running_loop().create_task(self._confirm_gone(run_id, namespace, name))

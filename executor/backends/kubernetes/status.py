@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from kubernetes.client import V1Container, V1ContainerStatus, V1Node, V1Pod
+from kubernetes.client import V1Container, V1ContainerStatus, V1Node, V1ObjectMeta, V1Pod
 
 from executor.backend import NodeInfo, RunStatus
 from executor.backends.kubernetes.manifests import JOB_ID, JOB_SET, QUEUE, RUN_ID
@@ -28,6 +28,21 @@ STUCK_WAITING = frozenset(
         "CreateContainerError",
     }
 )
+
+
+def meta(obj: V1Pod | V1Node) -> V1ObjectMeta:
+    """The metadata of an object the API server returned, which always has it (the client's models
+    type every field optional)."""
+    metadata = obj.metadata
+    assert metadata is not None
+    return metadata
+
+
+def pod_location(pod: V1Pod) -> tuple[str, str]:
+    """(namespace, name) of a pod the API server returned: it always has both."""
+    namespace, name = meta(pod).namespace, meta(pod).name
+    assert namespace is not None and name is not None
+    return namespace, name
 
 
 def _statuses(pod: V1Pod) -> list[V1ContainerStatus]:
@@ -63,7 +78,7 @@ def _exit(pod: V1Pod) -> tuple[int | None, str, str]:
 def run_status(pod: V1Pod) -> RunStatus | None:
     """The run a Flotilla pod carries and its state; None for an unknown phase or a pod that is
     not Flotilla's. Identity comes from the annotations, which hold the exact originals."""
-    annotations = pod.metadata.annotations or {}
+    annotations = meta(pod).annotations or {}
     run_id = annotations.get(RUN_ID)
     if run_id is None:
         return None
@@ -91,8 +106,8 @@ def run_status(pod: V1Pod) -> RunStatus | None:
         return status("succeeded", exit_code=0)
     if phase == "Failed":
         exit_code, reason, message = _exit(pod)
-        pod_reason = pod.status.reason or ""
-        pod_message = pod.status.message or ""
+        pod_reason = (pod.status.reason if pod.status else None) or ""
+        pod_message = (pod.status.message if pod.status else None) or ""
         if pod_reason == "DeadlineExceeded":
             return status("failed", exit_code, "deadline_exceeded", pod_message or message)
         if exit_code is None:
@@ -115,10 +130,12 @@ def pod_requests(pod: V1Pod) -> dict[str, int]:
     """What the scheduler reserves for a pod, in milli-units: per resource, the larger of the
     sum over its containers and the largest init container (init containers run one by one)."""
     total: dict[str, int] = defaultdict(int)
-    for requests in _requests(pod.spec.containers):
+    spec = pod.spec
+    assert spec is not None  # a pod the API server returned has its spec
+    for requests in _requests(spec.containers):
         for name, milli in requests.items():
             total[name] += milli
-    for requests in _requests(pod.spec.init_containers):
+    for requests in _requests(spec.init_containers):
         for name, milli in requests.items():
             total[name] = max(total[name], milli)
     return dict(total)
@@ -139,18 +156,24 @@ def node_infos(nodes: Iterable[V1Node], active_pods: Iterable[V1Pod]) -> list[No
     usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for pod in active_pods:
         node = pod.spec.node_name if pod.spec else None
-        if not node or RUN_ID in (pod.metadata.labels or {}):
+        if not node or RUN_ID in (meta(pod).labels or {}):
             continue
         for name, milli in pod_requests(pod).items():
             usage[node][name] += milli
     return [
         NodeInfo(
-            name=node.metadata.name,
+            name=_node_name(node),
             allocatable=dict((node.status.allocatable if node.status else None) or {}),
-            labels=dict(node.metadata.labels or {}),
+            labels=dict(meta(node).labels or {}),
             taints=tuple({"key": t.key, "value": t.value, "effect": t.effect} for t in (node.spec.taints if node.spec else None) or []),
             unschedulable=bool(node.spec.unschedulable) if node.spec else False,
-            non_flotilla_usage={name: milli_quantity(milli) for name, milli in sorted(usage[node.metadata.name].items())},
+            non_flotilla_usage={name: milli_quantity(milli) for name, milli in sorted(usage[_node_name(node)].items())},
         )
         for node in nodes
     ]
+
+
+def _node_name(node: V1Node) -> str:
+    name = meta(node).name
+    assert name is not None  # a node the API server returned has its name
+    return name

@@ -105,7 +105,7 @@ class PodWatch:
                 resource_version = None
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
-            except Exception as exc:  # connection reset, timeout, server gone: all worth a retry
+            except Exception as exc:  # noqa: BLE001 - connection reset, timeout, server gone: all worth a retry
                 if self._stopping.is_set():
                     return
                 log.warning("pod watch interrupted (%r); retrying in %.0f s", exc, backoff)

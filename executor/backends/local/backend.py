@@ -179,8 +179,10 @@ class LocalBackend:
     def _adopt(self, run_dir: RunDir) -> None:
         raw = run_dir.read_json(LEASE)
         try:
-            lease = Lease(**raw)
+            lease = Lease(**raw) if isinstance(raw, dict) else None
         except TypeError:
+            lease = None
+        if lease is None:
             log.warning("ignoring %s: no readable %s", run_dir.path, LEASE)
             return
         run = self._runs[lease.run_id] = _Run(run_dir, lease)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import grpc
 
@@ -27,4 +28,5 @@ class Api:
     def caller(self, context: grpc.aio.ServicerContext) -> Principal:
         """The `authorization` metadata (`Bearer <token>`) checked as the REST API checks its header."""
         values = [value for key, value in context.invocation_metadata() or () if key.lower() == AUTHORIZATION]
-        return self.auth.authenticate(values[0] if values else None)
+        # Only `-bin` keys carry bytes; the authorization value is a str.
+        return self.auth.authenticate(cast(str, values[0]) if values else None)

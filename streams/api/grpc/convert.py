@@ -36,7 +36,7 @@ JOB_STATES: dict[str, int] = {
     "preempted": submit_pb2.PREEMPTED,
 }
 
-RUN_STATES: dict[str, int] = {
+RUN_STATES: dict[str, job_pb2.JobRunState.ValueType] = {
     "leased": job_pb2.RUN_STATE_LEASED,
     "pending": job_pb2.RUN_STATE_PENDING,
     "running": job_pb2.RUN_STATE_RUNNING,
@@ -50,7 +50,7 @@ RUN_STATES: dict[str, int] = {
 
 # A job-set cancel filter names Armada states; these are Flotilla's states each one covers. As in
 # Armada, only unfinished jobs can be cancelled, and PENDING covers a job leased but not yet running.
-CANCELLABLE_BY_FILTER: dict[int, frozenset[str]] = {
+CANCELLABLE_BY_FILTER: dict[submit_pb2.JobState.ValueType, frozenset[str]] = {
     submit_pb2.QUEUED: frozenset({"queued"}),
     submit_pb2.LEASED: frozenset({"leased"}),
     submit_pb2.PENDING: frozenset({"leased", "pending"}),
@@ -63,16 +63,20 @@ def job_state(state: str) -> int:
     return JOB_STATES.get(state, submit_pb2.UNKNOWN)
 
 
-def run_state(state: str) -> int:
+def run_state(state: str) -> job_pb2.JobRunState.ValueType:
     return RUN_STATES.get(state, job_pb2.RUN_STATE_UNKNOWN)
 
 
-def filter_states(states: Iterable[int]) -> frozenset[str]:
+def filter_states(states: Iterable[submit_pb2.JobState.ValueType]) -> frozenset[str]:
     """Flotilla states a job-set cancel with this filter applies to; no states means every unfinished job."""
     chosen = list(states)
     if not chosen:
         return UNFINISHED
-    refused = [submit_pb2.JobState.Name(state) if state in submit_pb2.JobState.values() else str(state) for state in chosen if state not in CANCELLABLE_BY_FILTER]
+    refused = [
+        submit_pb2.JobState.Name(state) if state in submit_pb2.JobState.values() else str(state)
+        for state in chosen
+        if state not in CANCELLABLE_BY_FILTER
+    ]
     if refused:
         allowed = ", ".join(submit_pb2.JobState.Name(state) for state in CANCELLABLE_BY_FILTER)
         raise ValueError(f"a job-set cancel can filter on {allowed}, not {', '.join(refused)}")

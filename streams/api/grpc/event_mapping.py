@@ -33,7 +33,7 @@ shows); an event that becomes several gives them `<event id>:0`, `<event id>:1`,
 resumes after any message id, and after any event id of the job set, meaning after everything that
 event became, even if that was nothing. An event delivered twice (at least once delivery) is shown
 once.
-"""
+"""  # noqa: E501 - the table's rows cannot be wrapped
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def _with_message(reason: str, message: str | None) -> str:
     return f"{reason}: {message}" if message else reason
 
 
-def _cause(reason: str, category: str) -> int:
+def _cause(reason: str, category: str) -> event_pb2.Cause.ValueType:
     if category == "deadline_exceeded":
         return event_pb2.Cause.Value("DeadlineExceeded")
     return event_pb2.Cause.Value(_CAUSES.get(reason.replace("_", "").lower(), "Error"))

@@ -21,10 +21,10 @@ import grpc
 from armada_client.armada import event_pb2, event_pb2_grpc, health_pb2
 from google.protobuf import empty_pb2
 
+from streams.api.errors import ApiError
 from streams.api.grpc.calls import Api
 from streams.api.grpc.errors import answers_errors, streams_errors
 from streams.api.grpc.event_mapping import JobSetEvents, Position, check_message_id, resume_ids
-from streams.api.errors import ApiError
 from streams.api.resume import ResumeAfter
 
 # How long one read waits for new events: also how soon a stopping worker ends a stream.
@@ -53,7 +53,9 @@ class EventService(event_pb2_grpc.EventServicer):
             yield message
 
     @streams_errors
-    async def Watch(self, request: event_pb2.WatchRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[event_pb2.EventStreamMessage]:
+    async def Watch(
+        self, request: event_pb2.WatchRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[event_pb2.EventStreamMessage]:
         """Armada's deprecated form of GetJobSetEvents: always live, and a job set with no events yet is waited for."""
         asked = _Request(request.queue, request.job_set_id, request.from_id, watch=True, error_if_missing=False)
         async for message in self._stream(asked, context):

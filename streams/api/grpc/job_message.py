@@ -36,7 +36,9 @@ def _container(container: Mapping[str, Any]) -> core_v1.Container:
         args=list(container.get("args") or []),
         env=[core_v1.EnvVar(name=env["name"], value=env["value"]) for env in container.get("env") or []],
         workingDir=container.get("working_dir"),
-        resources=core_v1.ResourceRequirements(requests=_quantities(resources.get("requests")), limits=_quantities(resources.get("limits"))),
+        resources=core_v1.ResourceRequirements(
+            requests=_quantities(resources.get("requests")), limits=_quantities(resources.get("limits"))
+        ),
         ports=[
             core_v1.ContainerPort(containerPort=port["container_port"], protocol=port.get("protocol"), name=port.get("name"))
             for port in container.get("ports") or []
@@ -62,7 +64,9 @@ def _affinity(affinity: Mapping[str, Any] | None) -> core_v1.Affinity | None:
         nodeSelectorTerms=[
             core_v1.NodeSelectorTerm(
                 matchExpressions=[
-                    core_v1.NodeSelectorRequirement(key=expression["key"], operator=expression["operator"], values=list(expression.get("values") or []))
+                    core_v1.NodeSelectorRequirement(
+                        key=expression["key"], operator=expression["operator"], values=list(expression.get("values") or [])
+                    )
                     for expression in term.get("match_expressions") or []
                 ]
             )
@@ -120,7 +124,9 @@ def job_message(
         queue_ownership_user_groups=list(groups),
         priority=spec["priority"],
         # Armada keeps the priority class in the pod spec; Flotilla beside it, defaulted.
-        pod_spec=pod_spec_message({**spec["pod_spec"], "priority_class_name": spec["pod_spec"].get("priority_class_name") or spec["priority_class"]}),
+        pod_spec=pod_spec_message(
+            {**spec["pod_spec"], "priority_class_name": spec["pod_spec"].get("priority_class_name") or spec["priority_class"]}
+        ),
         created=timestamp(created_ms),
         services=[_service(service) for service in spec.get("services") or []],
         ingress=[_ingress(ingress) for ingress in spec.get("ingresses") or []],

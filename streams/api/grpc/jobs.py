@@ -11,10 +11,10 @@ from typing import Any
 import grpc
 from armada_client.armada import job_pb2, job_pb2_grpc, submit_pb2
 
+from streams.api.errors import ApiError
 from streams.api.grpc.calls import Api
 from streams.api.grpc.convert import EXTERNAL_JOB_URI, job_details, job_error, job_state, run_details
 from streams.api.grpc.errors import answers_errors
-from streams.api.errors import ApiError
 from streams.auth import Principal
 
 # Job states do not record the pool of a run, so every active queue is reported in one pool.

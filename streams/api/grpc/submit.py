@@ -15,11 +15,11 @@ from armada_client.armada import health_pb2, submit_pb2, submit_pb2_grpc
 from google.protobuf import empty_pb2
 
 from streams.api.control_requests import cancel_payload, preempt_payload, reprioritise_payload
+from streams.api.errors import ApiError
 from streams.api.grpc.calls import Api
 from streams.api.grpc.convert import UNFINISHED, filter_states, job_item
 from streams.api.grpc.errors import answers_errors
 from streams.api.grpc.queues import QueueCalls
-from streams.api.errors import ApiError
 
 
 def _job_set(request: Any) -> tuple[str, str]:
@@ -72,7 +72,7 @@ class SubmitService(QueueCalls, submit_pb2_grpc.SubmitServicer):
             # Armada's deprecated form: no job ids cancels the whole job set.
             await self.api.ops.control_job_set(principal, *job_set, payload)
             return submit_pb2.CancellationResult()
-        cancelled = [job_id for job_id, error in (await self._each(principal, job_ids, payload, job_set)).items() if not error]
+        cancelled = [job_id for job_id, error in (await self._each_job(principal, job_ids, payload, job_set)).items() if not error]
         return submit_pb2.CancellationResult(cancelled_ids=cancelled)
 
     @answers_errors
@@ -97,7 +97,7 @@ class SubmitService(QueueCalls, submit_pb2_grpc.SubmitServicer):
         if not request.job_ids:
             await self.api.ops.control_job_set(principal, *job_set, payload)
             return submit_pb2.JobReprioritizeResponse()
-        results = await self._each(principal, list(dict.fromkeys(request.job_ids)), payload, job_set)
+        results = await self._each_job(principal, list(dict.fromkeys(request.job_ids)), payload, job_set)
         return submit_pb2.JobReprioritizeResponse(reprioritization_results=results)
 
     @answers_errors
@@ -107,14 +107,14 @@ class SubmitService(QueueCalls, submit_pb2_grpc.SubmitServicer):
         if not request.job_ids:
             raise ValueError("job_ids is empty: name the jobs to preempt")
         payload = preempt_payload({"reason": request.reason})
-        results = await self._each(principal, list(dict.fromkeys(request.job_ids)), payload, job_set)
+        results = await self._each_job(principal, list(dict.fromkeys(request.job_ids)), payload, job_set)
         return submit_pb2.PreemptionResult(preemption_results=results)
 
     async def Health(self, request: empty_pb2.Empty, context: grpc.aio.ServicerContext) -> health_pb2.HealthCheckResponse:
         status = health_pb2.HealthCheckResponse.SERVING if self.api.ready() else health_pb2.HealthCheckResponse.NOT_SERVING
         return health_pb2.HealthCheckResponse(status=status)
 
-    async def _each(self, principal: Any, job_ids: list[str], payload: Any, job_set: tuple[str, str]) -> dict[str, str]:
+    async def _each_job(self, principal: Any, job_ids: list[str], payload: Any, job_set: tuple[str, str]) -> dict[str, str]:
         """Job id -> "" once its event is on the log, else why not (unknown, elsewhere, finished).
 
         A refused permission fails the whole call: every job named is in the one queue the request names.

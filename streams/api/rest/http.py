@@ -15,14 +15,16 @@ from streams.api.errors import ApiError
 from streams.auth import Authenticator, PermissionDenied, Principal, Unauthenticated
 
 if TYPE_CHECKING:
+    from aiohttp.web import StreamResponse
     from faust import web
 
 
-Handler = Callable[..., Awaitable["web.Response"]]
+# A view method: a response, or for a stream aiohttp's own.
+Handler = Callable[..., Awaitable["web.Response | StreamResponse"]]
 
 
 def answers_errors(handler: Handler) -> Handler:
-    async def wrapped(self: web.View, request: web.Request, **kwargs: Any) -> web.Response:
+    async def wrapped(self: web.View, request: web.Request, **kwargs: Any) -> web.Response | StreamResponse:
         try:
             return await handler(self, request, **kwargs)
         except ApiError as exc:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from faust import web
 
 from streams.api.control_requests import JOB_ACTIONS, JOB_SET_ACTIONS
-from streams.api.rest.http import answers_errors, caller, json_body
 from streams.api.operations import Operations
+from streams.api.rest.http import answers_errors, caller, json_body
 
 if TYPE_CHECKING:
     from streams.plane import ControlPlane

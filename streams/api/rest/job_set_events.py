@@ -9,19 +9,21 @@ needs the `watch` permission on the queue.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from aiohttp.web import StreamResponse
+from aiohttp.web import BaseRequest, StreamResponse
 from faust import web
 
 from streams.api.errors import ApiError
-from streams.api.rest.http import answers_errors, caller
 from streams.api.job_set_log import EventsTopic, JobSetLog
 from streams.api.operations import Operations
-from streams.api.resume import ResumeAfter
+from streams.api.rest.http import answers_errors, caller
 from streams.api.rest.sse import CONTENT_TYPE, HEARTBEAT, StreamOptions, event_records, sse_message, stream_options
+from streams.api.resume import ResumeAfter
 
 if TYPE_CHECKING:
+    from faust.web.drivers.aiohttp import Web as AiohttpWeb
+
     from streams.plane import ControlPlane
 
 # How long one read waits for new events: also how soon a closed connection or a stopping
@@ -39,7 +41,7 @@ def register(plane: ControlPlane, ops: Operations) -> None:
         # Without this, stopping the worker waits for every open stream's handler to time out.
         stopping.set()
 
-    app.web.web_app.on_shutdown.append(on_shutdown)
+    cast("AiohttpWeb", app.web).web_app.on_shutdown.append(on_shutdown)
 
     @app.page("/api/v1/queues/{queue}/jobsets/{job_set}/events")
     class JobSetEvents(web.View):
@@ -49,22 +51,23 @@ def register(plane: ControlPlane, ops: Operations) -> None:
             options = stream_options(request.query)
             ops.watchable(principal, queue)
             async with events.job_set(queue, job_set) as log:
-                return await _stream(request, log, options, stopping, log.key.decode())
+                # The aiohttp driver hands views aiohttp's own requests.
+                return await _stream(cast(BaseRequest, request), log, options, stopping, log.key.decode())
 
 
-async def _next_records(log: JobSetLog, resume: ResumeAfter) -> list[dict[str, Any]]:
+async def _next_records(log: JobSetLog, resume: ResumeAfter[dict[str, Any]]) -> list[dict[str, Any]]:
     return resume.admit([record for sequence in await log.read(POLL_MS) for record in event_records(sequence)])
 
 
-def _disconnected(request: web.Request) -> bool:
+def _disconnected(request: BaseRequest) -> bool:
     transport = request.transport
     return transport is None or transport.is_closing()
 
 
 async def _stream(
-    request: web.Request, log: JobSetLog, options: StreamOptions, stopping: asyncio.Event, job_set: str
+    request: BaseRequest, log: JobSetLog, options: StreamOptions, stopping: asyncio.Event, job_set: str
 ) -> StreamResponse:
-    resume = ResumeAfter(options.after)
+    resume: ResumeAfter[dict[str, Any]] = ResumeAfter(options.after)
     pending: list[dict[str, Any]] = []
     # Nothing is sent until the `from` event is found, so an id this job set never had is still a 404.
     while resume.waiting:

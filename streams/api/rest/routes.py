@@ -10,26 +10,28 @@ are open to anyone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from faust import web
 
-from streams.api.rest import job_control, job_set_events
 from streams.api.errors import ApiError
-from streams.api.rest.http import answers_errors, caller, json_body
 from streams.api.operations import Operations
+from streams.api.rest import job_control, job_set_events
+from streams.api.rest.http import answers_errors, caller, json_body
 from streams.api.rest.route_errors import json_route_errors
 from streams.domain import jobspec
 from streams.domain.views import job_view
 from streams.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
+    from faust.web.drivers.aiohttp import Web as AiohttpWeb
+
     from streams.plane import ControlPlane
 
 
 def register(plane: ControlPlane, ops: Operations) -> None:
     app = plane.app
-    app.web.web_app.middlewares.append(json_route_errors)
+    cast("AiohttpWeb", app.web).web_app.middlewares.append(json_route_errors)
     job_control.register(plane, ops)
     job_set_events.register(plane, ops)
 

@@ -7,9 +7,9 @@ import os
 import sys
 from typing import Any
 
-from streams.client.contexts import ClientConfig, load_config, save_current_context
 from streams.client.commands import CommandError
 from streams.client.commands.columns import aligned
+from streams.client.contexts import ClientConfig, load_config, save_current_context
 
 
 def register(commands: Any) -> None:

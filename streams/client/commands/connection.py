@@ -12,8 +12,8 @@ import argparse
 import os
 import sys
 
-from streams.client.rest import Client
 from streams.client.contexts import TOKEN_ENV, URL_ENV, load_config, resolve
+from streams.client.rest import Client
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from streams.client.rest import Client
 from streams.client.commands import CommandError
 from streams.client.commands.connection import add_connection_options, client_for
+from streams.client.rest import Client
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TextIO
 from urllib.parse import quote, urlencode
 
-from streams.client.rest import Client
 from streams.client.commands import CommandError
 from streams.client.commands.connection import add_connection_options, client_for
 from streams.client.commands.job_set_counts import STATES, JobSetCounts
+from streams.client.rest import Client
 
 # Payload fields worth a glance, in the order shown; the rest is in --json.
 DETAILS = (

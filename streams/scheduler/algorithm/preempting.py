@@ -25,8 +25,19 @@ from streams.scheduler.algorithm import reasons
 from streams.scheduler.algorithm.fairness import DrfCost, fair_shares
 from streams.scheduler.algorithm.limits import Bucket, absolute_limits, exceeds, queue_class_limits
 from streams.scheduler.algorithm.model import (
-    GANG_ID_ANNOTATION, CycleInput, CycleResult, Job, LimiterState, PreemptedJob, PriorityClass, QueueShare, ScheduledJob,
-    SchedulingConfig, Unscheduled,
+    GANG_ID_ANNOTATION,
+    CycleInput,
+    CycleResult,
+    Job,
+    LimiterState,
+    NodeSelectorRequirement,
+    PreemptedJob,
+    PriorityClass,
+    QueueShare,
+    ScheduledJob,
+    SchedulingConfig,
+    Toleration,
+    Unscheduled,
 )
 from streams.scheduler.algorithm.nodedb import NO_PREEMPTION, NodeDb, Placement
 from streams.scheduler.algorithm.queue_order import CandidateGangs, rescheduling_order
@@ -109,7 +120,7 @@ class _PreemptingScheduler:
 
     # -- set-up ---------------------------------------------------------------------------
     def _total_map(self) -> dict[str, int]:
-        return dict(zip(self.names, self.totals))
+        return dict(zip(self.names, self.totals, strict=True))
 
     def _limit_pairs(self, limits: dict[str, int]) -> list[tuple[int, int]]:
         return sorted((self.pos[name], amount) for name, amount in limits.items() if name in self.pos)
@@ -120,7 +131,7 @@ class _PreemptingScheduler:
             vec[self.pos[name]] += amount
         return tuple(vec)
 
-    def _load_jobs(self, inputs: CycleInput, grouped: dict[tuple[object, ...], list[Job]]) -> None:
+    def _load_jobs(self, inputs: CycleInput, grouped: dict[_GroupKey, list[Job]]) -> None:
         classes = self.config.priority_classes
         gang_members: dict[str, list[JobState]] = defaultdict(list)
         for run in sorted(inputs.running, key=lambda r: r.job.id):
@@ -190,11 +201,11 @@ class _PreemptingScheduler:
             for (q, pc_name), demand in sorted(by_class.items()):
                 for i, limit in self.class_limits[(q, pc_name)]:
                     demand[i] = min(demand[i], limit)
-                capped[q] = [a + b for a, b in zip(capped[q], demand)]
+                capped[q] = [a + b for a, b in zip(capped[q], demand, strict=True)]
         names = list(self.queues)
         raw, adjusted = fair_shares([self.queues[q].weight for q in names], [self.cost.unweighted(capped[q]) for q in names])
-        self.fair_share = dict(zip(names, raw))
-        self.adjusted_share = dict(zip(names, adjusted))
+        self.fair_share = dict(zip(names, raw, strict=True))
+        self.adjusted_share = dict(zip(names, adjusted, strict=True))
 
     # -- the cycle --------------------------------------------------------------------------
     def schedule(self) -> CycleResult:
@@ -258,7 +269,7 @@ class _PreemptingScheduler:
         victims = [
             js for js in bound
             if js.node in over and js.pc.preemptible and js.queue in self.queues
-            and nodedb.priorities[nodedb.level(js.sched_priority) - 1] in over[js.node]  # type: ignore[index]
+            and nodedb.priorities[nodedb.level(js.sched_priority) - 1] in over[js.node]
         ]
         gangs: dict[str, list[JobState]] = defaultdict(list)
         for js in bound:
@@ -272,7 +283,9 @@ class _PreemptingScheduler:
             by_queue[js.queue].append(js)
         for items in by_queue.values():
             items.sort(key=lambda s: (not s.evicted, s.order_key))
-        queues = [(q, self.queues[q].weight, self._budget(q), by_queue.get(q, [])) for q in self.queues]
+        queues: list[tuple[str, float, float, Iterable[JobState]]] = [
+            (q, self.queues[q].weight, self._budget(q), by_queue.get(q, [])) for q in self.queues
+        ]
         if first:
             streams = {q: self._queued_stream(q) for q in self.queues}
             queues = [(q, w, b, _chain(items, streams[q])) for q, w, b, items in queues]
@@ -528,21 +541,28 @@ class _PreemptingScheduler:
         return reasons.not_considered("round ended")
 
 
-def _group_queued(queued: Iterable[Job]) -> tuple[dict[tuple[object, ...], list[Job]], set[str]]:
+# (queue, class, priority, request items, selector items, tolerations, affinity, gang annotations)
+_GroupKey = tuple[
+    str, str, int, tuple[tuple[str, int], ...], tuple[tuple[str, str], ...],
+    tuple[Toleration, ...], tuple[tuple[NodeSelectorRequirement, ...], ...], tuple[tuple[str, str], ...],
+]
+
+
+def _group_queued(queued: Iterable[Job]) -> tuple[dict[_GroupKey, list[Job]], set[str]]:
     """Queued jobs by (queue, class, priority, request items, selector, tolerations, affinity,
     gang annotations), in order of first appearance: interchangeable jobs share a group. Also
     the resource names they request, read off the groups so that a million jobs are walked once."""
-    grouped: dict[tuple[object, ...], list[Job]] = defaultdict(list)
+    grouped: dict[_GroupKey, list[Job]] = defaultdict(list)
     for job in queued:
         annotations, selector = job.annotations, job.node_selector
         gang = annotations.get(GANG_ID_ANNOTATION, "") if annotations else ""
         grouped[(job.queue, job.priority_class, job.priority, tuple(job.requests.items()),
                  tuple(selector.items()) if selector else (), job.tolerations, job.affinity,
                  tuple(annotations.items()) if gang else ())].append(job)
-    return grouped, {name for key in grouped for name, _ in key[3]}  # type: ignore[attr-defined]
+    return grouped, {name for key in grouped for name, _ in key[3]}
 
 
-def _chain(first: Sequence[JobState], rest: Iterator[JobState]) -> Iterator[JobState]:
+def _chain(first: Iterable[JobState], rest: Iterator[JobState]) -> Iterator[JobState]:
     yield from first
     yield from rest
 

@@ -8,13 +8,13 @@ below its fair share with that gang included ("progressive filling").
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from streams.scheduler.algorithm.fairness import DrfCost
 from streams.scheduler.algorithm.state import JobState
 
 
-def _gangs(items: Sequence[JobState], lookback: int, skip: Callable[[JobState], bool]) -> Iterator[list[JobState]]:
+def _gangs(items: Iterable[JobState], lookback: int, skip: Callable[[JobState], bool]) -> Iterator[list[JobState]]:
     """Gangs in queue order; stops after `lookback` new jobs (0 = no limit)."""
     partial: dict[str, list[JobState]] = {}
     seen_new = 0
@@ -72,7 +72,7 @@ class QueueCursor:
             self.all_evicted = all(js.evicted for js in gang)
             # A gang whose members were placed at different priorities ranks by the lowest.
             self.class_priority = min(js.sched_priority if js.bound or js.evicted else js.pc.priority for js in gang)
-        proposed = [a + r for a, r in zip(allocation, request)]
+        proposed = [a + r for a, r in zip(allocation, request, strict=True)]
         cost = shared.cost
         self.current = cost.weighted(allocation, self.weight)
         self.proposed = cost.weighted(proposed, self.weight)
@@ -112,7 +112,7 @@ class _Ranking:
 class CandidateGangs:
     """The queues ordered by who should go next; call `pop`, try the gang, then `done`."""
 
-    def __init__(self, queues: Sequence[tuple[str, float, float, Sequence[JobState]]], allocation: dict[str, list[int]],
+    def __init__(self, queues: Sequence[tuple[str, float, float, Iterable[JobState]]], allocation: dict[str, list[int]],
                  cost: DrfCost, *, consider_priority: bool, prefer_large: bool, lookback: int = 0,
                  skip: Callable[[JobState], bool] = lambda js: False) -> None:
         self._ranking = _Ranking(allocation, cost, consider_priority, prefer_large)

@@ -36,6 +36,6 @@ def in_submission_order(jobs: list[Job]) -> list[Job]:
     if tied.size:
         starts = tied[np.r_[True, tied[1:] != tied[:-1] + 1]]
         ends = tied[np.r_[tied[1:] != tied[:-1] + 1, True]] + 2
-        for start, end in zip(starts.tolist(), ends.tolist()):
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
             ordered[start:end] = sorted(ordered[start:end], key=SUBMISSION)
     return ordered
