@@ -1,0 +1,151 @@
+"""The job-state agent in Faust (`agent.test_context()` on the memory store, see `tests.kit.plane`):
+`events` folded into the `jobs` table (published on its `job-states` changelog), with the feed
+records and executor commands the fold forwards."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from schemas.codec import decode, encode
+from streams.agents import job_state
+from streams.plane import ControlPlane
+from streams.scheduler import feed
+from tests.kit.jobs import ENVELOPE, Events
+from tests.kit.plane import agent_plane, running, sent
+
+KEY = b"team-a/set-1"
+
+
+def plane(tmp_path: Path) -> ControlPlane:
+    built = agent_plane(tmp_path)
+    job_state.register(built)
+    return built
+
+
+def message(*events: tuple[str, dict[str, Any]]) -> bytes:
+    return encode("event_sequence", {**ENVELOPE, "events": [{**e, "payload": (f"flotilla.{kind}", e["payload"])} for kind, e in events]})
+
+
+def feed_records(plane: ControlPlane) -> list[feed.FeedRecord]:
+    return [feed.decode(s.body) for s in sent(plane, plane.topics.scheduler_feed)]
+
+
+def deltas(record: feed.FeedRecord) -> list[feed.JobDelta]:
+    """The job deltas of a feed record of the fold (one `Changes` per sequence)."""
+    assert isinstance(record, feed.Changes)
+    assert all(isinstance(change, feed.JobDelta) for change in record.records)
+    return [change for change in record.records if isinstance(change, feed.JobDelta)]
+
+
+def stored(plane: ControlPlane, job_id: str) -> dict[str, Any]:
+    job = plane.jobs.get(job_id)
+    assert job is not None, f"{job_id} is not in the jobs table"
+    return job
+
+
+def counted(plane: ControlPlane, outcome: str) -> float:
+    return plane.metrics.registry.get_sample_value("flotilla_events_total", {"outcome": outcome}) or 0.0
+
+
+def test_a_submitted_job_is_stored_published_and_sent_to_the_scheduler(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        jobs = plane(tmp_path)
+        async with running(jobs, "job-state") as agent:
+            await agent.put(message(Events("job-1").submitted()), key=KEY)
+
+        job = stored(jobs, "job-1")
+        assert (job["state"], job["queue"], job["job_set_id"]) == ("queued", "team-a", "set-1")
+        # writing the table is publishing: the job's state is on the job-states topic
+        [published] = sent(jobs, "flotilla.job-states")
+        assert published.key == b"job-1" and published.value == jobs.jobs.table["job-1"]
+        assert decode("job_state", published.body)["state"] == "queued"
+        [changes] = feed_records(jobs)
+        [delta] = deltas(changes)
+        assert (delta.job_id, delta.queue, delta.state, delta.runs) == ("job-1", "team-a", "queued", 0)
+        assert delta.requests == {"cpu": 1_000, "memory": 2**30 * 1_000}
+        assert sent(jobs, jobs.topics.executor_commands) == []
+        assert counted(jobs, "applied") == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_lease_sends_the_executor_its_command_keyed_by_executor(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        jobs, ev = plane(tmp_path), Events("job-1")
+        async with running(jobs, "job-state") as agent:
+            await agent.put(message(ev.submitted()), key=KEY)
+            await agent.put(message(ev.leased("run-1", node="node-2")), key=KEY)
+
+        [command] = sent(jobs, jobs.topics.executor_commands)
+        assert command.key == b"cluster-1"
+        lease = decode("executor_command", command.body)
+        assert (lease["kind"], lease["executor"], lease["node"], lease["run_id"], lease["job_id"]) == (
+            "lease",
+            "cluster-1",
+            "node-2",
+            "run-1",
+            "job-1",
+        )
+        assert lease["spec"]["pod_spec"]["containers"]
+        _, leased = feed_records(jobs)
+        assert [(d.state, d.run_id, d.executor) for d in deltas(leased)] == [("leased", "run-1", "cluster-1")]
+        assert stored(jobs, "job-1")["state"] == "leased"
+
+    asyncio.run(scenario())
+
+
+def test_a_sequence_of_several_jobs_gives_one_feed_record(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        jobs = plane(tmp_path)
+        async with running(jobs, "job-state") as agent:
+            await agent.put(message(Events("job-1").submitted(), Events("job-2").submitted()), key=KEY)
+
+        [changes] = feed_records(jobs)
+        assert [d.job_id for d in deltas(changes)] == ["job-1", "job-2"]
+        assert {s.key for s in sent(jobs, "flotilla.job-states")} == {b"job-1", b"job-2"}
+
+    asyncio.run(scenario())
+
+
+def test_a_redelivered_sequence_changes_and_sends_nothing(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        jobs, ev = plane(tmp_path), Events("job-1")
+        sequence = message(ev.submitted(), ev.leased("run-1"))
+        async with running(jobs, "job-state") as agent:
+            await agent.put(sequence, key=KEY, offset=3)
+            before = sent(jobs)
+            await agent.put(sequence, key=KEY, offset=3)
+
+        assert sent(jobs) == before
+        assert counted(jobs, "unchanged") == 2
+
+    asyncio.run(scenario())
+
+
+def test_an_undecodable_message_is_skipped_and_the_fold_goes_on(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        jobs = plane(tmp_path)
+        async with running(jobs, "job-state") as agent:
+            await agent.put(b"\x01garbage", key=KEY)
+            await agent.put(message(Events("job-1").submitted()), key=KEY)
+
+        assert counted(jobs, "undecodable") == 1
+        assert jobs.jobs.get("job-1") is not None
+        assert len(feed_records(jobs)) == 1
+
+    asyncio.run(scenario())
+
+
+def test_events_of_an_unknown_job_are_ignored(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        jobs = plane(tmp_path)
+        async with running(jobs, "job-state") as agent:
+            await agent.put(message(Events("never-submitted").leased("run-9")), key=KEY)
+
+        assert "never-submitted" not in jobs.jobs
+        assert sent(jobs) == []
+        assert counted(jobs, "unknown_job") == 1
+
+    asyncio.run(scenario())

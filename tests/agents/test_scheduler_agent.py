@@ -1,0 +1,147 @@
+"""The scheduling agent in Faust (`agent.test_context()` on the memory store, see `tests.kit.plane`):
+feed records fold into the index and its `scheduler-index` table, and a tick runs a cycle whose
+events, commands and cycle record are published."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from schemas.codec import decode
+from streams.agents import scheduler
+from streams.plane import ControlPlane
+from streams.scheduler import feed
+from streams.scheduler.cycle import CYCLES_JOB_SET, CYCLES_QUEUE
+from streams.scheduler.index import CYCLES_KEY
+from tests.kit.plane import AgentUnderTest, agent_plane, running, sent
+from tests.kit.scheduler import delta, executor, tick
+
+T_MS = 1_717_000_000_000
+
+
+def plane(tmp_path: Path) -> tuple[ControlPlane, scheduler.SchedulerState]:
+    built = agent_plane(tmp_path)
+    return built, scheduler.register(built)
+
+
+async def put(agent: AgentUnderTest, *records: feed.FeedRecord) -> None:
+    for record in records:
+        await agent.put(feed.encode(record))
+
+
+def published(plane: ControlPlane) -> list[tuple[str | None, dict[str, Any]]]:
+    return [(s.text_key, decode("event_sequence", s.body)) for s in sent(plane, plane.topics.events)]
+
+
+def kinds(sequence: dict[str, Any]) -> list[tuple[str | None, str]]:
+    return [(e["job_id"], e["payload"][0].removeprefix("flotilla.")) for e in sequence["events"]]
+
+
+def test_feed_records_and_a_tick_lease_jobs_publish_the_cycle_and_fill_the_index_table(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        sched, _ = plane(tmp_path)
+        async with running(sched, "scheduler") as agent:
+            await put(
+                agent, delta("job-1", "a", submitted=T_MS - 2_000), delta("job-2", "a", submitted=T_MS - 1_000), executor("ex1", time=T_MS)
+            )
+            await agent.put(feed.encode(tick(T_MS + 500, "a")), offset=3)
+
+        (leases_key, leases), (cycle_key, cycle) = published(sched)
+        assert leases_key == "a/s" and (leases["queue"], leases["job_set_id"], leases["user"]) == ("a", "s", "scheduler")
+        assert kinds(leases) == [("job-1", "JobLeased"), ("job-2", "JobLeased")]
+        assert {e["payload"][1]["executor"] for e in leases["events"]} == {"ex1"}
+        assert {e["created"] for e in leases["events"]} == {T_MS + 500}  # the tick's clock
+        # the cycle record, under its own key, names the tick's feed offset as its seed
+        assert cycle_key == f"{CYCLES_QUEUE}/{CYCLES_JOB_SET}"
+        assert kinds(cycle) == [(None, "SchedulingCycle")]
+        record = cycle["events"][0]["payload"][1]
+        assert (record["seed"], record["feed_offsets"], record["cycle_time"]) == (3, {"0": 3}, T_MS + 500)
+        assert [(d["job_id"], d["kind"], d["executor"]) for d in record["decisions"]] == [
+            ("job-1", "leased", "ex1"),
+            ("job-2", "leased", "ex1"),
+        ]
+        # the index is in the table (and so on its changelog), leases included
+        table = sched.scheduler_index
+        assert {"j:job-1", "j:job-2", "e:ex1", CYCLES_KEY} <= set(table.keys())
+        assert json.loads(table["j:job-1"])["d"]["state"] == "leased"
+        assert json.loads(table[CYCLES_KEY]) == 1
+        assert {s.text_key for s in sent(sched, "flotilla-scheduler-index-changelog")} >= {"j:job-1", "e:ex1", CYCLES_KEY}
+        # leases reach the executor through the job-state fold, not from here
+        assert sent(sched, sched.topics.executor_commands) == []
+        assert sched.metrics.registry.get_sample_value("flotilla_scheduling_decisions_total", {"kind": "leased"}) == 2
+
+    asyncio.run(scenario())
+
+
+def test_records_before_the_tick_decide_nothing(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        sched, _ = plane(tmp_path)
+        async with running(sched, "scheduler") as agent:
+            await put(agent, delta("job-1", "a"), executor("ex1", time=T_MS))
+
+            assert published(sched) == []
+            assert "j:job-1" in sched.scheduler_index and CYCLES_KEY not in sched.scheduler_index
+
+    asyncio.run(scenario())
+
+
+def test_a_tick_with_nothing_to_decide_publishes_nothing_but_counts_the_cycle(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        sched, _ = plane(tmp_path)
+        async with running(sched, "scheduler") as agent:
+            await put(agent, executor("ex1", time=T_MS), tick(T_MS + 500, "a"))
+
+        assert published(sched) == []
+        assert json.loads(sched.scheduler_index[CYCLES_KEY]) == 1
+        assert sched.metrics.registry.get_sample_value("flotilla_scheduling_cycles_total") == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_run_the_index_does_not_hold_is_cancelled_on_its_executor(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        sched, _ = plane(tmp_path)
+        async with running(sched, "scheduler") as agent:
+            await put(agent, executor("ex1", time=T_MS, runs={"run-9": "gone-job"}), tick(T_MS + 500, "a"))
+
+        [command] = sent(sched, sched.topics.executor_commands)
+        assert command.key == b"ex1"
+        cancel = decode("executor_command", command.body)
+        assert (cancel["kind"], cancel["executor"], cancel["run_id"], cancel["job_id"]) == ("cancel_run", "ex1", "run-9", "gone-job")
+        [(cycle_key, _)] = published(sched)  # the cycle is recorded
+        assert cycle_key == f"{CYCLES_QUEUE}/{CYCLES_JOB_SET}"
+
+    asyncio.run(scenario())
+
+
+def test_after_partitions_are_reassigned_the_index_is_rebuilt_from_the_table(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        sched, state = plane(tmp_path)
+        async with running(sched, "scheduler") as agent:
+            await put(agent, delta("job-1", "a"), executor("ex1", time=T_MS))
+            await sched.app.on_partitions_assigned.send(set())
+            assert state.index is None
+            await put(agent, tick(T_MS + 500, "a"))
+
+        assert state.index is not None and set(state.index.jobs) == {"job-1"}
+        (_, leases), _ = published(sched)
+        assert kinds(leases) == [("job-1", "JobLeased")]
+
+    asyncio.run(scenario())
+
+
+def test_an_unreadable_feed_record_is_skipped(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        sched, _ = plane(tmp_path)
+        async with running(sched, "scheduler") as agent:
+            await agent.put(b"{not json")
+            await agent.put(b'{"k": "no-such-kind"}')
+            await agent.put(b'{"k": "job"}')  # a job delta without its fields
+            await put(agent, delta("job-1", "a"), executor("ex1", time=T_MS), tick(T_MS + 500, "a"))
+
+        (_, leases), _ = published(sched)
+        assert kinds(leases) == [("job-1", "JobLeased")]
+
+    asyncio.run(scenario())
