@@ -85,9 +85,22 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         try:
             asyncio.run(produce_source(broker.bootstrap, args.messages, args.value_bytes))
             command = [
-                sys.executable, __file__, "--serve", mode, "--broker", broker.url, "--data-dir", str(Path(tmp) / "data"),
-                "--messages", str(args.messages), "--per-message", str(args.per_message), "--value-bytes", str(args.value_bytes),
-                "--result", str(result_path),
+                sys.executable,
+                __file__,
+                "--serve",
+                mode,
+                "--broker",
+                broker.url,
+                "--data-dir",
+                str(Path(tmp) / "data"),
+                "--messages",
+                str(args.messages),
+                "--per-message",
+                str(args.per_message),
+                "--value-bytes",
+                str(args.value_bytes),
+                "--result",
+                str(result_path),
             ]
             done = subprocess.run(command, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S, cwd=ROOT)
         finally:
@@ -114,7 +127,10 @@ def serve(mode: str, args: argparse.Namespace) -> None:
     source = app.topic(SOURCE, key_serializer=TEXT_CODEC, value_serializer="raw", partitions=1)
     sink = app.topic(SINK, key_serializer=TEXT_CODEC, value_serializer="raw", partitions=1)
     table = app.Table(
-        "floor", key_type=TextKey, value_type=bytes, partitions=1,
+        "floor",
+        key_type=TextKey,
+        value_type=bytes,
+        partitions=1,
         changelog_topic=app.topic(CHANGELOG, key_serializer=TEXT_CODEC, value_serializer="raw", partitions=1, compacting=True),
     )
     value = b"v" * args.value_bytes

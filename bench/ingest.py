@@ -196,13 +196,13 @@ def spread_warnings(spread: list[list[str]], workers: int) -> list[str]:
     queues = sum(map(len, spread))
     found = []
     if queues < partitions:
-        found.append(f"queues ({queues}) < partitions ({partitions}): submissions are keyed by queue, "
-                     f"so at most {queues} partition(s) get work")
+        found.append(
+            f"queues ({queues}) < partitions ({partitions}): submissions are keyed by queue, so at most {queues} partition(s) get work"
+        )
     elif used < partitions:
         found.append(f"murmur2 puts the {queues} queues on only {used} of {partitions} partitions")
     if workers > partitions:
-        found.append(f"workers ({workers}) > partitions ({partitions}): {workers - partitions} worker(s) "
-                     "get no partition and stay idle")
+        found.append(f"workers ({workers}) > partitions ({partitions}): {workers - partitions} worker(s) get no partition and stay idle")
     return found
 
 
@@ -309,8 +309,7 @@ def wait_queues_visible(workers: list[WorkerProcess], names: list[str]) -> None:
         for name in names:
             while (status := http("GET", f"{worker.url}/api/v1/queues/{name}")[0]) != 200:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"queue {name!r} not visible on {worker.url} after "
-                                       f"{QUEUE_VISIBLE_TIMEOUT_S:.0f}s (HTTP {status})")
+                    raise RuntimeError(f"queue {name!r} not visible on {worker.url} after {QUEUE_VISIBLE_TIMEOUT_S:.0f}s (HTTP {status})")
                 time.sleep(0.2)
 
 
@@ -455,8 +454,10 @@ async def flotilla_rate(
                 produce_done = now
             if now >= next_report:
                 elapsed = now - start
-                log(f"{len(seen):,}/{jobs:,} queued after {elapsed:.1f}s ({len(seen) / elapsed:,.0f} jobs/s), "
-                    f"worker RSS {rss_summary(worker_pids)}")
+                log(
+                    f"{len(seen):,}/{jobs:,} queued after {elapsed:.1f}s ({len(seen) / elapsed:,.0f} jobs/s), "
+                    f"worker RSS {rss_summary(worker_pids)}"
+                )
                 next_report = now + PROGRESS_EVERY_S
         await sending
         if produce_done is None:
@@ -464,9 +465,7 @@ async def flotilla_rate(
         workers_cpu = [cpu_seconds(pid) - before for pid, before in zip(worker_pids, workers_cpu_before, strict=True)]
         broker_cpu = cpu_seconds(broker_pid) - broker_cpu_before
         peaks = [max(read_status(pid).get("VmHWM", 0), sampled) for pid, sampled in zip(worker_pids, sampled_rss, strict=True)]
-        return IngestResult(
-            last - start, produce_done - start, checked, state_bytes / len(seen), peaks, workers_cpu, broker_cpu
-        )
+        return IngestResult(last - start, produce_done - start, checked, state_bytes / len(seen), peaks, workers_cpu, broker_cpu)
     finally:
         if spy is not None and spy.poll() is None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
@@ -489,14 +488,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=100_000, help="jobs to submit (default 100000)")
     parser.add_argument("--batch", type=int, default=100, help="job items per submit request (default 100)")
     parser.add_argument("--partitions", type=int, default=1, help="FLOTILLA_PARTITIONS for the workers (default 1)")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="control-plane workers in one consumer group (default 1)")
-    parser.add_argument("--queues", type=int, default=1,
-                        help="queues bench-0..bench-{Q-1}; submit requests go round-robin over them (default 1)")
-    parser.add_argument("--py-spy", metavar="BIN",
-                        help="profile worker 0 during the Flotilla phase with this py-spy")
-    parser.add_argument("--py-spy-native", action="store_true",
-                        help="include native frames (GC, fastavro, syscalls); pauses the worker per sample")
+    parser.add_argument("--workers", type=int, default=1, help="control-plane workers in one consumer group (default 1)")
+    parser.add_argument(
+        "--queues", type=int, default=1, help="queues bench-0..bench-{Q-1}; submit requests go round-robin over them (default 1)"
+    )
+    parser.add_argument("--py-spy", metavar="BIN", help="profile worker 0 during the Flotilla phase with this py-spy")
+    parser.add_argument(
+        "--py-spy-native", action="store_true", help="include native frames (GC, fastavro, syscalls); pauses the worker per sample"
+    )
     parser.add_argument("--profile-out", default="/tmp/ingest-profile.txt", help="py-spy output (--format raw)")
     args = parser.parse_args(argv)
     if min(args.jobs, args.batch, args.partitions, args.workers, args.queues) < 1:
@@ -514,6 +513,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 @dataclass
 class Setup:
     """What the report needs to know about the run besides the measured result."""
+
     args: argparse.Namespace
     queues: list[str]
     spread: list[list[str]]
@@ -535,58 +535,79 @@ def print_report(setup: Setup, result: IngestResult) -> None:
     peaks_mib = [kib / 1024 for kib in result.peak_rss_kib]
     used = sum(1 for queues in setup.spread if queues)
     events_spread = [len(keys) for keys in queues_by_partition(event_keys(setup.queues), args.partitions)]
-    print(f"conditions: {os.cpu_count()} cores (broker, {args.workers} worker(s) and this client share them), "
-          f"Python {platform.python_version()}, embedded Tansu, log in memory")
-    print(f"  jobs {args.jobs:,}, batch {args.batch} items per submit request ({setup.requests:,} requests), "
-          f"round-robin over {args.queues} queue(s); workers {args.workers} (one consumer group); "
-          f"partitions {args.partitions}, {used} used (submissions keyed by queue; queues per partition "
-          f"{[len(queues) for queues in setup.spread]}; job sets per events partition {events_spread})")
-    print(f"  message sizes: submit request {setup.request_bytes:,} B, job_state {setup.state_bytes} B "
-          f"(observed mean on job-states {result.mean_state_bytes:,.0f} B)")
-    print("  counting: distinct keys of flotilla.job-states; every 1,000th value decoded and checked "
-          f"'queued' ({result.checked} checked); flotilla.rejected watched (none)")
-    print("  ratio = jobs/s / raw msgs/s of job_state-sized messages (one job through Flotilla vs one "
-          "message of that size through raw aiokafka, produce+consume on the same broker)")
+    print(
+        f"conditions: {os.cpu_count()} cores (broker, {args.workers} worker(s) and this client share them), "
+        f"Python {platform.python_version()}, embedded Tansu, log in memory"
+    )
+    print(
+        f"  jobs {args.jobs:,}, batch {args.batch} items per submit request ({setup.requests:,} requests), "
+        f"round-robin over {args.queues} queue(s); workers {args.workers} (one consumer group); "
+        f"partitions {args.partitions}, {used} used (submissions keyed by queue; queues per partition "
+        f"{[len(queues) for queues in setup.spread]}; job sets per events partition {events_spread})"
+    )
+    print(
+        f"  message sizes: submit request {setup.request_bytes:,} B, job_state {setup.state_bytes} B "
+        f"(observed mean on job-states {result.mean_state_bytes:,.0f} B)"
+    )
+    print(
+        "  counting: distinct keys of flotilla.job-states; every 1,000th value decoded and checked "
+        f"'queued' ({result.checked} checked); flotilla.rejected watched (none)"
+    )
+    print(
+        "  ratio = jobs/s / raw msgs/s of job_state-sized messages (one job through Flotilla vs one "
+        "message of that size through raw aiokafka, produce+consume on the same broker)"
+    )
     if args.py_spy:
         print(f"  NOTE: worker 0 profiled with py-spy during this run ({args.profile_out}); figures are perturbed")
     for warning in spread_warnings(setup.spread, args.workers):
         print(f"  WARNING: {warning}")
-    print(f"flotilla: {jobs_per_s:,.0f} jobs/s ({args.jobs:,} jobs queued in {result.seconds:.2f}s; "
-          f"all produced after {result.produce_seconds:.2f}s)")
+    print(
+        f"flotilla: {jobs_per_s:,.0f} jobs/s ({args.jobs:,} jobs queued in {result.seconds:.2f}s; "
+        f"all produced after {result.produce_seconds:.2f}s)"
+    )
     total_cpu = sum(result.worker_cpu_s)
-    print(f"  CPU during the Flotilla phase: workers {total_cpu:.1f}s in total "
-          f"({total_cpu / result.seconds:.0%} of one core), broker {result.broker_cpu_s:.1f}s "
-          f"({result.broker_cpu_s / result.seconds:.0%} of one core)")
+    print(
+        f"  CPU during the Flotilla phase: workers {total_cpu:.1f}s in total "
+        f"({total_cpu / result.seconds:.0%} of one core), broker {result.broker_cpu_s:.1f}s "
+        f"({result.broker_cpu_s / result.seconds:.0%} of one core)"
+    )
     per_worker = zip(setup.worker_pids, result.worker_cpu_s, peaks_mib, setup.assignments, strict=False)
     for index, (pid, cpu, peak, assigned) in enumerate(per_worker):
-        print(f"    worker {index} (pid {pid}): CPU {cpu:.1f}s ({cpu / result.seconds:.0%} of one core), "
-              f"peak RSS {peak:,.1f} MiB; assigned {assigned}")
-    print(f"raw aiokafka (median of {RAW_REPEATS}): {raw_job:,.0f} msgs/s of {setup.state_bytes} B "
-          f"({args.jobs:,} msgs; runs {', '.join(f'{r:,.0f}' for r in setup.raw_jobs)}); "
-          f"{raw_request:,.0f} msgs/s of {setup.request_bytes:,} B ({setup.raw_count:,} msgs; runs "
-          f"{', '.join(f'{r:,.0f}' for r in setup.raw_requests)}; "
-          f"= {raw_request * args.batch:,.0f} jobs/s if each carried {args.batch} jobs)")
-    print(f"ratio: {ratio:.1%} of raw (target >= 30%); jobs/s target >= 25,000: "
-          f"{'met' if jobs_per_s >= 25_000 else 'NOT met'}")
+        print(
+            f"    worker {index} (pid {pid}): CPU {cpu:.1f}s ({cpu / result.seconds:.0%} of one core), "
+            f"peak RSS {peak:,.1f} MiB; assigned {assigned}"
+        )
+    print(
+        f"raw aiokafka (median of {RAW_REPEATS}): {raw_job:,.0f} msgs/s of {setup.state_bytes} B "
+        f"({args.jobs:,} msgs; runs {', '.join(f'{r:,.0f}' for r in setup.raw_jobs)}); "
+        f"{raw_request:,.0f} msgs/s of {setup.request_bytes:,} B ({setup.raw_count:,} msgs; runs "
+        f"{', '.join(f'{r:,.0f}' for r in setup.raw_requests)}; "
+        f"= {raw_request * args.batch:,.0f} jobs/s if each carried {args.batch} jobs)"
+    )
+    print(f"ratio: {ratio:.1%} of raw (target >= 30%); jobs/s target >= 25,000: {'met' if jobs_per_s >= 25_000 else 'NOT met'}")
     print(f"worker peak RSS: {max(peaks_mib):,.1f} MiB (max over {args.workers} worker(s))")
-    print(json.dumps({
-        "jobs": args.jobs,
-        "jobs_per_s": round(jobs_per_s, 1),
-        "raw_per_s": round(raw_job, 1),
-        "ratio": round(ratio, 4),
-        "peak_rss_mib": round(max(peaks_mib), 1),
-        "batch": args.batch,
-        "partitions": args.partitions,
-        "raw_request_per_s": round(raw_request, 1),
-        "request_bytes": setup.request_bytes,
-        "job_state_bytes": setup.state_bytes,
-        "seconds": round(result.seconds, 3),
-        "workers": args.workers,
-        "queues": args.queues,
-        "workers_peak_rss_mib": [round(peak, 1) for peak in peaks_mib],
-        "workers_cpu_s": [round(cpu, 2) for cpu in result.worker_cpu_s],
-        "broker_cpu_s": round(result.broker_cpu_s, 2),
-    }))
+    print(
+        json.dumps(
+            {
+                "jobs": args.jobs,
+                "jobs_per_s": round(jobs_per_s, 1),
+                "raw_per_s": round(raw_job, 1),
+                "ratio": round(ratio, 4),
+                "peak_rss_mib": round(max(peaks_mib), 1),
+                "batch": args.batch,
+                "partitions": args.partitions,
+                "raw_request_per_s": round(raw_request, 1),
+                "request_bytes": setup.request_bytes,
+                "job_state_bytes": setup.state_bytes,
+                "seconds": round(result.seconds, 3),
+                "workers": args.workers,
+                "queues": args.queues,
+                "workers_peak_rss_mib": [round(peak, 1) for peak in peaks_mib],
+                "workers_cpu_s": [round(cpu, 2) for cpu in result.worker_cpu_s],
+                "broker_cpu_s": round(result.broker_cpu_s, 2),
+            }
+        )
+    )
 
 
 def measure_raw(bootstrap: str, prefix: str, size: int, count: int) -> list[float]:
@@ -626,17 +647,28 @@ def main(argv: list[str] | None = None) -> int:
         workers.extend(new_worker(broker.url, args.partitions, state_dir, i) for i in range(args.workers))
         start_workers(workers, queues)
         pids = [worker.process.pid for worker in workers if worker.process is not None]
-        log(f"worker pid(s) {pids} healthy on {[worker.url for worker in workers]}; "
+        log(
+            f"worker pid(s) {pids} healthy on {[worker.url for worker in workers]}; "
             f"{len(queues)} queue(s) created and seen by every worker; queues per partition "
-            f"{[len(q) for q in spread]}; submitting ...")
+            f"{[len(q) for q in spread]}; submitting ..."
+        )
 
         profiler = None
         if args.py_spy:
-            profiler = [args.py_spy, "record", "--format", "raw", "-o", args.profile_out, "--pid", str(pids[0]),
-                        "--rate", "100", *(["--native"] if args.py_spy_native else ["--nonblocking"])]
-        result = asyncio.run(
-            flotilla_rate(broker.bootstrap, pids, broker_pid, requests, args.jobs, args.partitions, profiler)
-        )
+            profiler = [
+                args.py_spy,
+                "record",
+                "--format",
+                "raw",
+                "-o",
+                args.profile_out,
+                "--pid",
+                str(pids[0]),
+                "--rate",
+                "100",
+                *(["--native"] if args.py_spy_native else ["--nonblocking"]),
+            ]
+        result = asyncio.run(flotilla_rate(broker.bootstrap, pids, broker_pid, requests, args.jobs, args.partitions, profiler))
         assignments = [assigned_partitions(worker) for worker in workers]  # before the logs are removed
     except KeyboardInterrupt:
         log("interrupted")
@@ -652,8 +684,9 @@ def main(argv: list[str] | None = None) -> int:
         broker.stop()
         shutil.rmtree(state_dir, ignore_errors=True)
 
-    print_report(Setup(args, queues, spread, len(requests), request_bytes, state_bytes, raw_jobs, raw_requests,
-                       raw_count, pids, assignments), result)
+    print_report(
+        Setup(args, queues, spread, len(requests), request_bytes, state_bytes, raw_jobs, raw_requests, raw_count, pids, assignments), result
+    )
     return 0
 
 

@@ -151,19 +151,23 @@ class JobShape:
 def job_item(job_set: str, i: int, shape: JobShape) -> dict[str, Any]:
     """A fake-backend job with a client id (ingest de-duplicates by it, as in bench/ingest.py)."""
     resources = {"cpu": shape.cpu, "memory": shape.memory}
-    return jobspec.job_item({
-        "client_id": f"{job_set}-{i:08d}",
-        "annotations": {RUNTIME_ANNOTATION: str(shape.runtime_s)},
-        "pod_spec": {
-            "restart_policy": "Never",
-            "containers": [{
-                "name": "main",
-                "image": "busybox:latest",
-                "command": ["sleep", str(shape.runtime_s)],
-                "resources": {"requests": dict(resources), "limits": dict(resources)},
-            }],
-        },
-    })
+    return jobspec.job_item(
+        {
+            "client_id": f"{job_set}-{i:08d}",
+            "annotations": {RUNTIME_ANNOTATION: str(shape.runtime_s)},
+            "pod_spec": {
+                "restart_policy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox:latest",
+                        "command": ["sleep", str(shape.runtime_s)],
+                        "resources": {"requests": dict(resources), "limits": dict(resources)},
+                    }
+                ],
+            },
+        }
+    )
 
 
 def encode_requests(job_set: str, jobs: int, batch: int, queues: list[str], shape: JobShape) -> list[tuple[bytes, bytes]]:
@@ -372,10 +376,16 @@ class Session:
             spec = self.directory / f"{executor_id}.yaml"
             group = {"count": nodes, "prefix": f"{executor_id}-node", "cpu": NODE_CPU, "memory": NODE_MEMORY}
             spec.write_text(yaml.safe_dump({"nodes": [group]}))
-            self.executors.append(ExecutorProcess(
-                executor_id=executor_id, backend="fake", env=env, log_path=self.directory / f"{executor_id}.log",
-                args=("--cluster", str(spec)), new_session=True,
-            ))
+            self.executors.append(
+                ExecutorProcess(
+                    executor_id=executor_id,
+                    backend="fake",
+                    env=env,
+                    log_path=self.directory / f"{executor_id}.log",
+                    args=("--cluster", str(spec)),
+                    new_session=True,
+                )
+            )
 
         def ready_at(executor: ExecutorProcess) -> float:
             executor.start(120.0)
@@ -397,8 +407,10 @@ class Session:
     def cycle_histogram(self) -> tuple[float | None, float | None]:
         """(count, sum of seconds) of every cycle, idle ones included, from GET /metrics."""
         metrics = self.metrics()
-        return (metric_value(metrics, "flotilla_scheduling_cycle_seconds_count"),
-                metric_value(metrics, "flotilla_scheduling_cycle_seconds_sum"))
+        return (
+            metric_value(metrics, "flotilla_scheduling_cycle_seconds_count"),
+            metric_value(metrics, "flotilla_scheduling_cycle_seconds_sum"),
+        )
 
     def stop(self) -> None:
         """Stop every process even if stopping one fails, so no child outlives the benchmark."""
@@ -470,7 +482,9 @@ def profiled(args: argparse.Namespace, pid: int, phase: str) -> Iterator[None]:
     out = f"{args.profile_out}-{phase}.txt"
     spy = subprocess.Popen(
         [args.py_spy, "record", "--format", "raw", "-o", out, "--pid", str(pid), "--rate", "100", "--nonblocking"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     time.sleep(1.0)  # let it attach before the phase starts
     try:
@@ -567,10 +581,16 @@ def phase(session: Session, name: str, results: list[PhaseResult]) -> Iterator[i
     seconds, cpu = meter.spent(session.pids())
     session.worker_log.poll()
     status = read_status(session.worker_pid)
-    results.append(PhaseResult(
-        name, seconds, cpu, session.worker_log.cycles[first_cycle:], status.get("VmRSS", 0) / 1024,
-        status.get("VmHWM", 0) / 1024,
-    ))
+    results.append(
+        PhaseResult(
+            name,
+            seconds,
+            cpu,
+            session.worker_log.cycles[first_cycle:],
+            status.get("VmRSS", 0) / 1024,
+            status.get("VmHWM", 0) / 1024,
+        )
+    )
 
 
 # ---------------------------------------------------------------- phases
@@ -603,8 +623,7 @@ async def wait_leased(
         elif now - last_change > STALL_TIMEOUT_S:
             raise RuntimeError(f"no {job_set} job leased for {STALL_TIMEOUT_S:.0f}s: {leased:,}/{count:,}")
         if now >= next_report:
-            log(f"  {job_set}: {leased:,}/{count:,} leased, {len(session.worker_log.cycles) - first_cycle} cycles "
-                f"logged; {progress()}")
+            log(f"  {job_set}: {leased:,}/{count:,} leased, {len(session.worker_log.cycles) - first_cycle} cycles logged; {progress()}")
             next_report = now + PROGRESS_EVERY_S
         await asyncio.sleep(0.2)
 
@@ -634,6 +653,7 @@ def worker_progress(session: Session) -> Callable[[], str]:
     def line() -> str:
         status = read_status(session.worker_pid)
         return f"worker RSS {status.get('VmRSS', 0) / 1024:,.0f} MiB (peak {status.get('VmHWM', 0) / 1024:,.0f})"
+
     return line
 
 
@@ -677,16 +697,23 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
         with profiled(args, session.worker_pid, "stream"), phase(session, STREAM, phases) as first_cycle:
             started = time.time()
             await produce_all(producer, SUBMISSIONS, stream)
-            await wait_leased(session, follower, STREAM, args.jobs, first_cycle,
-                              lambda: f"{len(follower.submitted):,} submitted; {progress()}")
+            await wait_leased(
+                session, follower, STREAM, args.jobs, first_cycle, lambda: f"{len(follower.submitted):,} submitted; {progress()}"
+            )
         leases = follower.leased(STREAM).values()
         stream_tick, stream_log = latencies(follower, STREAM)
         await settle(session, follower, args.settle)
         return StreamResult(
-            idle_tick, idle_log, stream_tick, stream_log,
+            idle_tick,
+            idle_log,
+            stream_tick,
+            stream_log,
             lease_rate([lease.log_ms for lease in leases], start_s=min((lease.tick_ms for lease in leases), default=0) / 1000),
             max(lease.log_ms for lease in leases) / 1000 - started if leases else None,
-            follower.leased_again, follower.other_decisions, phases, session.cycle_histogram(),
+            follower.leased_again,
+            follower.other_decisions,
+            phases,
+            session.cycle_histogram(),
             session.worker_log.crashes,
         )
     finally:
@@ -748,8 +775,13 @@ async def queued_first_session(session: Session, args: argparse.Namespace, shape
         times = [lease.log_ms for lease in follower.leased(STREAM).values()]
         await settle(session, follower, args.settle)
         return QueuedFirstResult(
-            lease_rate(times, start_s=capacity_at), queue_seconds, len(times),
-            follower.leased_again, follower.other_decisions, phases, session.cycle_histogram(),
+            lease_rate(times, start_s=capacity_at),
+            queue_seconds,
+            len(times),
+            follower.leased_again,
+            follower.other_decisions,
+            phases,
+            session.cycle_histogram(),
             session.worker_log.crashes,
         )
     finally:
@@ -774,17 +806,21 @@ def rounded(values: Mapping[str, float | None], digits: int = 3) -> dict[str, fl
 
 def print_latencies(label: str, tick: list[float], logged: list[float]) -> None:
     at_tick, on_log = summary(tick), summary(logged)
-    print(f"  {label} ({at_tick['count']:,} jobs): at the tick p50 {fmt(at_tick['p50'], '.3f')}s, "
-          f"p99 {fmt(at_tick['p99'], '.3f')}s, max {fmt(at_tick['max'], '.3f')}s; on the log p50 "
-          f"{fmt(on_log['p50'], '.3f')}s, p99 {fmt(on_log['p99'], '.3f')}s, max {fmt(on_log['max'], '.3f')}s")
+    print(
+        f"  {label} ({at_tick['count']:,} jobs): at the tick p50 {fmt(at_tick['p50'], '.3f')}s, "
+        f"p99 {fmt(at_tick['p99'], '.3f')}s, max {fmt(at_tick['max'], '.3f')}s; on the log p50 "
+        f"{fmt(on_log['p50'], '.3f')}s, p99 {fmt(on_log['p99'], '.3f')}s, max {fmt(on_log['max'], '.3f')}s"
+    )
 
 
 def print_rate(label: str, rate: Rate | None, leased: int, jobs: int, start: str) -> None:
     if rate is None:
         print(f"  {label}: nothing leased")
         return
-    print(f"  {label}: {rate.per_s:,.0f} leases/s ({leased:,} of {jobs:,} leased, {start} -> last lease on the log "
-          f"{rate.span_s:.1f}s); 5 s windows: peak {fmt(rate.peak_5s)}/s, median {fmt(rate.median_5s)}/s")
+    print(
+        f"  {label}: {rate.per_s:,.0f} leases/s ({leased:,} of {jobs:,} leased, {start} -> last lease on the log "
+        f"{rate.span_s:.1f}s); 5 s windows: peak {fmt(rate.peak_5s)}/s, median {fmt(rate.median_5s)}/s"
+    )
 
 
 def print_phase(result: PhaseResult) -> None:
@@ -793,30 +829,33 @@ def print_phase(result: PhaseResult) -> None:
     if result.cycles:
         cycles = summary([seconds for seconds, _ in result.cycles])
         leased = [n for _, n in result.cycles]
-        print(f"    cycles logged {cycles['count']}: p50 {fmt(cycles['p50'], '.3f')}s, p99 {fmt(cycles['p99'], '.3f')}s, "
-              f"max {fmt(cycles['max'], '.3f')}s; leases per cycle max {max(leased):,}, total {sum(leased):,}; "
-              f"decided at {fmt(decision_rate(result.cycles))} leases per second of cycle time")
+        print(
+            f"    cycles logged {cycles['count']}: p50 {fmt(cycles['p50'], '.3f')}s, p99 {fmt(cycles['p99'], '.3f')}s, "
+            f"max {fmt(cycles['max'], '.3f')}s; leases per cycle max {max(leased):,}, total {sum(leased):,}; "
+            f"decided at {fmt(decision_rate(result.cycles))} leases per second of cycle time"
+        )
     print(f"    worker RSS {result.worker_rss_mib:,.0f} MiB at the end (peak so far {result.worker_peak_mib:,.0f} MiB)")
 
 
-def print_session_notes(label: str, histogram: tuple[float | None, float | None], leased_again: int,
-                        other_decisions: Counter[str], crashes: list[str]) -> None:
+def print_session_notes(
+    label: str, histogram: tuple[float | None, float | None], leased_again: int, other_decisions: Counter[str], crashes: list[str]
+) -> None:
     for crash in crashes:
-        print(f"  ERROR ({label}): an agent of the worker crashed (restarted, the message it failed on lost): "
-              f"{crash[:400]}")
+        print(f"  ERROR ({label}): an agent of the worker crashed (restarted, the message it failed on lost): {crash[:400]}")
     count, total = histogram
     if count and total is not None:
         print(f"  {label}: flotilla_scheduling_cycle_seconds: {count:,.0f} cycles in all, mean {total / count:.4f}s")
     if leased_again or other_decisions:
-        print(f"  WARNING ({label}): leases did not all stick: the scheduler emitted {dict(other_decisions)} up to "
-              f"the end of the settle time, and {leased_again:,} JobLeased for jobs leased before (the figures "
-              "count each job's first lease)")
+        print(
+            f"  WARNING ({label}): leases did not all stick: the scheduler emitted {dict(other_decisions)} up to "
+            f"the end of the settle time, and {leased_again:,} JobLeased for jobs leased before (the figures "
+            "count each job's first lease)"
+        )
 
 
 def cycle_figures(phases: list[PhaseResult]) -> dict[str, float | None]:
     found = summary([seconds for result in phases for seconds, _ in result.cycles])
-    return {"cycle_count": found["count"], "cycle_p50_s": found["p50"], "cycle_p99_s": found["p99"],
-            "cycle_max_s": found["max"]}
+    return {"cycle_count": found["count"], "cycle_p50_s": found["p50"], "cycle_p99_s": found["p99"], "cycle_max_s": found["max"]}
 
 
 def met(value: float | None, ok: bool) -> str:
@@ -827,14 +866,18 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
     phases = stream.phases + queued.phases
     capacity = shape.slots_per_node() * args.nodes
     others = max(result.cpu["other"] / result.seconds for result in phases)
-    print(f"conditions: {os.cpu_count()} cores shared by the broker, the worker, {args.executors} executor(s), this "
-          f"client and other users' processes (these used at most {others:.0%} of one core in any phase); "
-          f"Python {platform.python_version()}; embedded Tansu, log in memory; 1 partition per topic")
-    print(f"  nodes {args.nodes:,} ({NODE_CPU} cpu / {NODE_MEMORY}) over {args.executors} fake executor(s) "
-          f"{split(args.nodes, args.executors)}; jobs {shape.cpu} / {shape.memory}, fake run time {shape.runtime_s:g}s "
-          f"({shape.slots_per_node()} per node, capacity {capacity:,}); queues {args.queues}; schedule period "
-          f"{args.period:g}s; idle: {args.idle_jobs:,} jobs, {args.idle_batch} per request, a request every "
-          f"0..{2 * args.idle_interval * 1000:.0f} ms; load: {args.jobs:,} jobs, {args.batch} per request")
+    print(
+        f"conditions: {os.cpu_count()} cores shared by the broker, the worker, {args.executors} executor(s), this "
+        f"client and other users' processes (these used at most {others:.0%} of one core in any phase); "
+        f"Python {platform.python_version()}; embedded Tansu, log in memory; 1 partition per topic"
+    )
+    print(
+        f"  nodes {args.nodes:,} ({NODE_CPU} cpu / {NODE_MEMORY}) over {args.executors} fake executor(s) "
+        f"{split(args.nodes, args.executors)}; jobs {shape.cpu} / {shape.memory}, fake run time {shape.runtime_s:g}s "
+        f"({shape.slots_per_node()} per node, capacity {capacity:,}); queues {args.queues}; schedule period "
+        f"{args.period:g}s; idle: {args.idle_jobs:,} jobs, {args.idle_batch} per request, a request every "
+        f"0..{2 * args.idle_interval * 1000:.0f} ms; load: {args.jobs:,} jobs, {args.batch} per request"
+    )
     print("stream session (executors up from the start):")
     print_latencies("idle submit-to-lease", stream.idle_tick, stream.idle_log)
     print_latencies("submit-to-lease under the stream", stream.stream_tick, stream.stream_log)
@@ -848,59 +891,66 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
     print_rate("queued first", queued.rate, queued.leased, args.jobs, "first executor ready")
     for result in queued.phases:
         print_phase(result)
-    print_session_notes("queued-first session", queued.histogram, queued.leased_again, queued.other_decisions,
-                        queued.crashes)
+    print_session_notes("queued-first session", queued.histogram, queued.leased_again, queued.other_decisions, queued.crashes)
 
     idle, idle_log = summary(stream.idle_tick), summary(stream.idle_log)
     stream_rate = stream.rate.per_s if stream.rate else None
     queued_rate = queued.rate.per_s if queued.rate else None
     crashes = [crash[:400] for crash in stream.crashes + queued.crashes]
     peak = max(result.worker_peak_mib for result in phases)
-    print(f"targets: idle submit-to-lease p99 <= 1 s: {met(idle['p99'], (idle['p99'] or 0) <= 1)} "
-          f"({fmt(idle['p99'], '.3f')}s at the tick, {fmt(idle_log['p99'], '.3f')}s on the log); >= 5,000 leases/s: "
-          f"stream {met(stream_rate, (stream_rate or 0) >= 5000)}, queued first {met(queued_rate, (queued_rate or 0) >= 5000)}"
-          f"{'; INCOMPLETE: an agent crashed' if crashes else ''}")
-    print(f"worker (scheduling agent) RSS: peak {peak:,.1f} MiB; at the end {stream.phases[-1].worker_rss_mib:,.1f} MiB "
-          f"(stream session), {queued.phases[-1].worker_rss_mib:,.1f} MiB (queued-first session)")
-    print(json.dumps({
-        "nodes": args.nodes,
-        "executors": args.executors,
-        "jobs": args.jobs,
-        "idle_jobs": args.idle_jobs,
-        "queues": args.queues,
-        "job_cpu": shape.cpu,
-        "job_memory": shape.memory,
-        "period_s": args.period,
-        "idle_p50_s": none_or_round(idle["p50"]),
-        "idle_p99_s": none_or_round(idle["p99"]),
-        "idle_max_s": none_or_round(idle["max"]),
-        "idle_log_p50_s": none_or_round(idle_log["p50"]),
-        "idle_log_p99_s": none_or_round(idle_log["p99"]),
-        "idle_log_max_s": none_or_round(idle_log["max"]),
-        "stream_p50_s": none_or_round(summary(stream.stream_tick)["p50"]),
-        "stream_p99_s": none_or_round(summary(stream.stream_tick)["p99"]),
-        "stream_leased": len(stream.stream_tick),
-        "leases_per_s": none_or_round(stream_rate, 1),
-        "leases_per_s_peak_5s": none_or_round(stream.rate.peak_5s if stream.rate else None, 1),
-        "leases_per_s_median_5s": none_or_round(stream.rate.median_5s if stream.rate else None, 1),
-        "queued_first_leased": queued.leased,
-        "leases_per_s_queued_first": none_or_round(queued_rate, 1),
-        "queued_first_seconds": none_or_round(queued.rate.span_s if queued.rate else None),
-        "decided_leases_per_s_stream": none_or_round(decision_rate(stream.phases[-1].cycles), 1),
-        "decided_leases_per_s_queued_first": none_or_round(decision_rate(queued.phases[-1].cycles), 1),
-        **rounded(cycle_figures(phases)),
-        "cycles_by_phase": {result.name: rounded(cycle_figures([result])) for result in phases},
-        "worker_peak_rss_mib": round(peak, 1),
-        "worker_rss_end_mib": round(stream.phases[-1].worker_rss_mib, 1),
-        "worker_rss_end_queued_first_mib": round(queued.phases[-1].worker_rss_mib, 1),
-        "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
-        "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
-        "taken_back_stream": dict(stream.other_decisions),
-        "taken_back_queued_first": dict(queued.other_decisions),
-        "agent_crashes": crashes,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-    }))
+    print(
+        f"targets: idle submit-to-lease p99 <= 1 s: {met(idle['p99'], (idle['p99'] or 0) <= 1)} "
+        f"({fmt(idle['p99'], '.3f')}s at the tick, {fmt(idle_log['p99'], '.3f')}s on the log); >= 5,000 leases/s: "
+        f"stream {met(stream_rate, (stream_rate or 0) >= 5000)}, queued first {met(queued_rate, (queued_rate or 0) >= 5000)}"
+        f"{'; INCOMPLETE: an agent crashed' if crashes else ''}"
+    )
+    print(
+        f"worker (scheduling agent) RSS: peak {peak:,.1f} MiB; at the end {stream.phases[-1].worker_rss_mib:,.1f} MiB "
+        f"(stream session), {queued.phases[-1].worker_rss_mib:,.1f} MiB (queued-first session)"
+    )
+    print(
+        json.dumps(
+            {
+                "nodes": args.nodes,
+                "executors": args.executors,
+                "jobs": args.jobs,
+                "idle_jobs": args.idle_jobs,
+                "queues": args.queues,
+                "job_cpu": shape.cpu,
+                "job_memory": shape.memory,
+                "period_s": args.period,
+                "idle_p50_s": none_or_round(idle["p50"]),
+                "idle_p99_s": none_or_round(idle["p99"]),
+                "idle_max_s": none_or_round(idle["max"]),
+                "idle_log_p50_s": none_or_round(idle_log["p50"]),
+                "idle_log_p99_s": none_or_round(idle_log["p99"]),
+                "idle_log_max_s": none_or_round(idle_log["max"]),
+                "stream_p50_s": none_or_round(summary(stream.stream_tick)["p50"]),
+                "stream_p99_s": none_or_round(summary(stream.stream_tick)["p99"]),
+                "stream_leased": len(stream.stream_tick),
+                "leases_per_s": none_or_round(stream_rate, 1),
+                "leases_per_s_peak_5s": none_or_round(stream.rate.peak_5s if stream.rate else None, 1),
+                "leases_per_s_median_5s": none_or_round(stream.rate.median_5s if stream.rate else None, 1),
+                "queued_first_leased": queued.leased,
+                "leases_per_s_queued_first": none_or_round(queued_rate, 1),
+                "queued_first_seconds": none_or_round(queued.rate.span_s if queued.rate else None),
+                "decided_leases_per_s_stream": none_or_round(decision_rate(stream.phases[-1].cycles), 1),
+                "decided_leases_per_s_queued_first": none_or_round(decision_rate(queued.phases[-1].cycles), 1),
+                **rounded(cycle_figures(phases)),
+                "cycles_by_phase": {result.name: rounded(cycle_figures([result])) for result in phases},
+                "worker_peak_rss_mib": round(peak, 1),
+                "worker_rss_end_mib": round(stream.phases[-1].worker_rss_mib, 1),
+                "worker_rss_end_queued_first_mib": round(queued.phases[-1].worker_rss_mib, 1),
+                "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
+                "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
+                "taken_back_stream": dict(stream.other_decisions),
+                "taken_back_queued_first": dict(queued.other_decisions),
+                "agent_crashes": crashes,
+                "cores": os.cpu_count(),
+                "python": platform.python_version(),
+            }
+        )
+    )
 
 
 # ---------------------------------------------------------------- main
@@ -920,13 +970,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runtime", type=float, default=3600.0, help="fake run time of every job, s (default 3600)")
     parser.add_argument("--batch", type=int, default=100, help="jobs per submit request under load (default 100)")
     parser.add_argument("--idle-batch", type=int, default=10, help="jobs per submit request when idle (default 10)")
-    parser.add_argument("--idle-interval", type=float, default=0.05,
-                        help="mean pause between idle requests, s (default 0.05)")
-    parser.add_argument("--settle", type=float, default=30.0,
-                        help="s to keep watching after each throughput phase for leases taken back (default 30)")
+    parser.add_argument("--idle-interval", type=float, default=0.05, help="mean pause between idle requests, s (default 0.05)")
+    parser.add_argument(
+        "--settle", type=float, default=30.0, help="s to keep watching after each throughput phase for leases taken back (default 30)"
+    )
     parser.add_argument("--py-spy", metavar="BIN", help="profile the worker during both throughput phases")
-    parser.add_argument("--profile-out", default="/tmp/pipeline-profile",
-                        help="py-spy output prefix; -stream.txt / -queued-first.txt are appended")
+    parser.add_argument(
+        "--profile-out", default="/tmp/pipeline-profile", help="py-spy output prefix; -stream.txt / -queued-first.txt are appended"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the logs directory instead of removing it")
     args = parser.parse_args(argv)
     if min(args.jobs, args.idle_jobs, args.nodes, args.executors, args.queues, args.batch, args.idle_batch) < 1:
@@ -936,8 +987,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     shape = JobShape(args.job_cpu, args.job_memory, args.runtime)
     needed = args.jobs + args.idle_jobs + 1
     if shape.slots_per_node() * args.nodes < needed:
-        parser.error(f"{args.nodes:,} nodes hold {shape.slots_per_node() * args.nodes:,} jobs of {shape.cpu} / "
-                     f"{shape.memory}, fewer than the {needed:,} the stream session leases")
+        parser.error(
+            f"{args.nodes:,} nodes hold {shape.slots_per_node() * args.nodes:,} jobs of {shape.cpu} / "
+            f"{shape.memory}, fewer than the {needed:,} the stream session leases"
+        )
     return args
 
 

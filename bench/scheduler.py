@@ -48,8 +48,7 @@ from streams.scheduler.algorithm.preempting import schedule
 CPU = 1000
 GI = 2**30 * 1000
 CLASSES = {"preemptible": PriorityClass("preemptible", 1000, True), "pinned": PriorityClass("pinned", 2000, False)}
-CONFIG = SchedulingConfig(priority_classes=CLASSES, protected_fraction_of_fair_share=0.0,
-                          enable_prefer_large_job_ordering=True)
+CONFIG = SchedulingConfig(priority_classes=CLASSES, protected_fraction_of_fair_share=0.0, enable_prefer_large_job_ordering=True)
 QUEUES = tuple(Queue(f"queue-{i}") for i in range(10))
 
 
@@ -85,7 +84,10 @@ def queued_1m() -> CycleInput:
 
 
 CASES: dict[str, Callable[[], CycleInput]] = {
-    "full_cycle": full_cycle, "gang_32k": gang_32k, "nodes_10k": nodes_10k, "queued_1m": queued_1m,
+    "full_cycle": full_cycle,
+    "gang_32k": gang_32k,
+    "nodes_10k": nodes_10k,
+    "queued_1m": queued_1m,
 }
 
 
@@ -105,10 +107,17 @@ def measure(name: str, runs: int) -> dict[str, object]:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {
-        "case": name, "nodes": len(inputs.nodes), "jobs": len(inputs.running) + len(inputs.queued),
-        "queues": len(inputs.queues), "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
-        "runs": runs, "seconds": round(statistics.median(times), 3), "range": [round(min(times), 3), round(max(times), 3)],
-        "cpu_seconds": round(statistics.median(cpu_times), 3), "peak_mib": round(peak / 2**20, 1),
+        "case": name,
+        "nodes": len(inputs.nodes),
+        "jobs": len(inputs.running) + len(inputs.queued),
+        "queues": len(inputs.queues),
+        "cores": len(os.sched_getaffinity(0)),
+        "python": platform.python_version(),
+        "runs": runs,
+        "seconds": round(statistics.median(times), 3),
+        "range": [round(min(times), 3), round(max(times), 3)],
+        "cpu_seconds": round(statistics.median(cpu_times), 3),
+        "peak_mib": round(peak / 2**20, 1),
         "process_max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
     }
 
@@ -127,10 +136,15 @@ def main() -> None:
     for name in names:
         r = measure(name, args.runs)
         # A readable summary on stderr; stdout carries one JSON line per case, as scripts read it.
-        print(f"{name}: {r['nodes']} nodes, {r['jobs']} jobs, {r['queues']} queues, {r['cores']} cores, "
-              f"Python {r['python']}: {r['seconds']} s median of {r['runs']} {r['range']}, cpu {r['cpu_seconds']} s, "
-              f"peak {r['peak_mib']} MiB (process {r['process_max_rss_mib']} MiB)", file=sys.stderr, flush=True)
+        print(
+            f"{name}: {r['nodes']} nodes, {r['jobs']} jobs, {r['queues']} queues, {r['cores']} cores, "
+            f"Python {r['python']}: {r['seconds']} s median of {r['runs']} {r['range']}, cpu {r['cpu_seconds']} s, "
+            f"peak {r['peak_mib']} MiB (process {r['process_max_rss_mib']} MiB)",
+            file=sys.stderr,
+            flush=True,
+        )
         print(json.dumps(r), flush=True)
+
 
 if __name__ == "__main__":
     main()

@@ -72,8 +72,7 @@ class Backend(Protocol):
     async def stop(self) -> None:
         """Stop observing. Runs keep going: an executor restart must not kill its jobs."""
 
-    async def nodes(self) -> list[NodeInfo]:
-        ...
+    async def nodes(self) -> list[NodeInfo]: ...
 
     async def launch(self, lease: Lease) -> None:
         """Start the run. A run id already known (running or ended) is left alone."""

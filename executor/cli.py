@@ -66,9 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ValueError) as exc:  # ValueError: a bad cluster spec or FLOTILLA_* variable
         print(f"flotilla-executor: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     tune_for_long_lived_state()
     try:
@@ -141,9 +139,7 @@ def _kubernetes(args: argparse.Namespace) -> Backend:
     except ImportError as exc:
         raise UsageError(f"the kubernetes backend is not available: {exc}") from exc
     try:
-        return KubernetesBackend(
-            executor_id=args.id, pool=args.pool or "default", namespace=args.namespace, kubeconfig=args.kubeconfig
-        )
+        return KubernetesBackend(executor_id=args.id, pool=args.pool or "default", namespace=args.namespace, kubeconfig=args.kubeconfig)
     except Exception as exc:  # the client's configuration errors come in many types
         raise UsageError(f"cannot reach the Kubernetes cluster: {type(exc).__name__}: {exc}") from exc
 

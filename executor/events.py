@@ -68,9 +68,7 @@ def run_payloads(status: RunStatus) -> list[Payload]:
     raise ValueError(f"run {run_id}: unknown run state {state!r}")
 
 
-def event_sequences(
-    changes: Iterable[Change], executor_id: str, new_id: Callable[[int], str]
-) -> list[tuple[str, dict[str, Any]]]:
+def event_sequences(changes: Iterable[Change], executor_id: str, new_id: Callable[[int], str]) -> list[tuple[str, dict[str, Any]]]:
     """``(key, event_sequence record)`` pairs: one per queue and job set, in the order first seen.
 
     ``new_id(ms)`` returns a fresh event id (a ULID) for that time.

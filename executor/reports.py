@@ -23,9 +23,7 @@ def node_record(node: NodeInfo) -> dict[str, Any]:
     }
 
 
-def report_record(
-    executor_id: str, pool: str, time_ms: int, nodes: Iterable[NodeInfo], runs: Iterable[RunStatus]
-) -> dict[str, Any]:
+def report_record(executor_id: str, pool: str, time_ms: int, nodes: Iterable[NodeInfo], runs: Iterable[RunStatus]) -> dict[str, Any]:
     return {
         "executor": executor_id,
         "pool": pool,

@@ -84,9 +84,7 @@ class Executor:
                 loop.add_signal_handler(signum, self.stop)
         try:
             await ensure_topics(self.settings)
-            self._producer = AIOKafkaProducer(
-                bootstrap_servers=self.settings.bootstrap, max_request_size=MAX_MESSAGE_BYTES, linger_ms=5
-            )
+            self._producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap, max_request_size=MAX_MESSAGE_BYTES, linger_ms=5)
             await self._producer.start()
             try:
                 await self._serve()
@@ -195,9 +193,7 @@ class Executor:
             topic = self.settings.topic("events")
             try:
                 sent = [
-                    await self._producer.send(
-                        topic, key=key.encode(), value=encode("event_sequence", sequence, validate_record=False)
-                    )
+                    await self._producer.send(topic, key=key.encode(), value=encode("event_sequence", sequence, validate_record=False))
                     for key, sequence in event_sequences(changes, self.executor_id, self._new_event_id)
                 ]
                 await asyncio.gather(*sent)
@@ -212,9 +208,7 @@ class Executor:
 
     async def _report(self) -> None:
         assert self._producer is not None
-        record = report_record(
-            self.executor_id, self.backend.pool, self.clock_ms(), await self.backend.nodes(), self.backend.runs()
-        )
+        record = report_record(self.executor_id, self.backend.pool, self.clock_ms(), await self.backend.nodes(), self.backend.runs())
         value = encode("executor_report", record, validate_record=False)
         await (await self._producer.send(self.settings.topic("executor-reports"), key=self._key, value=value))
 

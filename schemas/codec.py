@@ -103,9 +103,7 @@ class Registry:
 
     def known_versions(self, name: str) -> tuple[int, ...]:
         """Versions of schema ``name`` that ``decode`` can read."""
-        versions = {
-            v for v in self.frozen_versions() if (self.frozen_dir / f"v{v}" / f"{name}.avsc").exists()
-        }
+        versions = {v for v in self.frozen_versions() if (self.frozen_dir / f"v{v}" / f"{name}.avsc").exists()}
         versions.add(self.current_version)
         return tuple(sorted(versions))
 
@@ -201,8 +199,7 @@ class Registry:
             raise SchemaError(f"cannot decode {name}: truncated message of {len(data)} byte(s), no header")
         if data[0] != MAGIC:
             raise SchemaError(
-                f"cannot decode {name}: wrong magic byte 0x{data[0]:02x} (expected 0x{MAGIC:02x}); "
-                "not a Flotilla Avro message"
+                f"cannot decode {name}: wrong magic byte 0x{data[0]:02x} (expected 0x{MAGIC:02x}); not a Flotilla Avro message"
             )
         version = data[1]
         writer = self.writer_schema(name, version)
@@ -220,14 +217,11 @@ class Registry:
                 return_record_name_override=named,
             )
         except Exception as exc:  # fastavro signals corrupt input with many exception types
-            raise SchemaError(
-                f"cannot decode {name} v{version}: truncated or corrupt body ({type(exc).__name__}: {exc})"
-            ) from exc
+            raise SchemaError(f"cannot decode {name} v{version}: truncated or corrupt body ({type(exc).__name__}: {exc})") from exc
         leftover = len(data) - stream.tell()
         if leftover:
             raise SchemaError(
-                f"cannot decode {name} v{version}: {leftover} unread trailing byte(s); "
-                "corrupt body or a message of another schema"
+                f"cannot decode {name} v{version}: {leftover} unread trailing byte(s); corrupt body or a message of another schema"
             )
         return cast(dict, record)  # a record schema reads as a dict
 

@@ -112,7 +112,14 @@ async def cycle(
     if outcome.records:
         log.info(
             "cycle %s at offset %s: %.3f s, %d leased, %d preempted, %d requeued, %d ended, %d jobs in index",
-            outcome.cycle_id, offset, decided, outcome.leased, outcome.preempted, outcome.requeued, outcome.ended, len(index.jobs),
+            outcome.cycle_id,
+            offset,
+            decided,
+            outcome.leased,
+            outcome.preempted,
+            outcome.requeued,
+            outcome.ended,
+            len(index.jobs),
         )
     return outcome
 

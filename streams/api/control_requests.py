@@ -79,5 +79,3 @@ JOB_SET_ACTIONS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     "cancel": cancel_payload,
     "reprioritize": reprioritise_payload,
 }
-
-

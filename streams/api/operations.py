@@ -198,9 +198,7 @@ class Operations:
             if job is not None:
                 yield job
 
-    async def control_job(
-        self, principal: Principal, job_id: str, payload: Payload, *, job_set: tuple[str, str] | None = None
-    ) -> str:
+    async def control_job(self, principal: Principal, job_id: str, payload: Payload, *, job_set: tuple[str, str] | None = None) -> str:
         """Cancel, preempt or reprioritise one job; returns the event id once the event is on the log.
 
         ``job_set`` (queue, job set id), when the caller named one, must be the job's.
@@ -250,9 +248,7 @@ class Operations:
         else:  # a job outlives its deleted queue, whose owners are no longer known
             self.permissions.check_admin(principal, f"{verb} job {job['job_id']} of deleted queue {job['queue']!r}")
 
-    async def _write_control(
-        self, principal: Principal, queue: str, job_set_id: str, job_id: str | None, payload: Payload
-    ) -> str:
+    async def _write_control(self, principal: Principal, queue: str, job_set_id: str, job_id: str | None, payload: Payload) -> str:
         created = self.ids.clock_ms()
         event_id = new_id(created, self.ids.rng)
         (sequence,) = events.sequences(

@@ -77,8 +77,7 @@ def describe_access(settings: Settings) -> str:
 def _refuse_open_exposure(settings: Settings) -> None:
     if not is_loopback(settings.web_host):
         raise AuthConfigError(
-            f"refusing to serve the API on {settings.web_host}, beyond this machine, without authentication: "
-            f"{_HOW}, or bind to 127.0.0.1"
+            f"refusing to serve the API on {settings.web_host}, beyond this machine, without authentication: {_HOW}, or bind to 127.0.0.1"
         )
 
 

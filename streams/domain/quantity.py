@@ -30,9 +30,7 @@ _SUFFIXES: dict[str, Decimal] = {
     "Ei": Decimal(2**60),
 }
 
-_QUANTITY = re.compile(
-    r"^(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
-)
+_QUANTITY = re.compile(r"^(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$")
 
 
 class QuantityError(ValueError):
@@ -65,4 +63,3 @@ def to_milli(text: str | int | float) -> int:
     ingest and scheduling hot paths.
     """
     return int((parse_quantity(text) * 1000).to_integral_value(rounding=ROUND_CEILING))
-

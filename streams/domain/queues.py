@@ -38,10 +38,7 @@ def is_owner(queue: dict[str, Any], user: str, groups: Iterable[str]) -> bool:
 def _normalise(raw: dict[str, Any]) -> dict[str, Any]:
     name = raw.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(
-            f"queue name {name!r} must be 1-63 lower-case letters, digits or '-', "
-            "starting and ending with a letter or digit"
-        )
+        raise ValueError(f"queue name {name!r} must be 1-63 lower-case letters, digits or '-', starting and ending with a letter or digit")
     factor = raw.get("priority_factor", 1.0)
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor <= 0:
         raise ValueError(f"priority_factor {factor!r} must be a finite number > 0")
@@ -82,12 +79,7 @@ def _class_limits(priority_class: str, raw: dict[str, Any]) -> dict[str, Any]:
 def _fractions(where: str, fractions: dict[str, Any]) -> dict[str, float]:
     result = {}
     for resource, fraction in fractions.items():
-        if (
-            isinstance(fraction, bool)
-            or not isinstance(fraction, (int, float))
-            or not math.isfinite(fraction)
-            or not 0 <= fraction <= 1
-        ):
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not math.isfinite(fraction) or not 0 <= fraction <= 1:
             raise ValueError(f"{where}: fraction for {resource!r} is {fraction!r}, must be in [0, 1]")
         result[resource] = float(fraction)
     return result

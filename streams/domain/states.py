@@ -22,9 +22,7 @@ JOB_TRANSITIONS: dict[str, frozenset[str]] = {
     **{state: frozenset() for state in JOB_TERMINAL},
 }
 
-RUN_TERMINAL = frozenset(
-    {"succeeded", "failed", "preempted", "cancelled", "lease_expired", "lease_returned"}
-)
+RUN_TERMINAL = frozenset({"succeeded", "failed", "preempted", "cancelled", "lease_expired", "lease_returned"})
 RUN_STATES = ACTIVE | RUN_TERMINAL
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     "leased": frozenset({"pending", "running"}) | RUN_TERMINAL,
@@ -46,9 +44,7 @@ def job_transition(job_id: str, current: str, target: str) -> bool:
     """True if the job should move to ``target``, False if that is a duplicate or already passed."""
     if target in JOB_TRANSITIONS[current]:
         return True
-    if target == current or (
-        target in _JOB_PROGRESS and current in _JOB_PROGRESS and _JOB_PROGRESS[target] < _JOB_PROGRESS[current]
-    ):
+    if target == current or (target in _JOB_PROGRESS and current in _JOB_PROGRESS and _JOB_PROGRESS[target] < _JOB_PROGRESS[current]):
         return False
     raise TransitionRefused(f"job {job_id}: cannot go from {current} to {target}")
 

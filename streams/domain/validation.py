@@ -33,9 +33,7 @@ class SubmitPolicy:
     max_termination_grace_period_s: int = 300
     default_active_deadline_s: int = 3 * DAY_S
     # A job requesting any of these resources gets the largest matching deadline instead.
-    active_deadline_by_resource: Mapping[str, int] = field(
-        default_factory=lambda: {"nvidia.com/gpu": 14 * DAY_S}
-    )
+    active_deadline_by_resource: Mapping[str, int] = field(default_factory=lambda: {"nvidia.com/gpu": 14 * DAY_S})
     max_pod_spec_bytes: int = 64 * 1024
     # Off by default because with authentication off every caller is "anonymous".
     check_ownership: bool = False
@@ -61,9 +59,7 @@ class ItemResult:
         return self.reason is None
 
 
-def validate_request(
-    request: dict[str, Any], queue: dict[str, Any] | None, policy: SubmitPolicy
-) -> list[ItemResult]:
+def validate_request(request: dict[str, Any], queue: dict[str, Any] | None, policy: SubmitPolicy) -> list[ItemResult]:
     """Validate a ``submit_request``; ``queue`` is the stored queue record or ``None`` if unknown."""
     items = list(request.get("items") or [])
     envelope = _envelope_problem(request, queue, policy)
@@ -214,8 +210,7 @@ def _resource_problems(label: str, requests: dict[str, Any], limits: dict[str, A
         only_requests = ", ".join(sorted(set(requests) - set(limits))) or "none"
         only_limits = ", ".join(sorted(set(limits) - set(requests))) or "none"
         problems.append(
-            f"{label}: requests and limits must name the same resources "
-            f"(only in requests: {only_requests}; only in limits: {only_limits})"
+            f"{label}: requests and limits must name the same resources (only in requests: {only_requests}; only in limits: {only_limits})"
         )
     parsed: dict[tuple[str, str], int] = {}
     for which, values in (("requests", requests), ("limits", limits)):

@@ -44,10 +44,8 @@ _FIXTURE_CLASSES = (
     PriorityClass("priority-2", 2, True),
     PriorityClass("priority-2-non-preemptible", 2, False),
     PriorityClass("priority-3", 3, False),
-    PriorityClass("armada-preemptible-away", 30000, True,
-                  (AwayNodeType(29000, "gpu"), AwayNodeType(29000, "large"))),
-    PriorityClass("armada-preemptible-away-lower", 30000, True,
-                  (AwayNodeType(28000, "gpu"), AwayNodeType(28000, "large"))),
+    PriorityClass("armada-preemptible-away", 30000, True, (AwayNodeType(29000, "gpu"), AwayNodeType(29000, "large"))),
+    PriorityClass("armada-preemptible-away-lower", 30000, True, (AwayNodeType(28000, "gpu"), AwayNodeType(28000, "large"))),
     PriorityClass("armada-preemptible", 30000, True),
 )
 _FIXTURE_NODE_TYPES = (
@@ -117,8 +115,9 @@ def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
     for name, spec in (raw.get("priority_classes_used") or {}).items():
         away = tuple(AwayNodeType(int(a["priority"]), a["well_known_node_type"]) for a in spec.get("away_node_types", ()))
         base = classes.get(name)
-        classes[name] = PriorityClass(name, int(spec["priority"]), bool(spec["preemptible"]),
-                                      away or (base.away_node_types if base else ()))
+        classes[name] = PriorityClass(
+            name, int(spec["priority"]), bool(spec["preemptible"]), away or (base.away_node_types if base else ())
+        )
     for name, spec in (raw.get("priority_class_overrides") or {}).items():
         classes[name] = replace(classes[name], maximum_resource_fraction_per_queue=dict(spec["maximum_resource_fraction_per_queue"]))
     node_types = {t.name: t for t in _FIXTURE_NODE_TYPES}
@@ -127,11 +126,20 @@ def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
     harness = doc["harness"]
     fair = raw.get("fairshare_preemption_rate_limit")
     known = _DESCRIPTIVE_CONFIG | {
-        "maximum_scheduling_rate", "maximum_scheduling_burst", "maximum_per_queue_scheduling_rate",
-        "maximum_per_queue_scheduling_burst", "max_queue_lookback", "maximum_resource_fraction_to_schedule",
-        "protected_fraction_of_fair_share", "enable_prefer_large_job_ordering", "priority_class_overrides",
-        "default_priority_class", "well_known_node_types", "indexed_node_labels_add",
-        "fairshare_preemption_rate_limit", "pool",
+        "maximum_scheduling_rate",
+        "maximum_scheduling_burst",
+        "maximum_per_queue_scheduling_rate",
+        "maximum_per_queue_scheduling_burst",
+        "max_queue_lookback",
+        "maximum_resource_fraction_to_schedule",
+        "protected_fraction_of_fair_share",
+        "enable_prefer_large_job_ordering",
+        "priority_class_overrides",
+        "default_priority_class",
+        "well_known_node_types",
+        "indexed_node_labels_add",
+        "fairshare_preemption_rate_limit",
+        "pool",
     }
     unknown = set(raw) - known
     if unknown:
@@ -146,8 +154,7 @@ def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
         max_queue_lookback=int(raw.get("max_queue_lookback", 0)),
         maximum_resource_fraction_to_schedule=dict(raw.get("maximum_resource_fraction_to_schedule", {})),
         protected_fraction_of_fair_share=float(raw.get("protected_fraction_of_fair_share", 0.0)),
-        enable_prefer_large_job_ordering=(harness == "preempting_multi_round"
-                                          or bool(raw.get("enable_prefer_large_job_ordering", True))),
+        enable_prefer_large_job_ordering=(harness == "preempting_multi_round" or bool(raw.get("enable_prefer_large_job_ordering", True))),
     )
     return config, raw.get("default_priority_class", "priority-3")
 
@@ -162,14 +169,16 @@ def build_nodes(doc: Mapping[str, Any]) -> tuple[Node, ...]:
         labels = {HOSTNAME_LABEL: spec["id"], NODE_ID_LABEL: spec["id"], **{k: str(v) for k, v in (spec.get("labels") or {}).items()}}
         used = spec.get("used")
         allocated = (NodeAllocation(int(used["priority"]), {k: to_milli(v) for k, v in used["resources"].items()}),) if used else ()
-        nodes.append(Node(
-            id=spec["id"],
-            resources={k: to_milli(v) for k, v in spec["resources"].items()},
-            labels=labels,
-            taints=_taints(spec.get("taints")),
-            unschedulable=bool(spec.get("unschedulable", False)),
-            allocated=allocated,
-        ))
+        nodes.append(
+            Node(
+                id=spec["id"],
+                resources={k: to_milli(v) for k, v in spec["resources"].items()},
+                labels=labels,
+                taints=_taints(spec.get("taints")),
+                unschedulable=bool(spec.get("unschedulable", False)),
+                allocated=allocated,
+            )
+        )
     return tuple(nodes)
 
 
@@ -219,8 +228,7 @@ def _outcome(number: int, result: CycleResult, submitted: Sequence[Job]) -> Roun
     for job in submitted:
         if job.gang_id:
             gangs.setdefault(job.gang_id, []).append(job)
-    gangs_ok = all(sum(j.id in scheduled_set for j in members) >= members[0].gang_min_cardinality
-                   for members in gangs.values())
+    gangs_ok = all(sum(j.id in scheduled_set for j in members) >= members[0].gang_min_cardinality for members in gangs.values())
     still = tuple(j.id for j in submitted if j.id not in scheduled_set)
     counts = {
         "new_jobs_scheduled": len(scheduled),
@@ -273,8 +281,14 @@ def run(doc: Mapping[str, Any]) -> ScenarioOutcome:
         else:
             round_demand = None
         inputs = CycleInput(
-            queues=queues, nodes=nodes, running=tuple(running), queued=tuple(submitted),
-            now=float(number), seed=number, limiters=limiters, demand=round_demand,
+            queues=queues,
+            nodes=nodes,
+            running=tuple(running),
+            queued=tuple(submitted),
+            now=float(number),
+            seed=number,
+            limiters=limiters,
+            demand=round_demand,
         )
         result = schedule(inputs, config)
         outcomes.append(_outcome(number, result, submitted))
@@ -302,8 +316,11 @@ def differences(doc: Mapping[str, Any], outcome: ScenarioOutcome) -> list[str]:
             continue
         attempted_unsuccessful = tuple(i for i in got.still_queued if i not in set(got.never_attempted))
         actual = {
-            "scheduled": got.scheduled, "preempted": got.preempted, "still_queued": got.still_queued,
-            "never_attempted": got.never_attempted, "attempted_unsuccessful": attempted_unsuccessful,
+            "scheduled": got.scheduled,
+            "preempted": got.preempted,
+            "still_queued": got.still_queued,
+            "never_attempted": got.never_attempted,
+            "attempted_unsuccessful": attempted_unsuccessful,
         }
         for key, ids in actual.items():
             if key not in expected:

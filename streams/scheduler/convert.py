@@ -24,8 +24,7 @@ NODE_ID_LABEL = "flotilla.io/node-id"
 
 def scheduling_job(delta: JobDelta) -> Job:
     terms = tuple(
-        tuple(NodeSelectorRequirement(e["key"], e["operator"], tuple(e.get("values") or ())) for e in term)
-        for term in delta.affinity
+        tuple(NodeSelectorRequirement(e["key"], e["operator"], tuple(e.get("values") or ())) for e in term) for term in delta.affinity
     )
     if delta.avoid_nodes:
         avoid = NodeSelectorRequirement(NODE_ID_LABEL, "NotIn", delta.avoid_nodes)

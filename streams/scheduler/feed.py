@@ -164,7 +164,12 @@ class Tick:
 FeedRecord = JobDelta | ExecutorState | Heartbeat | JobSetAction | Changes | Tick
 
 _KIND = {
-    JobDelta: "job", ExecutorState: "executor", Heartbeat: "heartbeat", JobSetAction: "job_set", Changes: "changes", Tick: "tick",
+    JobDelta: "job",
+    ExecutorState: "executor",
+    Heartbeat: "heartbeat",
+    JobSetAction: "job_set",
+    Changes: "changes",
+    Tick: "tick",
 }
 
 

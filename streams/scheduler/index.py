@@ -182,8 +182,13 @@ class SchedulerIndex:
             if entry is None:
                 return None
             body = {
-                "d": feed.to_json(entry.delta), "x": entry.expect, "n": entry.expect_runs, "p": entry.announce_priority,
-                "c": entry.cancel_reason, "r": entry.fold_run, "a": entry.fold_run_at,
+                "d": feed.to_json(entry.delta),
+                "x": entry.expect,
+                "n": entry.expect_runs,
+                "p": entry.announce_priority,
+                "c": entry.cancel_reason,
+                "r": entry.fold_run,
+                "a": entry.fold_run_at,
             }
             return json.dumps(body, separators=(",", ":")).encode()
         if kind == "e":

@@ -30,8 +30,15 @@ def test_events_are_folded_and_counted_by_outcome() -> None:
     submitted, leased = ev.submitted(), ev.leased("run-1")
     stray = Events("never-submitted").leased("run-9")
     refused = ev("JobRunRunning", run_id="run-404", node="node-1")  # a run the job never had
-    cycle = ("SchedulingCycle", {"event_id": "c1", "created": 5, "job_id": None,
-                                 "payload": {"cycle_id": "c1", "cycle_time": 5, "seed": 1, "feed_offsets": {}, "decisions": []}})
+    cycle = (
+        "SchedulingCycle",
+        {
+            "event_id": "c1",
+            "created": 5,
+            "job_id": None,
+            "payload": {"cycle_id": "c1", "cycle_time": 5, "seed": 1, "feed_offsets": {}, "decisions": []},
+        },
+    )
 
     folded = apply_sequence(jobs, sequence(submitted, leased, submitted, stray, refused, cycle), random.Random(1))
 
@@ -60,12 +67,20 @@ def test_a_lease_and_a_cancel_forward_deltas_and_executor_commands() -> None:
     assert [(d.state, d.runs, d.run_id) for d in first.feed] == [("queued", 0, None), ("leased", 1, "run-1")]
     [lease] = first.commands
     assert (lease["kind"], lease["executor"], lease["node"], lease["run_id"], lease["job_id"]) == (
-        "lease", "cluster-1", "node-2", "run-1", "job-3")
+        "lease",
+        "cluster-1",
+        "node-2",
+        "run-1",
+        "job-3",
+    )
     assert lease["spec"]["pod_spec"]["containers"] and lease["created"] == 2_000
     encode("executor_command", lease)
 
-    progress = apply_sequence(jobs, sequence(ev("JobRunPending", run_id="run-1", node="node-2"),
-                                              ev("JobRunRunning", run_id="run-1", node="node-2")), random.Random(8))
+    progress = apply_sequence(
+        jobs,
+        sequence(ev("JobRunPending", run_id="run-1", node="node-2"), ev("JobRunRunning", run_id="run-1", node="node-2")),
+        random.Random(8),
+    )
     assert progress.outcomes == {"applied": 2}
     assert progress.feed == [] and progress.commands == []
 

@@ -11,6 +11,7 @@ from armada_client.k8s.io.api.core.v1 import generated_pb2 as core
 from armada_client.k8s.io.apimachinery.pkg.api.resource.generated_pb2 import Quantity
 
 from schemas.codec import encode
+from streams.api.errors import ApiError
 from streams.api.grpc.convert import (
     EXTERNAL_JOB_URI,
     UNFINISHED,
@@ -25,7 +26,6 @@ from streams.api.grpc.convert import (
 )
 from streams.api.grpc.errors import status_of
 from streams.api.grpc.submit import convert_items
-from streams.api.errors import ApiError
 from streams.api.operations import JobFinished, QueueExists
 from streams.auth import PermissionDenied, Unauthenticated
 from streams.domain.queues import validate_queue
@@ -66,9 +66,7 @@ def test_a_request_item_becomes_the_avro_item_with_quantities_as_strings() -> No
             nodeAffinity=core.NodeAffinity(
                 requiredDuringSchedulingIgnoredDuringExecution=core.NodeSelector(
                     nodeSelectorTerms=[
-                        core.NodeSelectorTerm(
-                            matchExpressions=[core.NodeSelectorRequirement(key="zone", operator="In", values=["a", "b"])]
-                        )
+                        core.NodeSelectorTerm(matchExpressions=[core.NodeSelectorRequirement(key="zone", operator="In", values=["a", "b"])])
                     ]
                 )
             )
@@ -92,9 +90,7 @@ def test_a_request_item_becomes_the_avro_item_with_quantities_as_strings() -> No
     assert converted["labels"] == {"app": "x"}
     assert converted["annotations"] == {"armadaproject.io/gangId": "g", EXTERNAL_JOB_URI: "airflow://dag/task"}
     assert converted["services"] == [{"type": "Headless", "ports": [80], "name": "svc"}]
-    assert converted["ingresses"] == [
-        {"ports": [443], "annotations": {}, "tls_enabled": True, "cert_name": "cert", "use_cluster_ip": True}
-    ]
+    assert converted["ingresses"] == [{"ports": [443], "annotations": {}, "tls_enabled": True, "cert_name": "cert", "use_cluster_ip": True}]
     pod_spec = converted["pod_spec"]
     main = pod_spec["containers"][0]
     assert main["resources"] == {"requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}
@@ -110,7 +106,9 @@ def test_a_request_item_becomes_the_avro_item_with_quantities_as_strings() -> No
     }
     assert (pod_spec["termination_grace_period_seconds"], pod_spec["active_deadline_seconds"]) == (5, 600)
     assert (pod_spec["priority_class_name"], pod_spec["restart_policy"], pod_spec["service_account_name"]) == (
-        "armada-preemptible", "Never", "runner",
+        "armada-preemptible",
+        "Never",
+        "runner",
     )
 
 
@@ -139,14 +137,25 @@ def test_items_flotilla_cannot_run_are_answered_per_item() -> None:
 
 def test_every_flotilla_state_has_its_armada_state() -> None:
     assert {name: submit_pb2.JobState.Name(job_state(name)) for name in JOB_STATES} == {
-        "queued": "QUEUED", "leased": "LEASED", "pending": "PENDING", "running": "RUNNING",
-        "succeeded": "SUCCEEDED", "failed": "FAILED", "cancelled": "CANCELLED", "preempted": "PREEMPTED",
+        "queued": "QUEUED",
+        "leased": "LEASED",
+        "pending": "PENDING",
+        "running": "RUNNING",
+        "succeeded": "SUCCEEDED",
+        "failed": "FAILED",
+        "cancelled": "CANCELLED",
+        "preempted": "PREEMPTED",
     }
     assert job_state("no such state") == submit_pb2.UNKNOWN
     assert {name: job_pb2.JobRunState.Name(run_state(name)) for name in RUN_STATES} == {
-        "leased": "RUN_STATE_LEASED", "pending": "RUN_STATE_PENDING", "running": "RUN_STATE_RUNNING",
-        "succeeded": "RUN_STATE_SUCCEEDED", "failed": "RUN_STATE_FAILED", "preempted": "RUN_STATE_PREEMPTED",
-        "cancelled": "RUN_STATE_CANCELLED", "lease_expired": "RUN_STATE_LEASE_EXPIRED",
+        "leased": "RUN_STATE_LEASED",
+        "pending": "RUN_STATE_PENDING",
+        "running": "RUN_STATE_RUNNING",
+        "succeeded": "RUN_STATE_SUCCEEDED",
+        "failed": "RUN_STATE_FAILED",
+        "preempted": "RUN_STATE_PREEMPTED",
+        "cancelled": "RUN_STATE_CANCELLED",
+        "lease_expired": "RUN_STATE_LEASE_EXPIRED",
         "lease_returned": "RUNS_STATE_LEASE_RETURNED",
     }
 
@@ -209,15 +218,38 @@ def test_queue_grants_flotilla_cannot_hold_are_refused() -> None:
 
 def stored_job(state: str, **fields: Any) -> dict[str, Any]:
     item = job_item(submit_pb2.JobSubmitRequestItem(pod_specs=[pod()], namespace="ns", priority=1))
-    spec = {**{k: item[k] for k in ("client_id", "priority", "namespace", "labels", "annotations", "pod_spec", "services", "ingresses")}, "priority_class": "armada-default"}
+    spec = {
+        **{k: item[k] for k in ("client_id", "priority", "namespace", "labels", "annotations", "pod_spec", "services", "ingresses")},
+        "priority_class": "armada-default",
+    }
     run = {
-        "run_id": "run-1", "executor": "local", "node": "node-1", "state": "failed", "exit_code": 3,
-        "reason": "exit code 3", "leased_at": 1_000, "started_at": 2_000, "finished_at": 3_000,
+        "run_id": "run-1",
+        "executor": "local",
+        "node": "node-1",
+        "state": "failed",
+        "exit_code": 3,
+        "reason": "exit code 3",
+        "leased_at": 1_000,
+        "started_at": 2_000,
+        "finished_at": 3_000,
     }
     return {
-        "job_id": "job-1", "queue": "q", "job_set_id": "s", "client_id": None, "state": state, "priority": 4.0,
-        "priority_class": "armada-default", "submitted": 500, "last_transition": 3_000, "cancel_requested": False,
-        "preempt_requested": False, "spec": spec, "runs": [run], "reason": None, "recent_event_ids": [], **fields,
+        "job_id": "job-1",
+        "queue": "q",
+        "job_set_id": "s",
+        "client_id": None,
+        "state": state,
+        "priority": 4.0,
+        "priority_class": "armada-default",
+        "submitted": 500,
+        "last_transition": 3_000,
+        "cancel_requested": False,
+        "preempt_requested": False,
+        "spec": spec,
+        "runs": [run],
+        "reason": None,
+        "recent_event_ids": [],
+        **fields,
     }
 
 

@@ -29,7 +29,9 @@ class Log:
     sequences: list[dict[str, Any]] = field(default_factory=list)
     count: int = 0
 
-    def add(self, kind: str, payload: dict[str, Any], job_id: str | None = JOB_ID, user: str = "alice", groups: tuple[str, ...] = ("ml",)) -> str:
+    def add(
+        self, kind: str, payload: dict[str, Any], job_id: str | None = JOB_ID, user: str = "alice", groups: tuple[str, ...] = ("ml",)
+    ) -> str:
         event_id = f"01HZ3N{self.count:020d}"
         self.count += 1
         record = {
@@ -63,12 +65,26 @@ def submitted(log: Log, job_id: str = JOB_ID, user: str = "alice") -> str:
 
 
 def leased(log: Log, run_id: str = RUN_ID, job_id: str = JOB_ID, node: str = "gpu-node-17") -> str:
-    payload = {"run_id": run_id, "executor": "cluster-eu-1", "node": node, "pool": "gpu-eu", "scheduled_at_priority": 1000, "cycle_id": None}
+    payload = {
+        "run_id": run_id,
+        "executor": "cluster-eu-1",
+        "node": node,
+        "pool": "gpu-eu",
+        "scheduled_at_priority": 1000,
+        "cycle_id": None,
+    }
     return log.add("JobLeased", payload, job_id=job_id, user=SCHEDULER_USER)
 
 
 def run_failed(log: Log, category: str, run_id: str = RUN_ID, **fields: Any) -> str:
-    payload = {"run_id": run_id, "reason": category.replace("_", " "), "message": "", "exit_code": None, "category": category, "retryable": True}
+    payload = {
+        "run_id": run_id,
+        "reason": category.replace("_", " "),
+        "message": "",
+        "exit_code": None,
+        "category": category,
+        "retryable": True,
+    }
     return log.add("JobRunFailed", {**payload, **fields}, user="executor:cluster-eu-1")
 
 
@@ -131,7 +147,9 @@ def test_submitted_carries_the_job_as_accepted_and_queued_follows_it() -> None:
 def test_a_container_failure_is_one_failed_event_with_exit_code_reason_and_container_status() -> None:
     log = running_job()
     run_failed(log, "container_error", reason="OOMKilled", message="container trainer exceeded 60Gi", exit_code=137, retryable=False)
-    log.add("JobFailed", {"reason": "OOMKilled", "message": "container trainer exceeded 60Gi", "exit_code": 137}, user="executor:cluster-eu-1")
+    log.add(
+        "JobFailed", {"reason": "OOMKilled", "message": "container trainer exceeded 60Gi", "exit_code": 137}, user="executor:cluster-eu-1"
+    )
 
     assert log.kinds()[-2:] == ["running", "failed"], "the run failure itself is said by the job's failed event"
     failed = log.last()
@@ -140,7 +158,12 @@ def test_a_container_failure_is_one_failed_event_with_exit_code_reason_and_conta
     [status] = failed.container_statuses
     assert (status.name, status.exitCode, status.reason, status.message) == ("trainer", 137, "OOMKilled", "container trainer exceeded 60Gi")
     assert status.cause == failed.cause == event_pb2.Cause.Value("OOM")
-    assert (failed.cluster_id, failed.kubernetes_id, failed.node_name, failed.pod_namespace) == ("cluster-eu-1", RUN_ID, "gpu-node-17", "ml-research")
+    assert (failed.cluster_id, failed.kubernetes_id, failed.node_name, failed.pod_namespace) == (
+        "cluster-eu-1",
+        RUN_ID,
+        "gpu-node-17",
+        "ml-research",
+    )
     assert (failed.failure_category, failed.retryable) == ("container_error", False)
 
 
@@ -182,7 +205,11 @@ def test_a_lease_taken_back_before_the_run_started_was_not_attempted() -> None:
 def test_an_expired_lease_is_lease_expired_and_running_out_of_attempts_fails_the_job() -> None:
     log = running_job()
     run_failed(log, "lease_expired", message="executor cluster-eu-1 has not reported for 60 s")
-    log.add("JobFailed", {"reason": "max_runs_exceeded", "message": "3 runs were returned or expired (limit 3)", "exit_code": None}, user=SCHEDULER_USER)
+    log.add(
+        "JobFailed",
+        {"reason": "max_runs_exceeded", "message": "3 runs were returned or expired (limit 3)", "exit_code": None},
+        user=SCHEDULER_USER,
+    )
 
     assert log.kinds()[-2:] == ["lease_expired", "failed"]
     failed = log.last()
@@ -213,7 +240,10 @@ def test_cancelling_a_job_is_cancelling_then_cancelled_with_the_requestor_and_re
     log = running_job()
     log.add("JobCancelRequested", {"reason": "wrong data"}, user="bob")
     log.add("JobCancelled", {"run_id": RUN_ID, "reason": "cancelled on request: wrong data"}, user=SCHEDULER_USER)
-    log.add("JobRunFailed", {"run_id": RUN_ID, "reason": "cancelled", "message": "", "exit_code": None, "category": "cancelled", "retryable": False})
+    log.add(
+        "JobRunFailed",
+        {"run_id": RUN_ID, "reason": "cancelled", "message": "", "exit_code": None, "category": "cancelled", "retryable": False},
+    )
 
     assert log.kinds()[-2:] == ["cancelling", "cancelled"]
     [cancelling, cancelled] = [m.message for m in log.messages()[-2:]]
@@ -256,7 +286,12 @@ def test_preempting_a_job_is_preempting_then_one_preempted_with_its_run() -> Non
     assert log.kinds()[-2:] == ["preempting", "preempted"], "the executor's confirmation adds no second preempted"
     preempting, preempted = log.messages()[-2].message.preempting, log.last()
     assert (preempting.requestor, preempting.reason) == ("bob", "make room")
-    assert (preempted.run_id, preempted.cluster_id, preempted.reason, preempted.requestor) == (RUN_ID, "cluster-eu-1", "preempted on request", "bob")
+    assert (preempted.run_id, preempted.cluster_id, preempted.reason, preempted.requestor) == (
+        RUN_ID,
+        "cluster-eu-1",
+        "preempted on request",
+        "bob",
+    )
 
 
 def test_a_run_preempted_without_a_decision_before_it_is_still_preempted_with_its_preemptor() -> None:
@@ -318,7 +353,13 @@ def test_a_redelivered_event_is_shown_once() -> None:
 def test_message_ids_are_checked_before_any_reading() -> None:
     check_message_id("01HZ3N00000000000000000004")
     check_message_id("01HZ3N00000000000000000004:12")
-    for bad in ("nope", "01HZ3N00000000000000000004:", "01HZ3N00000000000000000004:-1", "01HZ3N00000000000000000004:01", "81HZ3N00000000000000000004"):
+    for bad in (
+        "nope",
+        "01HZ3N00000000000000000004:",
+        "01HZ3N00000000000000000004:-1",
+        "01HZ3N00000000000000000004:01",
+        "81HZ3N00000000000000000004",
+    ):
         with pytest.raises(ValueError, match="is not a message id"):
             check_message_id(bad)
 
@@ -333,20 +374,30 @@ def test_every_message_unmarshals_with_the_armada_client() -> None:
     log.add("JobCancelled", {"run_id": None, "reason": "cancelled on request"}, user=SCHEDULER_USER)
     types = [ArmadaClient.unmarshal_event_response(message).type for message in log.messages()]
     assert types[-7:] == [
-        EventType.cancelling, EventType.preempting, EventType.lease_expired, EventType.queued,
-        EventType.reprioritizing, EventType.reprioritized, EventType.cancelled,
+        EventType.cancelling,
+        EventType.preempting,
+        EventType.lease_expired,
+        EventType.queued,
+        EventType.reprioritizing,
+        EventType.reprioritized,
+        EventType.cancelled,
     ]
 
 
 def test_the_mapping_imports_neither_faust_nor_aiokafka() -> None:
-    code = "import sys, streams.api.grpc.event_mapping; print(sorted({m.split('.')[0] for m in sys.modules} & {'faust', 'aiokafka', 'mode'}))"
+    code = (
+        "import sys, streams.api.grpc.event_mapping; print(sorted({m.split('.')[0] for m in sys.modules} & {'faust', 'aiokafka', 'mode'}))"
+    )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert found == "[]"
 
 
 def test_fields_a_job_does_not_set_stay_unset_in_its_pod_spec() -> None:
     log = Log()
-    bare = {**job_submitted(), "pod_spec": {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}, "limits": {}}}]}}
+    bare = {
+        **job_submitted(),
+        "pod_spec": {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}, "limits": {}}}]},
+    }
     log.add("JobSubmitted", bare)
     spec = log.messages()[0].message.submitted.job.pod_spec
     assert not spec.HasField("affinity") and not spec.HasField("terminationGracePeriodSeconds")

@@ -62,7 +62,9 @@ def refusal(request: Any, token: str | None, method: str = "GetJobSetEvents") ->
 REQUEST = event_pb2.JobSetRequest(queue="research", id="set", watch=True)
 
 
-@pytest.mark.parametrize("method, request_", [("GetJobSetEvents", REQUEST), ("Watch", event_pb2.WatchRequest(queue="research", job_set_id="set"))])
+@pytest.mark.parametrize(
+    "method, request_", [("GetJobSetEvents", REQUEST), ("Watch", event_pb2.WatchRequest(queue="research", job_set_id="set"))]
+)
 def test_no_or_a_bad_token_is_unauthenticated(method: str, request_: Any) -> None:
     for token in (None, "stolen"):
         refused = refusal(request_, token, method)

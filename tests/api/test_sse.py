@@ -8,8 +8,8 @@ import pytest
 
 from schemas.codec import decode, encode
 from streams.api.errors import ApiError
-from streams.api.resume import ResumeAfter
 from streams.api.rest.sse import HEARTBEAT, StreamOptions, event_records, sse_message, stream_options
+from streams.api.resume import ResumeAfter
 from streams.client.rest import ServerEvent, parse_sse
 from tests.schemas.samples import JOB_ID, JOB_SET, QUEUE, RUN_ID, T0, event_sequence
 
@@ -67,7 +67,7 @@ def test_a_message_is_id_kind_and_one_line_of_json() -> None:
     lines = message.decode().split("\n")
     assert lines[0] == f"id: {record['event_id']}"
     assert lines[1] == "event: JobRunFailed"
-    assert lines[2].startswith("data: ") and json.loads(lines[2][len("data: "):]) == record
+    assert lines[2].startswith("data: ") and json.loads(lines[2][len("data: ") :]) == record
     assert lines[3:] == ["", ""], "a message ends with one blank line and has no other line break"
 
 

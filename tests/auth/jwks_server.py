@@ -66,7 +66,7 @@ class JwksServer:
         served = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            def do_GET(self) -> None:
                 served.fetches += 1
                 if served.failing_status is not None:
                     self.send_error(served.failing_status)
@@ -78,7 +78,7 @@ class JwksServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet test output
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -152,7 +152,9 @@ def test_a_key_set_alg_binds_the_key(rsa: SigningKey) -> None:
         server.document = lambda: {"keys": [{**rsa.jwk(), "alg": "RS512"}]}  # type: ignore[method-assign]
         keys = KeySet(server.url).start()
         try:
-            assert refusal(OidcVerifier(keys, SETTINGS), rsa.sign({"sub": "a"})) == f"token signed with RS256 but key {rsa.kid!r} is for RS512"
+            assert (
+                refusal(OidcVerifier(keys, SETTINGS), rsa.sign({"sub": "a"})) == f"token signed with RS256 but key {rsa.kid!r} is for RS512"
+            )
         finally:
             keys.close()
 

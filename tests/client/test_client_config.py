@@ -75,7 +75,7 @@ def test_a_malformed_file_is_refused_with_the_reason(text: str, reason: str) -> 
 def test_a_current_context_that_is_not_defined_is_an_error() -> None:
     config = parse_config(Path("c.yaml"), "currentContext: gone\ncontexts: {a: {url: u}}")
     with pytest.raises(ConfigError, match="currentContext 'gone' is not one of its contexts \\(a\\)"):
-        config.current_context
+        _ = config.current_context
 
 
 LOCAL = Context("local", "http://from-file", "file-token")
@@ -86,10 +86,13 @@ LOCAL = Context("local", "http://from-file", "file-token")
     [
         ((None, None), {}, None, (DEFAULT_URL, None)),
         ((None, None), {}, LOCAL, ("http://from-file", "file-token")),
-        ((None, None), {"FLOTILLA_URL": "http://from-env/", "FLOTILLA_TOKEN": "env-token"}, LOCAL,
-         ("http://from-env", "env-token")),
-        (("http://from-flag", "flag-token"), {"FLOTILLA_URL": "http://from-env", "FLOTILLA_TOKEN": "env-token"}, LOCAL,
-         ("http://from-flag", "flag-token")),
+        ((None, None), {"FLOTILLA_URL": "http://from-env/", "FLOTILLA_TOKEN": "env-token"}, LOCAL, ("http://from-env", "env-token")),
+        (
+            ("http://from-flag", "flag-token"),
+            {"FLOTILLA_URL": "http://from-env", "FLOTILLA_TOKEN": "env-token"},
+            LOCAL,
+            ("http://from-flag", "flag-token"),
+        ),
         # each setting on its own: a flag's URL with the file's token
         (("http://from-flag", None), {}, LOCAL, ("http://from-flag", "file-token")),
         ((None, None), {"FLOTILLA_TOKEN": "env-token"}, LOCAL, ("http://from-file", "env-token")),
@@ -116,8 +119,13 @@ def test_the_file_is_flotilla_config_or_the_home_default(home: Path, tmp_path: P
 
 @pytest.mark.parametrize(
     ("mode", "warned"),
-    [(0o600, None), (0o400, None), (0o640, "can be read by its group (mode 640)"),
-     (0o644, "can be read by group and others (mode 644)"), (0o604, "can be read by group and others (mode 604)")],
+    [
+        (0o600, None),
+        (0o400, None),
+        (0o640, "can be read by its group (mode 640)"),
+        (0o644, "can be read by group and others (mode 644)"),
+        (0o604, "can be read by group and others (mode 604)"),
+    ],
 )
 def test_a_file_with_tokens_that_others_can_read_is_warned_about(home: Path, mode: int, warned: str | None) -> None:
     path = write_config(home, mode=mode)
@@ -133,8 +141,9 @@ def test_a_file_without_tokens_may_be_readable() -> None:
 # ---------------------------------------------------------------- through the command line
 
 
-def test_the_current_contexts_url_and_token_are_used(home: Path, api: StubApi, monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_current_contexts_url_and_token_are_used(
+    home: Path, api: StubApi, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv("FLOTILLA_URL")  # the stub's URL comes from the file instead
     write_config(home, CONFIG.replace("http://127.0.0.1:9999/", api.url))
     api.answer("GET", "/api/v1/queues", 200, {"queues": []})
@@ -170,9 +179,7 @@ def test_a_readable_token_file_warns_on_every_command(home: Path, api: StubApi, 
     api.answer("GET", "/api/v1/queues", 200, {"queues": []})
     assert main(["get", "queues"]) == 0  # the URL from the environment, the token from the file
     assert api.authorizations == ["Bearer local-token"]
-    assert capsys.readouterr().err == (
-        f"warning: {path} holds tokens and can be read by group and others (mode 644): chmod 600 {path}\n"
-    )
+    assert capsys.readouterr().err == (f"warning: {path} holds tokens and can be read by group and others (mode 644): chmod 600 {path}\n")
 
 
 def test_a_command_given_url_and_token_does_not_need_the_file(home: Path, api: StubApi) -> None:
@@ -186,15 +193,24 @@ def test_a_command_given_url_and_token_does_not_need_the_file(home: Path, api: S
     ("status", "reason", "token", "printed"),
     [
         (401, "invalid token", "bad", "error: invalid token (HTTP 401)\n"),
-        (401, "no credentials: send 'Authorization: Bearer <token>'", None,
-         "error: no credentials: send 'Authorization: Bearer <token>' (HTTP 401); no token was sent: "
-         "give one with --token, $FLOTILLA_TOKEN or a context in the config file\n"),
+        (
+            401,
+            "no credentials: send 'Authorization: Bearer <token>'",
+            None,
+            "error: no credentials: send 'Authorization: Bearer <token>' (HTTP 401); no token was sent: "
+            "give one with --token, $FLOTILLA_TOKEN or a context in the config file\n",
+        ),
         (403, "user 'bob' may not create queue 'demo'", "bob", "error: user 'bob' may not create queue 'demo' (HTTP 403)\n"),
     ],
 )
 def test_a_refused_call_prints_the_servers_reason_and_exits_1(
-    api: StubApi, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    status: int, reason: str, token: str | None, printed: str,
+    api: StubApi,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    status: int,
+    reason: str,
+    token: str | None,
+    printed: str,
 ) -> None:
     if token:
         monkeypatch.setenv("FLOTILLA_TOKEN", token)

@@ -17,16 +17,32 @@ EVENT = "01HZ3N000000000000000EVENT"
 @pytest.mark.parametrize(
     ("argv", "path", "body", "printed"),
     [
-        (["cancel", "job", JOB, "--reason", "wrong input"], f"/api/v1/jobs/{JOB}/cancel", {"reason": "wrong input"},
-         f"cancel requested for job {JOB}"),
+        (
+            ["cancel", "job", JOB, "--reason", "wrong input"],
+            f"/api/v1/jobs/{JOB}/cancel",
+            {"reason": "wrong input"},
+            f"cancel requested for job {JOB}",
+        ),
         (["cancel", "job", JOB], f"/api/v1/jobs/{JOB}/cancel", {}, f"cancel requested for job {JOB}"),
-        (["cancel", "job-set", "demo", "first", "--reason", "r"], "/api/v1/queues/demo/jobsets/first/cancel",
-         {"reason": "r"}, "cancel requested for every unfinished job of job set first in queue demo"),
+        (
+            ["cancel", "job-set", "demo", "first", "--reason", "r"],
+            "/api/v1/queues/demo/jobsets/first/cancel",
+            {"reason": "r"},
+            "cancel requested for every unfinished job of job set first in queue demo",
+        ),
         (["preempt", "job", JOB], f"/api/v1/jobs/{JOB}/preempt", {}, f"preemption requested for job {JOB}"),
-        (["reprioritize", "job", JOB, "2.5"], f"/api/v1/jobs/{JOB}/reprioritize", {"priority": 2.5},
-         f"priority 2.5 requested for job {JOB}"),
-        (["reprioritize", "job-set", "demo", "night run", "0"], "/api/v1/queues/demo/jobsets/night%20run/reprioritize",
-         {"priority": 0.0}, "priority 0 requested for every unfinished job of job set night run in queue demo"),
+        (
+            ["reprioritize", "job", JOB, "2.5"],
+            f"/api/v1/jobs/{JOB}/reprioritize",
+            {"priority": 2.5},
+            f"priority 2.5 requested for job {JOB}",
+        ),
+        (
+            ["reprioritize", "job-set", "demo", "night run", "0"],
+            "/api/v1/queues/demo/jobsets/night%20run/reprioritize",
+            {"priority": 0.0},
+            "priority 0 requested for every unfinished job of job set night run in queue demo",
+        ),
     ],
 )
 def test_each_command_posts_its_request_and_says_what_it_asked(
@@ -88,15 +104,11 @@ def test_armadactls_queue_job_set_job_id_form_checks_the_job_is_there_then_acts(
 
 
 @pytest.mark.parametrize(("queue", "job_set"), [("other", "first"), ("demo", "second")])
-def test_a_job_outside_the_named_job_set_is_left_alone(
-    api: StubApi, capsys: pytest.CaptureFixture[str], queue: str, job_set: str
-) -> None:
+def test_a_job_outside_the_named_job_set_is_left_alone(api: StubApi, capsys: pytest.CaptureFixture[str], queue: str, job_set: str) -> None:
     api.answer("GET", f"/api/v1/jobs/{JOB}", 200, job_status(queue, job_set))
     assert main(["cancel", "job", "demo", "first", JOB]) == 1
     assert [r[0] for r in api.requests] == ["GET"]
-    assert capsys.readouterr().err == (
-        f"error: job {JOB} is in job set {job_set} of queue {queue}, not in job set first of queue demo\n"
-    )
+    assert capsys.readouterr().err == (f"error: job {JOB} is in job set {job_set} of queue {queue}, not in job set first of queue demo\n")
 
 
 @pytest.mark.parametrize(

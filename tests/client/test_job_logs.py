@@ -14,8 +14,17 @@ JOB = "01HZ3N0000000000000000JOB1"
 
 
 def run(run_id: str, executor: str = "local", state: str = "succeeded") -> dict[str, Any]:
-    return {"run_id": run_id, "executor": executor, "node": "local-0", "state": state, "exit_code": None, "reason": None,
-            "leased_at": 1, "started_at": 2, "finished_at": 3}
+    return {
+        "run_id": run_id,
+        "executor": executor,
+        "node": "local-0",
+        "state": state,
+        "exit_code": None,
+        "reason": None,
+        "leased_at": 1,
+        "started_at": 2,
+        "finished_at": 3,
+    }
 
 
 def job(*runs: dict[str, Any], state: str = "succeeded") -> dict[str, Any]:

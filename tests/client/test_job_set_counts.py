@@ -61,9 +61,13 @@ def event(kind: str, job_id: str | None = "job-1", **payload: Any) -> dict[str, 
 def test_counts_follow_a_job_set_through_its_lifecycle() -> None:
     counts = JobSetCounts()
     for record in [
-        event("JobSubmitted", "a"), event("JobSubmitted", "b"), event("JobSubmitted", "c"),
-        event("JobLeased", "a", run_id="ra"), event("JobRunRunning", "a", run_id="ra"),
-        event("JobLeased", "b", run_id="rb"), event("JobRunPending", "b", run_id="rb"),
+        event("JobSubmitted", "a"),
+        event("JobSubmitted", "b"),
+        event("JobSubmitted", "c"),
+        event("JobLeased", "a", run_id="ra"),
+        event("JobRunRunning", "a", run_id="ra"),
+        event("JobLeased", "b", run_id="rb"),
+        event("JobRunPending", "b", run_id="rb"),
         event("JobCancelled", "c"),
     ]:
         counts.apply(record)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from schemas.codec import encode
+from streams.client.jobfile import JobFileError, load_job_file
 from streams.domain import jobspec
 from streams.domain.queues import validate_queue
 from streams.domain.validation import SubmitPolicy, validate_request
-from streams.client.jobfile import JobFileError, load_job_file
 
 QUEUE, _ = validate_queue({"name": "demo"})
 

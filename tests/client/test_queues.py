@@ -14,14 +14,27 @@ from tests.client.stub_api import StubApi
 
 
 def queue(name: str = "demo", **fields: Any) -> dict[str, Any]:
-    return {"name": name, "priority_factor": 1.0, "user_owners": [], "group_owners": [], "cordoned": False,
-            "labels": {}, "resource_limits_by_priority_class_name": {}, **fields}
+    return {
+        "name": name,
+        "priority_factor": 1.0,
+        "user_owners": [],
+        "group_owners": [],
+        "cordoned": False,
+        "labels": {},
+        "resource_limits_by_priority_class_name": {},
+        **fields,
+    }
 
 
-CREATE_ARGS = ["--priority-factor", "2", "--owners", "alice,bob", "--group-owners", "team-a", "--cordon",
-               "--labels", "tier=gold,site=lon"]
-CREATED = {"name": "demo", "priority_factor": 2.0, "user_owners": ["alice", "bob"], "group_owners": ["team-a"],
-           "cordoned": True, "labels": {"tier": "gold", "site": "lon"}}
+CREATE_ARGS = ["--priority-factor", "2", "--owners", "alice,bob", "--group-owners", "team-a", "--cordon", "--labels", "tier=gold,site=lon"]
+CREATED = {
+    "name": "demo",
+    "priority_factor": 2.0,
+    "user_owners": ["alice", "bob"],
+    "group_owners": ["team-a"],
+    "cordoned": True,
+    "labels": {"tier": "gold", "site": "lon"},
+}
 
 
 @pytest.mark.parametrize("spelling", [["create", "queue"], ["queue", "create"]])
@@ -40,9 +53,14 @@ def test_create_without_settings_leaves_them_to_the_server(api: StubApi) -> None
 
 @pytest.mark.parametrize("spelling", [["update", "queue"], ["queue", "update"]])
 def test_update_keeps_the_settings_not_given(api: StubApi, spelling: list[str]) -> None:
-    current = queue(priority_factor=3.0, user_owners=["alice"], labels={"tier": "gold"},
-                    resource_limits_by_priority_class_name={"default": {"maximum_resource_fraction": {"cpu": 0.5},
-                                                                        "maximum_resource_fraction_by_pool": {}}})
+    current = queue(
+        priority_factor=3.0,
+        user_owners=["alice"],
+        labels={"tier": "gold"},
+        resource_limits_by_priority_class_name={
+            "default": {"maximum_resource_fraction": {"cpu": 0.5}, "maximum_resource_fraction_by_pool": {}}
+        },
+    )
     api.answer("GET", "/api/v1/queues/demo", 200, current)
     api.answer("PUT", "/api/v1/queues/demo", 200, {**current, "cordoned": True})
     assert main([*spelling, "demo", "--cordon"]) == 0
@@ -86,8 +104,10 @@ def test_get_describes_the_queue(api: StubApi, capsys: pytest.CaptureFixture[str
     )
 
 
-QUEUES = [queue("demo"), queue("night-batch", priority_factor=0.5, user_owners=["alice"], group_owners=["ops", "ml"],
-                                cordoned=True, labels={"tier": "gold"})]
+QUEUES = [
+    queue("demo"),
+    queue("night-batch", priority_factor=0.5, user_owners=["alice"], group_owners=["ops", "ml"], cordoned=True, labels={"tier": "gold"}),
+]
 
 
 @pytest.mark.parametrize("spelling", [["get", "queues"], ["queue", "list"]])
@@ -122,9 +142,7 @@ def test_list_options() -> None:
 
 
 @pytest.mark.parametrize("bad", ["tier", "=gold"])
-def test_a_label_that_is_not_key_value_is_refused_before_any_request(
-    api: StubApi, capsys: pytest.CaptureFixture[str], bad: str
-) -> None:
+def test_a_label_that_is_not_key_value_is_refused_before_any_request(api: StubApi, capsys: pytest.CaptureFixture[str], bad: str) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["create", "queue", "demo", "--labels", f"site=lon,{bad}"])
     assert exited.value.code == 2

@@ -20,15 +20,23 @@ JOB = "01HZ3N0000000000000000JOB1"
 
 
 def record(n: int, kind: str, job_id: str | None = JOB, **payload: Any) -> dict[str, Any]:
-    return {"event_id": f"01HZ3N{n:020d}", "created": T0 + n, "job_id": job_id, "queue": "demo", "job_set": "first",
-            "kind": kind, "payload": payload}
+    return {
+        "event_id": f"01HZ3N{n:020d}",
+        "created": T0 + n,
+        "job_id": job_id,
+        "queue": "demo",
+        "job_set": "first",
+        "kind": kind,
+        "payload": payload,
+    }
 
 
 RECORDS = [
     record(1, "JobSubmitted", priority=0.0, priority_class="default", client_id="hello-1", namespace="default"),
     record(2, "JobLeased", run_id="run-1", executor="local", node="local-0", pool=None, scheduled_at_priority=0),
-    record(3, "JobRunFailed", run_id="run-1", reason="Error", message="exit status 3", exit_code=3,
-           category="container_error", retryable=False),
+    record(
+        3, "JobRunFailed", run_id="run-1", reason="Error", message="exit status 3", exit_code=3, category="container_error", retryable=False
+    ),
     record(4, "JobReprioritised", job_id=None, new_priority=2.0),
 ]
 
@@ -38,8 +46,11 @@ RECORDS = [
     [
         (RECORDS[0], f"2024-05-29T16:26:40.001Z  {JOB}  JobSubmitted          priority=0 priority_class=default client_id=hello-1"),
         (RECORDS[1], f"2024-05-29T16:26:40.002Z  {JOB}  JobLeased             run_id=run-1 executor=local node=local-0"),
-        (RECORDS[2], f'2024-05-29T16:26:40.003Z  {JOB}  JobRunFailed          run_id=run-1 exit_code=3 '
-                     f'category=container_error reason=Error message="exit status 3"'),
+        (
+            RECORDS[2],
+            f"2024-05-29T16:26:40.003Z  {JOB}  JobRunFailed          run_id=run-1 exit_code=3 "
+            f'category=container_error reason=Error message="exit status 3"',
+        ),
         (RECORDS[3], f"2024-05-29T16:26:40.004Z  {'-':<26}  JobReprioritised      new_priority=2"),
     ],
 )
@@ -58,15 +69,11 @@ def stream(api: StubApi) -> StubApi:
     return api
 
 
-def test_watch_prints_one_line_per_event_starting_with_the_counts_after_it(
-    stream: StubApi, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_watch_prints_one_line_per_event_starting_with_the_counts_after_it(stream: StubApi, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["watch", "demo", "first", "--no-follow"]) == 0
     after = ["queued=1 leased=0", "queued=0 leased=1", "queued=0 leased=1", "queued=0 leased=1"]
     rest = " pending=0 running=0 succeeded=0 failed=0 cancelled=0 preempted=0"
-    assert capsys.readouterr().out.splitlines() == [
-        f"{counts}{rest} | {event_line(r)}" for counts, r in zip(after, RECORDS, strict=True)
-    ]
+    assert capsys.readouterr().out.splitlines() == [f"{counts}{rest} | {event_line(r)}" for counts, r in zip(after, RECORDS, strict=True)]
     assert [r[:2] for r in stream.requests] == [("GET", "/api/v1/queues/demo/jobsets/first/events?watch=false")]
 
 
@@ -75,9 +82,7 @@ def test_watch_json_prints_the_events_as_json_lines(stream: StubApi, capsys: pyt
     assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == RECORDS
 
 
-def test_watch_follows_by_default_so_the_end_of_the_stream_is_an_error(
-    api: StubApi, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_watch_follows_by_default_so_the_end_of_the_stream_is_an_error(api: StubApi, capsys: pytest.CaptureFixture[str]) -> None:
     api.stream("/api/v1/queues/demo/jobsets/first/events?watch=true", sse_message(RECORDS[0]))
     assert main(["watch", "demo", "first"]) == 1
     assert [r[:2] for r in api.requests] == [("GET", "/api/v1/queues/demo/jobsets/first/events?watch=true")]
@@ -121,7 +126,7 @@ def test_on_a_terminal_events_scroll_above_a_table_redrawn_in_place() -> None:
         counts.apply(record)
         view.event(record, counts)
     # each event: move up over the 3 table lines, clear them, print the event line, then the new table
-    first, second = out.getvalue()[len(shown):].split("\x1b[3F" + CLEAR_BELOW)[1:]
+    first, second = out.getvalue()[len(shown) :].split("\x1b[3F" + CLEAR_BELOW)[1:]
     assert first.splitlines() == [event_line(RECORDS[0]), *counts_table(JobSetCounts({JOB: "queued"}), view.title)]
     assert second.splitlines() == [event_line(RECORDS[1]), *counts_table(counts, view.title)]
     assert second.splitlines()[-1].split()[:2] == ["0", "1"]  # queued 0, leased 1
@@ -165,9 +170,7 @@ def test_exit_on_done_stops_after_the_replay_when_every_job_finished(api: StubAp
     assert capsys.readouterr().out.splitlines()[-1].startswith("queued=0 leased=0 pending=0 running=0 succeeded=1 ")
 
 
-def test_exit_on_done_follows_from_the_last_event_until_every_job_finished(
-    api: StubApi, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_exit_on_done_follows_from_the_last_event_until_every_job_finished(api: StubApi, capsys: pytest.CaptureFixture[str]) -> None:
     api.stream("/api/v1/queues/demo/jobsets/first/events?watch=false", b"".join(map(sse_message, DONE[:2])))
     later = record(9, "JobSubmitted", job_id="01HZ3N0000000000000000JOB2")  # after the job set was done: not shown
     live = f"/api/v1/queues/demo/jobsets/first/events?watch=true&from={DONE[1]['event_id']}"

@@ -37,7 +37,10 @@ def test_every_writer_keys_a_sequence_by_queue_and_job_set() -> None:
 
 
 def test_long_runs_of_events_are_split_in_order_at_the_limit() -> None:
-    many = [events.event(f"e{i}", CREATED, f"j{i}", events.payload("JobSucceeded", {"run_id": f"r{i}"})) for i in range(2 * MAX_EVENTS_PER_SEQUENCE + 1)]
+    many = [
+        events.event(f"e{i}", CREATED, f"j{i}", events.payload("JobSucceeded", {"run_id": f"r{i}"}))
+        for i in range(2 * MAX_EVENTS_PER_SEQUENCE + 1)
+    ]
     sequences = events.sequences("q", "set", "executor:x", ["g"], many)
     assert [len(s["events"]) for s in sequences] == [MAX_EVENTS_PER_SEQUENCE, MAX_EVENTS_PER_SEQUENCE, 1]
     assert [e for s in sequences for e in s["events"]] == many

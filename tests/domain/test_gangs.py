@@ -30,9 +30,7 @@ def test_members_disagreeing_on_cardinality_all_rejected():
 
 def test_members_disagreeing_on_priority_class():
     preemptible = gang("g", "2", pod_spec__priority_class_name="armada-preemptible")
-    assert reasons(gang("g", "2"), preemptible)[0] == (
-        "gang 'g': members disagree on priority class (armada-default, armada-preemptible)"
-    )
+    assert reasons(gang("g", "2"), preemptible)[0] == ("gang 'g': members disagree on priority class (armada-default, armada-preemptible)")
 
 
 def test_default_priority_class_counts_as_the_default_name():
@@ -44,15 +42,11 @@ def test_members_disagreeing_on_uniformity_label():
     assert reasons(gang("g", "2", "zone"), gang("g", "2", "rack"))[1] == (
         "gang 'g': members disagree on gangNodeUniformityLabel (rack, zone)"
     )
-    assert reasons(gang("g", "2", "zone"), gang("g", "2"))[1] == (
-        "gang 'g': members disagree on gangNodeUniformityLabel (None, zone)"
-    )
+    assert reasons(gang("g", "2", "zone"), gang("g", "2"))[1] == ("gang 'g': members disagree on gangNodeUniformityLabel (None, zone)")
 
 
 def test_more_members_than_cardinality():
-    assert reasons(gang("g", "2"), gang("g", "2"), gang("g", "2")) == [
-        "gang 'g': 3 members submitted but gangCardinality is 2"
-    ] * 3
+    assert reasons(gang("g", "2"), gang("g", "2"), gang("g", "2")) == ["gang 'g': 3 members submitted but gangCardinality is 2"] * 3
 
 
 def test_other_gangs_in_the_request_are_unaffected():
@@ -75,9 +69,7 @@ def test_cardinality_missing():
 
 def test_gang_annotations_without_gang_id():
     raw = item(annotations={"armadaproject.io/gangCardinality": "2"})
-    assert reasons(raw) == [
-        "annotation armadaproject.io/gangCardinality is set but armadaproject.io/gangId is not"
-    ]
+    assert reasons(raw) == ["annotation armadaproject.io/gangCardinality is set but armadaproject.io/gangId is not"]
 
 
 def test_individual_problems_and_gang_problems_are_both_reported():

@@ -11,9 +11,22 @@ from tests.kit.jobs import ENVELOPE, Events
 
 CATEGORIES = ["container_error", "lease_returned", "lease_expired", "preempted", "cancelled", "deadline_exceeded"]
 ACTIONS = [
-    "lease", "pending", "running", "run_succeeded", "run_failed", "run_failed_no_run", "run_preempted",
-    "succeeded", "failed", "cancelled", "preempted", "requeued", "cancel_requested", "preempt_requested",
-    "reprioritised", "validated",
+    "lease",
+    "pending",
+    "running",
+    "run_succeeded",
+    "run_failed",
+    "run_failed_no_run",
+    "run_preempted",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "preempted",
+    "requeued",
+    "cancel_requested",
+    "preempt_requested",
+    "reprioritised",
+    "validated",
 ]
 # Re-delivered after newer events *beyond* the id window these act again: a reprioritisation wins
 # again (last writer wins), and a preempt request dropped while the job had no run would preempt

@@ -118,7 +118,10 @@ def test_preemption(ev):
 def test_requeued_and_leased_again(ev):
     job = fold(
         running(ev)
-        + [ev.run_failed("r1", category="lease_returned", exit_code=None), ev("JobRequeued", run_id="r1", reason="lease returned", avoid_nodes=["node-1"])]
+        + [
+            ev.run_failed("r1", category="lease_returned", exit_code=None),
+            ev("JobRequeued", run_id="r1", reason="lease returned", avoid_nodes=["node-1"]),
+        ]
     )
     assert job["state"] == "queued" and run_states(job) == [("r1", "lease_returned")]
     job = fold([ev.leased("r2", node="node-2"), ev("JobRunRunning", run_id="r2", node=None), ev("JobSucceeded", run_id="r2")], job)
@@ -130,7 +133,10 @@ def test_requeue_without_run_report_returns_the_lease(ev):
     assert job["state"] == "queued" and run_states(job) == [("r1", "lease_returned")]
 
 
-@pytest.mark.parametrize(("category", "state"), [("lease_expired", "lease_expired"), ("preempted", "preempted"), ("cancelled", "cancelled"), ("deadline_exceeded", "failed")])
+@pytest.mark.parametrize(
+    ("category", "state"),
+    [("lease_expired", "lease_expired"), ("preempted", "preempted"), ("cancelled", "cancelled"), ("deadline_exceeded", "failed")],
+)
 def test_run_failure_category_names_the_run_state(ev, category, state):
     job = fold(running(ev) + [ev.run_failed("r1", category=category)])
     assert run_states(job) == [("r1", state)] and job["reason"] == "Error: exit code 1"
@@ -231,8 +237,15 @@ def test_job_view(ev):
         "reason": "Error: bad",
         "runs": [
             {
-                "run_id": "r1", "executor": "cluster-1", "node": "node-1", "state": "failed", "exit_code": 2,
-                "reason": "Error: exit code 1", "leased_at": 2000, "started_at": 4000, "finished_at": 5000,
+                "run_id": "r1",
+                "executor": "cluster-1",
+                "node": "node-1",
+                "state": "failed",
+                "exit_code": 2,
+                "reason": "Error: exit code 1",
+                "leased_at": 2000,
+                "started_at": 4000,
+                "finished_at": 5000,
             }
         ],
     }

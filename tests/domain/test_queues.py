@@ -20,10 +20,15 @@ def test_minimal_queue_normalised_with_defaults():
 
 
 def test_limits_kept_as_floats():
-    limits = {"armada-default": {"maximum_resource_fraction": {"cpu": 1}, "maximum_resource_fraction_by_pool": {"gpu": {"nvidia.com/gpu": 0.25}}}}
+    limits = {
+        "armada-default": {"maximum_resource_fraction": {"cpu": 1}, "maximum_resource_fraction_by_pool": {"gpu": {"nvidia.com/gpu": 0.25}}}
+    }
     queue, _ = validate_queue({"name": "q", "resource_limits_by_priority_class_name": limits})
     assert queue["resource_limits_by_priority_class_name"] == {
-        "armada-default": {"maximum_resource_fraction": {"cpu": 1.0}, "maximum_resource_fraction_by_pool": {"gpu": {"nvidia.com/gpu": 0.25}}}
+        "armada-default": {
+            "maximum_resource_fraction": {"cpu": 1.0},
+            "maximum_resource_fraction_by_pool": {"gpu": {"nvidia.com/gpu": 0.25}},
+        }
     }
 
 
@@ -31,23 +36,20 @@ def test_limits_kept_as_floats():
 def test_bad_names(name):
     queue, reason = validate_queue({"name": name})
     assert queue is None
-    assert reason == (
-        f"queue name {name!r} must be 1-63 lower-case letters, digits or '-', starting and ending with a letter or digit"
-    )
+    assert reason == (f"queue name {name!r} must be 1-63 lower-case letters, digits or '-', starting and ending with a letter or digit")
 
 
 @pytest.mark.parametrize("factor", [0, -1, math.inf, math.nan, "2", True])
 def test_bad_priority_factor(factor):
-    assert validate_queue({"name": "q", "priority_factor": factor}) == (
-        None, f"priority_factor {factor!r} must be a finite number > 0"
-    )
+    assert validate_queue({"name": "q", "priority_factor": factor}) == (None, f"priority_factor {factor!r} must be a finite number > 0")
 
 
 @pytest.mark.parametrize("fraction", [-0.1, 1.5, math.nan])
 def test_fraction_out_of_range(fraction):
     limits = {"pc": {"maximum_resource_fraction_by_pool": {"p": {"cpu": fraction}}}}
     assert validate_queue({"name": "q", "resource_limits_by_priority_class_name": limits}) == (
-        None, f"resource limits for priority class 'pc' in pool 'p': fraction for 'cpu' is {fraction!r}, must be in [0, 1]"
+        None,
+        f"resource limits for priority class 'pc' in pool 'p': fraction for 'cpu' is {fraction!r}, must be in [0, 1]",
     )
 
 

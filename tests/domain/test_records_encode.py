@@ -9,8 +9,8 @@ from streams.domain import jobspec
 from streams.domain.queues import validate_queue
 from streams.domain.validation import SubmitPolicy, validate_request
 from streams.domain.views import job_view
-from tests.kit.jobs import ENVELOPE, QUEUE, container, gang, item, request
 from tests.domain.test_idempotency import accepted_sequence, actions, fold
+from tests.kit.jobs import ENVELOPE, QUEUE, container, gang, item, request
 
 
 def round_trip(name, record):
@@ -47,8 +47,7 @@ def test_submitted_payloads_encode_as_event_payloads():
     results = validate_request(request(rich_item(), gang("g", "2", "zone"), gang("g", "2", "zone")), QUEUE, SubmitPolicy())
     assert all(r.accepted for r in results)
     events = [
-        {"event_id": f"e{i}", "created": i, "job_id": f"j{i}", "payload": ("flotilla.JobSubmitted", r.job)}
-        for i, r in enumerate(results)
+        {"event_id": f"e{i}", "created": i, "job_id": f"j{i}", "payload": ("flotilla.JobSubmitted", r.job)} for i, r in enumerate(results)
     ]
     round_trip("event_sequence", {**ENVELOPE, "events": events})
 
@@ -61,8 +60,12 @@ def test_normalised_items_are_complete_submit_request_items():
 
 
 def test_normalised_queue_encodes():
-    limits = {"armada-default": {"maximum_resource_fraction": {"cpu": 0.5}, "maximum_resource_fraction_by_pool": {"gpu": {"nvidia.com/gpu": 1}}}}
-    queue, reason = validate_queue({"name": "team-a", "priority_factor": 2, "user_owners": ["a"], "resource_limits_by_priority_class_name": limits})
+    limits = {
+        "armada-default": {"maximum_resource_fraction": {"cpu": 0.5}, "maximum_resource_fraction_by_pool": {"gpu": {"nvidia.com/gpu": 1}}}
+    }
+    queue, reason = validate_queue(
+        {"name": "team-a", "priority_factor": 2, "user_owners": ["a"], "resource_limits_by_priority_class_name": limits}
+    )
     assert reason is None
     round_trip("queue", queue)
 

@@ -17,12 +17,12 @@ RUN_ALLOWED = sorted((a, b) for a, targets in RUN_TRANSITIONS.items() for b in t
 
 
 def test_tables_cover_exactly_the_documented_states():
-    assert set(JOB_TRANSITIONS) == JOB_STATES == {
-        "queued", "leased", "pending", "running", "succeeded", "failed", "cancelled", "preempted"
-    }
-    assert set(RUN_TRANSITIONS) == RUN_STATES == {
-        "leased", "pending", "running", "succeeded", "failed", "preempted", "cancelled", "lease_expired", "lease_returned"
-    }
+    assert set(JOB_TRANSITIONS) == JOB_STATES == {"queued", "leased", "pending", "running", "succeeded", "failed", "cancelled", "preempted"}
+    assert (
+        set(RUN_TRANSITIONS)
+        == RUN_STATES
+        == {"leased", "pending", "running", "succeeded", "failed", "preempted", "cancelled", "lease_expired", "lease_returned"}
+    )
     assert all(not JOB_TRANSITIONS[s] for s in JOB_TERMINAL)
     assert all(not RUN_TRANSITIONS[s] for s in RUN_TERMINAL)
 

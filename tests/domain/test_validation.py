@@ -97,8 +97,7 @@ def test_missing_requests_or_limits(resources, missing):
 def test_requests_and_limits_must_name_the_same_resources():
     raw = {**container(), "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "gpu": "1"}}}
     assert reason_of(item(pod_spec__containers=[raw])) == (
-        "container 'main': requests and limits must name the same resources "
-        "(only in requests: memory; only in limits: gpu)"
+        "container 'main': requests and limits must name the same resources (only in requests: memory; only in limits: gpu)"
     )
 
 
@@ -117,16 +116,14 @@ def test_equal_quantities_in_different_units_are_equal():
 def test_non_numeric_quantity():
     raw = container(cpu="lots")
     assert reason_of(item(pod_spec__containers=[raw])) == (
-        "container 'main': requests['cpu'] = 'lots' is not a quantity; "
-        "container 'main': limits['cpu'] = 'lots' is not a quantity"
+        "container 'main': requests['cpu'] = 'lots' is not a quantity; container 'main': limits['cpu'] = 'lots' is not a quantity"
     )
 
 
 def test_negative_quantity():
     raw = container(memory="-1Gi")
     assert reason_of(item(pod_spec__containers=[raw])) == (
-        "container 'main': requests['memory'] = '-1Gi' is negative; "
-        "container 'main': limits['memory'] = '-1Gi' is negative"
+        "container 'main': requests['memory'] = '-1Gi' is negative; container 'main': limits['memory'] = '-1Gi' is negative"
     )
 
 
@@ -197,9 +194,7 @@ def test_grace_period_unset_or_zero_becomes_minimum(given):
 
 
 def test_grace_period_within_bounds_is_kept():
-    assert accepted(item(pod_spec__termination_grace_period_seconds=300))["pod_spec"][
-        "termination_grace_period_seconds"
-    ] == 300
+    assert accepted(item(pod_spec__termination_grace_period_seconds=300))["pod_spec"]["termination_grace_period_seconds"] == 300
 
 
 def test_grace_period_between_zero_and_minimum_rejected():
@@ -223,9 +218,7 @@ def test_grace_period_above_maximum_rejected():
 
 
 def test_grace_period_negative_or_fractional_rejected():
-    assert reason_of(item(pod_spec__termination_grace_period_seconds=-3)) == (
-        "termination_grace_period_seconds -3 is negative"
-    )
+    assert reason_of(item(pod_spec__termination_grace_period_seconds=-3)) == ("termination_grace_period_seconds -3 is negative")
     assert reason_of(item(pod_spec__termination_grace_period_seconds=2.5)) == (
         "termination_grace_period_seconds 2.5 is not a whole number of seconds"
     )
@@ -257,9 +250,7 @@ def test_deadline_defaults_are_configurable_and_largest_match_wins():
 
 def test_explicit_deadline_kept_and_non_positive_rejected():
     assert accepted(item(pod_spec__active_deadline_seconds=120))["pod_spec"]["active_deadline_seconds"] == 120
-    assert reason_of(item(pod_spec__active_deadline_seconds=0)) == (
-        "active_deadline_seconds 0 must be a positive whole number of seconds"
-    )
+    assert reason_of(item(pod_spec__active_deadline_seconds=0)) == ("active_deadline_seconds 0 must be a positive whole number of seconds")
 
 
 # --- size, services ---------------------------------------------------------------------------
@@ -289,8 +280,7 @@ def test_service_type_and_ports_checked():
 def test_label_annotation_and_node_selector_values_must_be_strings():
     raw = item(labels={"version": 2}, annotations={"a": True}, pod_spec__node_selector={"zone": 1})
     assert reason_of(raw) == (
-        "labels['version'] = 2 must be a string; annotations['a'] = True must be a string; "
-        "node_selector['zone'] = 1 must be a string"
+        "labels['version'] = 2 must be a string; annotations['a'] = True must be a string; node_selector['zone'] = 1 must be a string"
     )
 
 
@@ -300,13 +290,27 @@ def test_label_annotation_and_node_selector_values_must_be_strings():
 def test_payload_is_complete_job_submitted_record():
     job = accepted(item(client_id="c-1", priority=5, labels={"a": "b"}))
     assert set(job) == {
-        "priority", "priority_class", "client_id", "namespace", "labels", "annotations",
-        "pod_spec", "services", "ingresses",
+        "priority",
+        "priority_class",
+        "client_id",
+        "namespace",
+        "labels",
+        "annotations",
+        "pod_spec",
+        "services",
+        "ingresses",
     }
     assert job["priority"] == 5.0 and isinstance(job["priority"], float)
     assert job["namespace"] == "default" and job["client_id"] == "c-1" and job["labels"] == {"a": "b"}
     assert set(job["pod_spec"]["containers"][0]) == {
-        "name", "image", "command", "args", "env", "working_dir", "resources", "ports",
+        "name",
+        "image",
+        "command",
+        "args",
+        "env",
+        "working_dir",
+        "resources",
+        "ports",
     }
 
 

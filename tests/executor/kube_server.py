@@ -261,7 +261,9 @@ class FakeKubeApi:
     def _list(self, request: web.Request, plural: str, namespace: str) -> web.Response:
         items = [obj for (kind, _, _), obj in self.objects.items() if kind == plural and self._selected(request, plural, namespace, obj)]
         kind = RESOURCES[plural][1]
-        return web.json_response({"kind": f"{kind}List", "apiVersion": "v1", "metadata": {"resourceVersion": str(self._version)}, "items": items})
+        return web.json_response(
+            {"kind": f"{kind}List", "apiVersion": "v1", "metadata": {"resourceVersion": str(self._version)}, "items": items}
+        )
 
     async def _watch(self, request: web.Request, plural: str, namespace: str) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
@@ -283,7 +285,14 @@ class FakeKubeApi:
                     await response.write(json.dumps({"type": "ADDED", "object": obj}).encode() + b"\n")
             position = len(self.history)
         elif int(since) < self._compacted:
-            gone = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410, "reason": "Expired", "message": "too old resource version"}
+            gone = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "code": 410,
+                "reason": "Expired",
+                "message": "too old resource version",
+            }
             await response.write(json.dumps({"type": "ERROR", "object": gone}).encode() + b"\n")
             await response.write_eof()
             return

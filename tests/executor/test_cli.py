@@ -27,26 +27,28 @@ def test_the_local_backend_defaults_to_two_local_nodes_and_a_state_dir_per_execu
     local = backend("--backend", "local")
     assert isinstance(local, LocalBackend)
     assert local.runs_dir == Path(".flotilla/executors/exec-1/runs")
-    nodes = local._nodes  # noqa: SLF001
+    nodes = local._nodes
     assert [n.name for n in nodes] == ["local-0", "local-1"]
     assert all(int(n.allocatable["cpu"]) >= 1 for n in nodes)
 
 
 def test_local_nodes_and_pool_come_from_the_flags(tmp_path: Path) -> None:
-    local = backend("--backend", "local", "--nodes", "3", "--node-cpu", "2", "--node-memory", "1Gi", "--pool", "cpu", "--state-dir", str(tmp_path))
+    local = backend(
+        "--backend", "local", "--nodes", "3", "--node-cpu", "2", "--node-memory", "1Gi", "--pool", "cpu", "--state-dir", str(tmp_path)
+    )
     assert isinstance(local, LocalBackend)
     assert local.pool == "cpu"
     assert local.runs_dir == tmp_path / "runs"
-    assert [(n.name, n.allocatable) for n in local._nodes][-1] == ("local-2", {"cpu": "2", "memory": "1Gi"})  # noqa: SLF001
+    assert [(n.name, n.allocatable) for n in local._nodes][-1] == ("local-2", {"cpu": "2", "memory": "1Gi"})
 
 
 def test_the_fake_backend_takes_a_cluster_spec_or_flags() -> None:
     from_spec = backend("--backend", "fake", "--cluster", str(EXAMPLE))
     assert isinstance(from_spec, FakeBackend)
-    assert len(from_spec._nodes) == 12 and from_spec.runtime.seed == 1  # noqa: SLF001
+    assert len(from_spec._nodes) == 12 and from_spec.runtime.seed == 1
     from_flags = backend("--backend", "fake", "--nodes", "4", "--pool", "sim")
     assert isinstance(from_flags, FakeBackend)
-    assert [n.name for n in from_flags._nodes] == ["node-0", "node-1", "node-2", "node-3"]  # noqa: SLF001
+    assert [n.name for n in from_flags._nodes] == ["node-0", "node-1", "node-2", "node-3"]
     assert from_flags.pool == "sim"
 
 
@@ -59,7 +61,9 @@ def test_bad_command_lines_are_refused_with_a_reason(capsys: pytest.CaptureFixtu
     assert "cannot read cluster spec" in refused(capsys, "--backend", "fake", "--cluster", str(tmp_path / "missing.yaml"))
 
 
-def test_a_kubernetes_backend_that_cannot_be_imported_is_refused(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_kubernetes_backend_that_cannot_be_imported_is_refused(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "executor.backends.kubernetes.backend", None)  # as if it were not installed
     assert "the kubernetes backend is not available" in refused(capsys, "--backend", "kubernetes")
 

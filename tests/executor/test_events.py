@@ -8,8 +8,8 @@ import pytest
 
 from executor.backend import RunStatus
 from executor.events import Change, event_sequences, run_payloads
-from streams.domain.events import MAX_EVENTS_PER_SEQUENCE
 from schemas.codec import decode, encode
+from streams.domain.events import MAX_EVENTS_PER_SEQUENCE
 
 
 def status(state: str, run_id: str = "run-1", **fields: object) -> RunStatus:

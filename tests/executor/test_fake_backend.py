@@ -39,7 +39,7 @@ class Simulation:
         self.clock = Clock()
         self.changes: list[RunStatus] = []
         self.backend = FakeBackend(NODES, runtime, clock=self.clock)
-        self.backend._ledger.on_change = self.changes.append  # noqa: SLF001 - start() would also start the real-time loop
+        self.backend._ledger.on_change = self.changes.append
 
     def at(self, now: float) -> Simulation:
         self.clock.now = now

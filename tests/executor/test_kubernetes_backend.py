@@ -205,7 +205,13 @@ async def test_launch_creates_the_pod_bound_to_the_leased_node_with_services_and
         await h.start()
         services = [{"type": "NodePort", "ports": [8080], "name": None}, {"type": "Headless", "ports": [8080], "name": "peers"}]
         ingresses = [
-            {"ports": [8080], "annotations": {"ingress.class": "nginx"}, "tls_enabled": True, "cert_name": "team-a-cert", "use_cluster_ip": False}
+            {
+                "ports": [8080],
+                "annotations": {"ingress.class": "nginx"},
+                "tls_enabled": True,
+                "cert_name": "team-a-cert",
+                "use_cluster_ip": False,
+            }
         ]
         await h.backend.launch(lease(queue="Team A/ML", namespace="team-a", services=services, ingresses=ingresses))
 
@@ -521,4 +527,3 @@ async def test_nodes_report_allocatable_labels_taints_and_what_other_pods_take()
         assert node_2.taints == ({"key": "gpu", "value": "true", "effect": "NoSchedule"},)
         assert node_2.non_flotilla_usage == {}
         assert h.backend.pool == "gpu"
-

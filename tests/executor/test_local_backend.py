@@ -111,7 +111,9 @@ def test_a_command_gets_its_container_env_and_not_the_executors(tmp_path: Path, 
     async def scenario() -> None:
         async with Harness(tmp_path) as h:
             leased = lease(
-                job_spec(command=["sh", "-c", 'echo "$GREETING ${EXECUTOR_SECRET:-absent} $HOSTNAME $PWD"'], args=[], env={"GREETING": "hello"}),
+                job_spec(
+                    command=["sh", "-c", 'echo "$GREETING ${EXECUTOR_SECRET:-absent} $HOSTNAME $PWD"'], args=[], env={"GREETING": "hello"}
+                ),
                 node="local-1",
             )
             await h.backend.launch(leased)

@@ -8,6 +8,7 @@ import os
 import urllib.error
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 from schemas.codec import encode
@@ -57,9 +58,7 @@ def create_queue(client: Client, name: str, **fields: Any) -> dict[str, Any]:
 def call(client: Client, method: str, path: str, body: Any = None) -> tuple[int, Any]:
     """One REST call; returns (HTTP status, JSON body) whatever the status."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"{client.url}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
-    )
+    request = urllib.request.Request(f"{client.url}{path}", data=data, method=method, headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=client.timeout_s) as response:
             return response.status, json.loads(response.read() or b"null")
@@ -85,9 +84,9 @@ def broker_connections(pid: int, port: int) -> int:
         except OSError:
             continue
         if target.startswith("socket:["):
-            sockets.add(target[len("socket:["):-1])
+            sockets.add(target[len("socket:[") : -1])
     count = 0
-    for line in open(f"/proc/{pid}/net/tcp").read().splitlines()[1:]:
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
         remote_port, state, inode = int(fields[2].split(":")[1], 16), fields[3], fields[9]
         count += remote_port == port and state == "01" and inode in sockets

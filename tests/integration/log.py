@@ -37,7 +37,7 @@ async def _read_all(bootstrap: str, topic: str, timeout: float) -> list[Record]:
     try:
         partitions = consumer.partitions_for_topic(topic)
         if not partitions:
-            await consumer._client.force_metadata_update()  # noqa: SLF001 - the topic may be brand new
+            await consumer._client.force_metadata_update()
             partitions = consumer.partitions_for_topic(topic) or set()
         assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
         if not assigned:
@@ -52,7 +52,7 @@ async def _read_all(bootstrap: str, topic: str, timeout: float) -> list[Record]:
             if asyncio.get_running_loop().time() > deadline:
                 raise AssertionError(f"reading {topic}: did not reach the end offsets {ends} within {timeout:.0f}s")
             batches = await consumer.getmany(*pending, timeout_ms=500)
-            for tp, messages in batches.items():
+            for messages in batches.values():
                 records += [Record(m.partition, m.offset, m.key, m.value) for m in messages]
             for tp in list(pending):
                 highwater = consumer.highwater(tp)

@@ -17,9 +17,8 @@ import yaml
 from ops.executor import ExecutorProcess
 from schemas.codec import decode
 from streams.domain.states import ACTIVE
-from tests.integration.workers import Worker, poll
 from tests.integration.helpers import call, container, create_queue, submit
-
+from tests.integration.workers import Worker, poll
 
 RUNTIME_ANNOTATION = "flotilla.io/fake-runtime-seconds"
 

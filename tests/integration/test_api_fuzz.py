@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ops.broker import EmbeddedBroker, free_port
-from tests.integration.workers import Worker, new_worker
 from tests.integration.helpers import create_queue, item, submit
+from tests.integration.workers import Worker, new_worker
 
 pytestmark = pytest.mark.integration
 
@@ -74,8 +74,12 @@ containers = st.fixed_dictionaries(
         "resources": st.fixed_dictionaries(
             {},
             optional={
-                "requests": st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu", ""]) | st.text(max_size=6), quantities, max_size=3),
-                "limits": st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]) | st.text(max_size=6), quantities, max_size=3),
+                "requests": st.dictionaries(
+                    st.sampled_from(["cpu", "memory", "nvidia.com/gpu", ""]) | st.text(max_size=6), quantities, max_size=3
+                ),
+                "limits": st.dictionaries(
+                    st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]) | st.text(max_size=6), quantities, max_size=3
+                ),
             },
         )
         | json_values,
@@ -160,7 +164,10 @@ def test_bodies_that_are_not_json(fuzzed: tuple[Worker, str], data: bytes) -> No
 
 
 @FUZZ
-@given(queue=json_values | st.dictionaries(st.sampled_from(["name", "priority_factor", "user_owners", "group_owners", "cordoned", "labels"]), json_values))
+@given(
+    queue=json_values
+    | st.dictionaries(st.sampled_from(["name", "priority_factor", "user_owners", "group_owners", "cordoned", "labels"]), json_values)
+)
 def test_queue_bodies(fuzzed: tuple[Worker, str], queue: Any) -> None:
     worker, _ = fuzzed
     status, answer = raw_call(worker.url, "POST", "/api/v1/queues", json.dumps(queue).encode())
@@ -236,7 +243,9 @@ proto_items = st.builds(
     namespace=texts,
     client_id=texts,
     labels=st.dictionaries(texts, texts, max_size=2),
-    annotations=st.dictionaries(st.sampled_from(["armadaproject.io/gangId", "armadaproject.io/gangCardinality"]) | texts, texts, max_size=2),
+    annotations=st.dictionaries(
+        st.sampled_from(["armadaproject.io/gangId", "armadaproject.io/gangCardinality"]) | texts, texts, max_size=2
+    ),
     pod_spec=proto_pod_specs,
     pod_specs=st.lists(proto_pod_specs, max_size=2),
 )
@@ -290,7 +299,9 @@ def test_grpc_queue_and_control_calls(
             "CancelJobs": lambda: submit_stub.CancelJobs(
                 submit_pb2.JobCancelRequest(queue=QUEUE, job_set_id=job_set, job_ids=job_ids, reason=reason), timeout=60
             ),
-            "CancelJobSet": lambda: submit_stub.CancelJobSet(submit_pb2.JobSetCancelRequest(queue=name, job_set_id=job_set, reason=reason), timeout=60),
+            "CancelJobSet": lambda: submit_stub.CancelJobSet(
+                submit_pb2.JobSetCancelRequest(queue=name, job_set_id=job_set, reason=reason), timeout=60
+            ),
             "ReprioritizeJobs": lambda: submit_stub.ReprioritizeJobs(
                 submit_pb2.JobReprioritizeRequest(queue=QUEUE, job_set_id=job_set, job_ids=job_ids, new_priority=priority), timeout=60
             ),

@@ -22,8 +22,8 @@ import yaml
 from ops.broker import EmbeddedBroker
 from schemas.codec import decode
 from tests.auth.jwks_server import AUDIENCE, ISSUER, JwksServer, SigningKey, rsa_key
-from tests.integration.workers import Worker, new_worker, poll
 from tests.integration.helpers import item
+from tests.integration.workers import Worker, new_worker, poll
 
 pytestmark = pytest.mark.integration
 
@@ -59,9 +59,7 @@ def token_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def worker(
-    broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, jwks: JwksServer, token_file: Path
-) -> Iterator[Worker]:
+def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, jwks: JwksServer, token_file: Path) -> Iterator[Worker]:
     started = new_worker(broker, tmp_path_factory.mktemp("auth"), "auth")
     started.extra_env.update(
         FLOTILLA_AUTH_TOKEN_FILE=str(token_file),
@@ -198,7 +196,10 @@ def test_a_non_admin_may_not_manage_queues(worker: Worker) -> None:
 def test_an_outsider_may_not_act_on_a_queue_it_does_not_own(worker: Worker) -> None:
     job_id = submitted_job(worker, ALICE, "owned")
     status, answer = submit(worker, BOB, f"{REFUSED_PREFIX}-outsider")
-    assert status == 403 and answer["error"] == f"user 'bob' may not submit on queue {QUEUE!r}: not an owner, in an owner group or an administrator"
+    assert (
+        status == 403
+        and answer["error"] == f"user 'bob' may not submit on queue {QUEUE!r}: not an owner, in an owner group or an administrator"
+    )
     for method, path, body in job_writes(job_id, "owned") + job_reads(job_id, "owned"):
         status, answer = call(worker, method, path, BOB, body)
         assert status == 403, (method, path, answer)

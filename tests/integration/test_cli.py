@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from ops.broker import EmbeddedBroker
-from tests.integration.workers import ROOT, Worker, new_worker, running_worker
 from tests.integration.pipeline import Executors
+from tests.integration.workers import ROOT, Worker, new_worker, running_worker
 
 pytestmark = pytest.mark.integration
 
@@ -28,10 +28,15 @@ JOB = {
     "podSpec": {
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 1,
-        "containers": [{
-            "name": "main", "image": "local", "command": ["sh", "-c"], "args": ["echo hello"],
-            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
-        }],
+        "containers": [
+            {
+                "name": "main",
+                "image": "local",
+                "command": ["sh", "-c"],
+                "args": ["echo hello"],
+                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+            }
+        ],
     },
 }
 TOKENS = {"root-token": {"user": "root", "groups": ["admins"]}, "alice-token": {"user": "alice", "groups": ["team-a"]}}
@@ -97,8 +102,22 @@ def cli(worker: Worker, tmp_path: Path) -> Cli:
 
 
 def test_queues_are_created_updated_listed_and_deleted(cli: Cli) -> None:
-    created = json.loads(cli.ok("create", "queue", "cli-q", "--priority-factor", "2", "--owners", "alice,bob",
-                                "--group-owners", "team-a", "--labels", "tier=gold", "--json"))
+    created = json.loads(
+        cli.ok(
+            "create",
+            "queue",
+            "cli-q",
+            "--priority-factor",
+            "2",
+            "--owners",
+            "alice,bob",
+            "--group-owners",
+            "team-a",
+            "--labels",
+            "tier=gold",
+            "--json",
+        )
+    )
     assert (created["priority_factor"], created["user_owners"], created["labels"]) == (2.0, ["alice", "bob"], {"tier": "gold"})
 
     assert cli.ok("update", "queue", "cli-q", "--cordon", "--group-owners", "team-a,team-b") == (
@@ -131,8 +150,16 @@ def test_a_job_set_is_submitted_and_watched_until_every_job_finished(cli: Cli, l
     assert sum(counts(first[-1]).values()) == 3  # every job counted in exactly one state
 
     lines = cli.ok("watch", "cli-run", "three", "--exit-on-done", timeout=120).splitlines()
-    assert counts(lines[-1]) == {"queued": 0, "leased": 0, "pending": 0, "running": 0, "succeeded": 3,
-                                 "failed": 0, "cancelled": 0, "preempted": 0}
+    assert counts(lines[-1]) == {
+        "queued": 0,
+        "leased": 0,
+        "pending": 0,
+        "running": 0,
+        "succeeded": 3,
+        "failed": 0,
+        "cancelled": 0,
+        "preempted": 0,
+    }
     kinds = [line.split(" | ", 1)[1].split()[2] for line in lines]
     assert kinds.count("JobSubmitted") == 3 and kinds.count("JobSucceeded") == 3, kinds
     assert any(counts(line)["running"] for line in lines), "a job seen running on the way"
@@ -177,11 +204,14 @@ def secured(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) ->
 
 def test_the_config_files_token_is_sent_and_a_bad_one_is_refused_with_the_reason(secured: Worker, tmp_path: Path) -> None:
     cli = Cli(tmp_path)
-    cli.configure("root", {
-        "root": {"url": secured.url, "token": "root-token"},
-        "alice": {"url": secured.url, "token": "alice-token"},
-        "nobody": {"url": secured.url},
-    })
+    cli.configure(
+        "root",
+        {
+            "root": {"url": secured.url, "token": "root-token"},
+            "alice": {"url": secured.url, "token": "alice-token"},
+            "nobody": {"url": secured.url},
+        },
+    )
     assert cli.ok("create", "queue", "cli-secured") == "created queue cli-secured (priority factor 1)\n"
     assert "cli-secured" in cli.ok("get", "queues")
 
@@ -191,10 +221,10 @@ def test_the_config_files_token_is_sent_and_a_bad_one_is_refused_with_the_reason
     cli.ok("config", "use-context", "alice")
     assert cli.ok("config", "current-context") == "alice\n"
     refused = cli("create", "queue", "alices-own")
-    assert (refused.returncode, refused.stderr) == (1, (
-        "error: user 'alice' may not create queue 'alices-own': "
-        "that needs membership of an administrator group (admins) (HTTP 403)\n"
-    ))
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        ("error: user 'alice' may not create queue 'alices-own': that needs membership of an administrator group (admins) (HTTP 403)\n"),
+    )
 
     cli.ok("config", "use-context", "nobody")
     anonymous = cli("get", "queues")

@@ -21,8 +21,8 @@ from armada_client.typings import JobState
 
 from ops.broker import EmbeddedBroker
 from schemas.codec import decode
-from tests.integration.workers import Worker, new_worker, poll
 from tests.integration.helpers import call
+from tests.integration.workers import Worker, new_worker, poll
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +35,10 @@ def pod(cpu: str = "100m", memory: str = "64Mi", **fields: Any) -> core.PodSpec:
         restartPolicy="Never",
         containers=[
             core.Container(
-                name="main", image="busybox:1.36", command=["sh", "-c"], args=["true"],
+                name="main",
+                image="busybox:1.36",
+                command=["sh", "-c"],
+                args=["true"],
                 resources=core.ResourceRequirements(requests=amounts, limits=amounts),
             )
         ],
@@ -100,7 +103,9 @@ def test_health_and_queues(client: ArmadaClient) -> None:
     assert code == grpc.StatusCode.NOT_FOUND and "no-such-queue" in message
 
     # batch calls answer each queue's refusal in the response, as Armada does
-    created = client.create_queues([client.create_queue_request("batch-a", 2.0, group_owners=["ml"]), client.create_queue_request(QUEUE, 1.0)])
+    created = client.create_queues(
+        [client.create_queue_request("batch-a", 2.0, group_owners=["ml"]), client.create_queue_request(QUEUE, 1.0)]
+    )
     assert [(failed.queue.name, "already exists" in failed.error) for failed in created.failed_queues] == [(QUEUE, True)]
     updated = client.update_queues([client.create_queue_request("batch-a", 3.0), client.create_queue_request("batch-missing", 1.0)])
     assert [failed.queue.name for failed in updated.failed_queues] == ["batch-missing"]
@@ -264,9 +269,9 @@ def test_only_valid_tokens_and_queue_owners_get_through(secured: Worker) -> None
         assert list(admin.get_queue("admins-own").user_owners) == ["root"]  # the creator, as in Armada
 
         for caller in (stranger, ArmadaClient(anonymous_channel)):
-            code, message = code_of(lambda: caller.get_queues())
+            code, message = code_of(caller.get_queues)
             assert code == grpc.StatusCode.UNAUTHENTICATED and message
-            code, message = code_of(lambda: caller.submit_jobs("owned", "s", [caller.create_job_request_item(pod_spec=pod())]))
+            code, message = code_of(lambda c=caller: c.submit_jobs("owned", "s", [c.create_job_request_item(pod_spec=pod())]))
             assert code == grpc.StatusCode.UNAUTHENTICATED and message
 
         code, message = code_of(lambda: bob.submit_jobs("owned", "bobs", [bob.create_job_request_item(pod_spec=pod())]))

@@ -22,9 +22,9 @@ from armada_client.k8s.io.apimachinery.pkg.api.resource.generated_pb2 import Qua
 
 from executor.backends.fake import RUNTIME_ANNOTATION
 from ops.broker import EmbeddedBroker
-from tests.integration.workers import Worker, poll, running_worker
 from tests.integration.helpers import broker_connections
 from tests.integration.pipeline import Executors, cancel_job_set, fake_item, new_queue, submit_jobs, wait_states
+from tests.integration.workers import Worker, poll, running_worker
 
 pytestmark = pytest.mark.integration
 
@@ -189,12 +189,15 @@ def test_a_stream_the_client_cancels_closes_its_consumer(worker: Worker, client:
 def test_armada_client_journey(worker: Worker, executors: Executors, client: ArmadaClient) -> None:
     """The issue's journey, every call through ArmadaClient: queue, 20 jobs read to success, a job set of
     queued jobs cancelled, reprioritise, status and details, queue deleted."""
+
     def items(count: int, selector: dict[str, str]) -> list[submit_pb2.JobSubmitRequestItem]:
         amounts = {"cpu": Quantity(string="1"), "memory": Quantity(string="1Gi")}
         spec = core.PodSpec(
             restartPolicy="Never",
             nodeSelector=selector,
-            containers=[core.Container(name="main", image="busybox:1.36", resources=core.ResourceRequirements(requests=amounts, limits=amounts))],
+            containers=[
+                core.Container(name="main", image="busybox:1.36", resources=core.ResourceRequirements(requests=amounts, limits=amounts))
+            ],
         )
         return [
             client.create_job_request_item(priority=1, pod_spec=spec, namespace="default", annotations={RUNTIME_ANNOTATION: "0.5"})
@@ -236,7 +239,11 @@ def test_armada_client_journey(worker: Worker, executors: Executors, client: Arm
     assert dict(answer.reprioritization_results) == {stuck[0]: ""}
     # ArmadaClient.get_job_details leaves the spec out; the stub asks for it.
     with_spec = job_pb2.JobDetailsRequest(job_ids=stuck[:1], expand_job_spec=True)
-    poll(lambda: client.job_stub.GetJobDetails(with_spec).job_details[stuck[0]].job_spec.priority == 7 or None, 30, "the new priority in the job's spec")
+    poll(
+        lambda: client.job_stub.GetJobDetails(with_spec).job_details[stuck[0]].job_spec.priority == 7 or None,
+        30,
+        "the new priority in the job's spec",
+    )
     stream = client.get_job_events_stream(queue, "stuck")
     reader = Reader(stream)
     try:

@@ -18,8 +18,8 @@ import pytest
 
 from schemas.codec import decode, encode
 from streams.client.rest import ServerEvent, parse_sse
-from tests.integration.workers import Worker, poll
 from tests.integration.helpers import broker_connections, call, create_queue, get_job, item, submit
+from tests.integration.workers import Worker, poll
 
 pytestmark = pytest.mark.integration
 
@@ -108,9 +108,18 @@ def finished_job(worker: Worker, job_set: str) -> str:
     """A job that failed: its JobFailed is produced straight to the log, as the scheduler would."""
     (job_id,) = submit_jobs(worker, job_set, 1)
     failed = {
-        "queue": QUEUE, "job_set_id": job_set, "user": "integration", "groups": [],
-        "events": [{"event_id": "01HZ3N0000000000000000FA11", "created": 1, "job_id": job_id,
-                    "payload": ("flotilla.JobFailed", {"reason": "test", "message": "failed on purpose", "exit_code": 1})}],
+        "queue": QUEUE,
+        "job_set_id": job_set,
+        "user": "integration",
+        "groups": [],
+        "events": [
+            {
+                "event_id": "01HZ3N0000000000000000FA11",
+                "created": 1,
+                "job_id": job_id,
+                "payload": ("flotilla.JobFailed", {"reason": "test", "message": "failed on purpose", "exit_code": 1}),
+            }
+        ],
     }
     worker.produce("events", [(f"{QUEUE}/{job_set}".encode(), encode("event_sequence", failed))])
     poll(lambda: (get_job(worker.client, job_id) or {}).get("state") == "failed", 30, f"job {job_id} to fail")
@@ -131,8 +140,13 @@ def test_refused_requests_answer_why_and_write_nothing(worker: Worker) -> None:
         ("POST", f"/api/v1/jobs/{queued}/cancel", {"why": "x"}, 400, "unknown field(s) 'why'"),
         ("POST", f"/api/v1/jobs/{queued}/cancel", [1], 400, "request body must be a JSON object"),
         ("POST", "/api/v1/queues/nowhere/jobsets/refused/cancel", {}, 404, "queue 'nowhere' does not exist"),
-        ("POST", f"/api/v1/queues/{QUEUE}/jobsets/refused/reprioritize", {"priority": "high"}, 400,
-         "priority must be a finite number, not 'high'"),
+        (
+            "POST",
+            f"/api/v1/queues/{QUEUE}/jobsets/refused/reprioritize",
+            {"priority": "high"},
+            400,
+            "priority must be a finite number, not 'high'",
+        ),
     ]
     for method, path, body, expected_status, reason in refusals:
         status, answer = call(worker.client, method, path, body)
@@ -215,16 +229,17 @@ def test_the_stream_resumes_after_an_event_id(worker: Worker, streamed: list[str
 @pytest.mark.parametrize(
     ("path", "status", "reason"),
     [
-        (f"/api/v1/queues/{QUEUE}/jobsets/streamed/events?from=01HZ3N00000000000000000000", 404,
-         f"event 01HZ3N00000000000000000000 is not an event of job set {QUEUE}/streamed"),
+        (
+            f"/api/v1/queues/{QUEUE}/jobsets/streamed/events?from=01HZ3N00000000000000000000",
+            404,
+            f"event 01HZ3N00000000000000000000 is not an event of job set {QUEUE}/streamed",
+        ),
         (f"/api/v1/queues/{QUEUE}/jobsets/streamed/events?from=latest", 400, "from must be an event id (a ULID)"),
         (f"/api/v1/queues/{QUEUE}/jobsets/streamed/events?watch=maybe", 400, "watch must be true or false"),
         ("/api/v1/queues/nowhere/jobsets/streamed/events", 404, "queue 'nowhere' does not exist"),
     ],
 )
-def test_a_bad_stream_request_is_answered_with_the_reason(
-    worker: Worker, streamed: list[str], path: str, status: int, reason: str
-) -> None:
+def test_a_bad_stream_request_is_answered_with_the_reason(worker: Worker, streamed: list[str], path: str, status: int, reason: str) -> None:
     answer_status, answer = call(worker.client, "GET", path)
     assert (answer_status, answer["error"][: len(reason)]) == (status, reason)
 

@@ -23,9 +23,9 @@ import yaml
 
 from ops.broker import EmbeddedBroker
 from tests.executor.kube_server import FakeKubeApi
-from tests.integration.workers import Worker, poll, running_worker
 from tests.integration.helpers import container
 from tests.integration.pipeline import Executors, cancel_job_set, new_queue, submit_jobs, wait_states
+from tests.integration.workers import Worker, poll, running_worker
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from ops.broker import EmbeddedBroker
-from tests.integration.workers import ROOT, Worker, poll, running_worker
 from tests.integration.pipeline import Executors, cancel_job_set, count_by, new_queue, states, submit_jobs, wait_states
+from tests.integration.workers import ROOT, Worker, poll, running_worker
 
 pytestmark = pytest.mark.integration
 
@@ -51,8 +51,12 @@ def shell_item(script: str, cpu: str = "1") -> dict[str, Any]:
 
 def flotilla(*args: str, worker: Worker) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "streams.client.cli", *args], cwd=ROOT, env={**worker.env(), "FLOTILLA_URL": worker.url},
-        capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "streams.client.cli", *args],
+        cwd=ROOT,
+        env={**worker.env(), "FLOTILLA_URL": worker.url},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

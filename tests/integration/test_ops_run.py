@@ -112,8 +112,15 @@ def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     state = tmp_path / "state"
     process = subprocess.Popen(
         [
-            str(ROOT / "ops" / "run"), "--web-port", str(web_port), "--grpc-port", str(grpc_port),
-            "--broker-port", "0", "--state-dir", str(state),
+            str(ROOT / "ops" / "run"),
+            "--web-port",
+            str(web_port),
+            "--grpc-port",
+            str(grpc_port),
+            "--broker-port",
+            "0",
+            "--state-dir",
+            str(state),
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -125,6 +132,7 @@ def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     output = Output(process)
     started: set[int] = set()
     try:
+
         def ready() -> bool:
             if process.poll() is not None:
                 raise AssertionError(f"ops/run exited with {process.returncode}:\n{output.text}")
@@ -202,8 +210,7 @@ def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         # Ctrl-C: `flotilla up` stops its children itself
         process.send_signal(signal.SIGINT)
         assert process.wait(60) == 0, output.text
-        poll(lambda: not any(alive(p) for p in started), 20,
-             f"every process ops/run started to exit: {[p for p in started if alive(p)]}")
+        poll(lambda: not any(alive(p) for p in started), 20, f"every process ops/run started to exit: {[p for p in started if alive(p)]}")
         assert not listening(broker_port), "the broker port still accepts connections"
         assert not listening(web_port), "the REST API still accepts connections"
         assert not listening(grpc_port), "the gRPC API still accepts connections"

@@ -13,17 +13,27 @@ import pytest
 
 from ops.broker import EmbeddedBroker
 from schemas.codec import encode
-from streams.plane import cycle_config
 from streams.config import Settings
+from streams.plane import cycle_config
 from streams.scheduler import feed
+from streams.scheduler.algorithm.model import CycleInput, Job, Node, Queue, SchedulingConfig
+from streams.scheduler.algorithm.preempting import schedule
 from streams.scheduler.config import default_priority_classes
 from streams.scheduler.replay import decisions, replay
-from streams.scheduler.algorithm.preempting import schedule
-from streams.scheduler.algorithm.model import CycleInput, Job, Node, Queue, SchedulingConfig
-from tests.integration.workers import Worker, new_worker, poll
 from tests.integration.pipeline import (
-    ACTIVE, Executors, cancel_job_set, count_by, events, fake_item, new_queue, settle, states, submit_jobs, wait_states,
+    ACTIVE,
+    Executors,
+    cancel_job_set,
+    count_by,
+    events,
+    fake_item,
+    new_queue,
+    settle,
+    states,
+    submit_jobs,
+    wait_states,
 )
+from tests.integration.workers import Worker, new_worker, poll
 
 pytestmark = pytest.mark.integration
 
@@ -84,6 +94,7 @@ def test_three_queues_reach_their_fair_shares_on_two_clusters_then_all_succeed(w
 
     executors.fake("fair-c1", nodes=10)
     executors.fake("fair-c2", nodes=10)
+
     def filled() -> dict[str, dict[str, object]] | None:
         found = states(worker, job_ids)
         return found if sum(count_by(found).values()) >= 160 else None
@@ -139,9 +150,7 @@ def test_a_gang_runs_all_or_nothing(worker: Worker, executors: Executors) -> Non
 
     executors.fake("gang-c2", nodes=1)
     leased = wait_states(worker, members, ACTIVE | {"succeeded"}, 30, "the whole gang leased")
-    cycles = {
-        payload["cycle_id"] for kind, job_id, _, payload in events(worker, queue) if kind == "JobLeased" and job_id in members
-    }
+    cycles = {payload["cycle_id"] for kind, job_id, _, payload in events(worker, queue) if kind == "JobLeased" and job_id in members}
     assert len(cycles) == 1, "all members leased by one cycle"
     assert len({(job["runs"][-1]["executor"], job["runs"][-1]["node"]) for job in leased.values()}) == 4
     wait_states(worker, members, {"succeeded"}, 30, "the gang to succeed")
@@ -152,6 +161,7 @@ def test_runs_of_a_killed_executor_expire_and_finish_on_the_other(worker: Worker
     doomed = executors.fake("expiry-c1", nodes=4)
     executors.fake("expiry-c2", nodes=4)
     job_ids = submit_jobs(worker, queue, "e", [fake_item(executors.selector, runtime_s=6) for _ in range(48)])
+
     def on_both() -> dict[str, dict[str, object]] | None:
         found = states(worker, job_ids)
         return found if {j["runs"][-1]["executor"] for j in found.values() if j["runs"]} == {"expiry-c1", "expiry-c2"} else None
@@ -161,7 +171,7 @@ def test_runs_of_a_killed_executor_expire_and_finish_on_the_other(worker: Worker
     doomed.kill()
 
     done = wait_states(worker, job_ids, {"succeeded"}, 120, "every job to succeed")
-    for job_id, job in done.items():
+    for job in done.values():
         succeeded = [r for r in job["runs"] if r["state"] == "succeeded"]
         assert len(succeeded) == 1, job
     moved = [job for job_id, job in done.items() if job_id in on_doomed and job["runs"][-1]["executor"] == "expiry-c2"]

@@ -22,8 +22,8 @@ import pytest
 
 from ops.broker import EmbeddedBroker, free_port
 from schemas.codec import encode
-from tests.integration.workers import Worker, poll, remove_tree, running_worker
 from tests.integration.helpers import USER, create_queue, get_job, item, submit
+from tests.integration.workers import Worker, poll, remove_tree, running_worker
 
 pytestmark = pytest.mark.integration
 
@@ -35,13 +35,20 @@ _clock = itertools.count(int(time.time() * 1000))
 
 
 def event(job_id: str, kind: str, **payload: Any) -> dict[str, Any]:
-    return {"event_id": f"it-{uuid.uuid4().hex}", "created": next(_clock), "job_id": job_id,
-            "payload": (f"flotilla.{kind}", payload)}
+    return {"event_id": f"it-{uuid.uuid4().hex}", "created": next(_clock), "job_id": job_id, "payload": (f"flotilla.{kind}", payload)}
 
 
 def leased(job_id: str, run_id: str) -> dict[str, Any]:
-    return event(job_id, "JobLeased", run_id=run_id, executor="cluster-1", node="node-1", pool="default",
-                 scheduled_at_priority=1000, cycle_id="cycle-1")
+    return event(
+        job_id,
+        "JobLeased",
+        run_id=run_id,
+        executor="cluster-1",
+        node="node-1",
+        pool="default",
+        scheduled_at_priority=1000,
+        cycle_id="cycle-1",
+    )
 
 
 def lifecycle(job_id: str, n: int) -> tuple[str, list[dict[str, Any]]]:
@@ -51,14 +58,21 @@ def lifecycle(job_id: str, n: int) -> tuple[str, list[dict[str, Any]]]:
         case 0:
             return "leased", [leased(job_id, run)]
         case 1:
-            return "running", [leased(job_id, run), event(job_id, "JobRunPending", run_id=run),
-                               event(job_id, "JobRunRunning", run_id=run, node="node-2")]
+            return "running", [
+                leased(job_id, run),
+                event(job_id, "JobRunPending", run_id=run),
+                event(job_id, "JobRunRunning", run_id=run, node="node-2"),
+            ]
         case 2:
-            return "cancelled", [event(job_id, "JobCancelRequested", reason="by test"),
-                                 event(job_id, "JobCancelled", run_id=None, reason="by test")]
+            return "cancelled", [
+                event(job_id, "JobCancelRequested", reason="by test"),
+                event(job_id, "JobCancelled", run_id=None, reason="by test"),
+            ]
         case 3:
-            return "queued", [leased(job_id, run), event(job_id, "JobRequeued", run_id=run, reason="lease returned",
-                                                         avoid_nodes=["node-1"])]
+            return "queued", [
+                leased(job_id, run),
+                event(job_id, "JobRequeued", run_id=run, reason="lease returned", avoid_nodes=["node-1"]),
+            ]
         case 4:
             return "queued", [event(job_id, "JobReprioritised", new_priority=7.0)]
         case _:
@@ -117,6 +131,7 @@ def test_jobs_table_is_rebuilt_from_the_changelog_after_sigkill_and_lost_data_di
     assert {j: job["state"] for j, job in before.items()} == expected
     assert sum(1 for job in before.values() if job["priority"] == 7.0) == len(job_ids) // 6
     assert sum(1 for job in before.values() if job["runs"] and job["state"] == "queued") == len(job_ids) // 6
+
     # the changelog has caught up with what the API shows (it is what the restart reads)
     def changelog_settled() -> bool:
         table = worker.jobs_changelog()
@@ -149,8 +164,11 @@ def test_jobs_table_is_rebuilt_from_the_changelog_after_sigkill_and_lost_data_di
     leased_job = next(j for j, s in expected.items() if s == "leased" and j not in changed)
     run_id = before[leased_job]["runs"][0]["run_id"]
     worker.produce("events", [sequence(before[leased_job]["job_set"], [event(leased_job, "JobRunRunning", run_id=run_id)])])
-    running = poll(lambda: (job := get_job(worker.client, leased_job)) and job["state"] == "running" and job, 30,
-                   f"job {leased_job} to move from the recovered leased state to running")
+    running = poll(
+        lambda: (job := get_job(worker.client, leased_job)) and job["state"] == "running" and job,
+        30,
+        f"job {leased_job} to move from the recovered leased state to running",
+    )
     assert running["runs"][0]["run_id"] == run_id and len(running["runs"]) == 1
 
     # the client-id index survived too: re-submitting gives the same job ids and creates nothing
@@ -158,8 +176,8 @@ def test_jobs_table_is_rebuilt_from_the_changelog_after_sigkill_and_lost_data_di
     for s, batch in enumerate(batches):
         status, body = submit(worker.client, QUEUE, f"set-{s}", batch)
         assert status == 200, body
-        original = job_ids[s * PER_SET:(s + 1) * PER_SET]
-        duplicated += [(c["client_id"], new) for c, old, new in zip(batch, original, body["job_ids"]) if new != old]
+        original = job_ids[s * PER_SET : (s + 1) * PER_SET]
+        duplicated += [(c["client_id"], new) for c, old, new in zip(batch, original, body["job_ids"], strict=True) if new != old]
     if duplicated:
         problems.append(f"{len(duplicated)} re-submitted client ids got a NEW job id after recovery, e.g. {duplicated[:3]}")
     status, body = submit(worker.client, QUEUE, "after-restart", [item(client_id="after-restart")])

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from schemas.codec import encode
-from tests.integration.workers import Worker, poll
 from tests.integration.helpers import call, container, create_queue, item, submission, submit, submit_record
+from tests.integration.workers import Worker, poll
 
 pytestmark = pytest.mark.integration
 
@@ -113,8 +113,18 @@ ENVELOPE_KINDS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
 
 
 def _wrong_schema(n: int) -> bytes:
-    return encode("queue", {"name": f"not-a-request-{n}", "priority_factor": 1.0, "user_owners": [], "group_owners": [],
-                            "cordoned": False, "labels": {}, "resource_limits_by_priority_class_name": {}})
+    return encode(
+        "queue",
+        {
+            "name": f"not-a-request-{n}",
+            "priority_factor": 1.0,
+            "user_owners": [],
+            "group_owners": [],
+            "cordoned": False,
+            "labels": {},
+            "resource_limits_by_priority_class_name": {},
+        },
+    )
 
 
 def _valid_bytes(n: int) -> bytes:
@@ -137,8 +147,8 @@ RAW_KINDS: dict[str, tuple[Callable[[int], bytes | None], tuple[str, ...]]] = {
 class Bad:
     kind: str
     reasons: tuple[str, ...]
-    request_id: str | None = None     # Avro submissions
-    key: str | None = None            # raw messages: matched by their unique message key
+    request_id: str | None = None  # Avro submissions
+    key: str | None = None  # raw messages: matched by their unique message key
     bad_indexes: list[int] = field(default_factory=list)
 
 
@@ -162,8 +172,7 @@ def plan() -> Plan:
             good_items = [item(client_id=f"beside-{n}")] if n % 2 == 0 else []
             items = good_items + bad_items  # valid one first, then the bad ones, in one request
             record = submit_record(QUEUE, f"mixed-{n % 7}", items)
-            out.bad.append(Bad(kind, reasons, request_id=record["request_id"],
-                               bad_indexes=list(range(len(good_items), len(items)))))
+            out.bad.append(Bad(kind, reasons, request_id=record["request_id"], bad_indexes=list(range(len(good_items), len(items)))))
             out.valid_client_ids += [i["client_id"] for i in good_items]
             out.messages.append(submission(record))
         elif family == "envelope":
@@ -304,9 +313,16 @@ def test_rest_answers_bad_requests_with_their_reason(worker: Worker, queues: Non
         assert all(reason in a["error"] for a in answer["items"]), (overrides, answer)
 
     # not representable in the Avro contract (a long): refused before it reaches the log
-    status, answer = call(worker.client, "POST", "/api/v1/jobs", {
-        "queue": QUEUE, "job_set_id": "rest-fraction", "items": [item(termination_grace_period_seconds=0.5)],
-    })
+    status, answer = call(
+        worker.client,
+        "POST",
+        "/api/v1/jobs",
+        {
+            "queue": QUEUE,
+            "job_set_id": "rest-fraction",
+            "items": [item(termination_grace_period_seconds=0.5)],
+        },
+    )
     assert status == 400, answer
     assert "termination_grace_period_seconds" in answer["error"]
     for body, reason in (
@@ -330,8 +346,14 @@ def test_a_submission_without_items_is_answered(worker: Worker, queues: None) ->
     worker.produce("submissions", [submission(empty)])
     sentinel = submit_record(QUEUE, "empty-sentinel", [item(client_id="empty-sentinel")])
     worker.produce("submissions", [submission(sentinel)])
-    poll(lambda: any(s["client_id"] == "empty-sentinel" for s in worker.job_states().values()), 60,
-         "the job submitted after the empty request")
-    found = poll(lambda: [r for r in worker.rejections() if r["request_id"] == empty["request_id"]], 10,
-                 f"a rejection of the submission without items ({empty['request_id']})")
+    poll(
+        lambda: any(s["client_id"] == "empty-sentinel" for s in worker.job_states().values()),
+        60,
+        "the job submitted after the empty request",
+    )
+    found = poll(
+        lambda: [r for r in worker.rejections() if r["request_id"] == empty["request_id"]],
+        10,
+        f"a rejection of the submission without items ({empty['request_id']})",
+    )
     assert "item" in found[0]["reason"]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ops.broker import EmbeddedBroker, free_port
-from tests.integration.workers import Worker, new_worker, poll
 from tests.integration.pipeline import Executors, events, fake_item, new_queue, states, submit_jobs, wait_states
+from tests.integration.workers import Worker, new_worker, poll
 
 pytestmark = pytest.mark.integration
 

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from tests.integration.workers import Worker, poll
 from tests.integration.helpers import create_queue, get_job, item, submission, submit, submit_record
+from tests.integration.workers import Worker, poll
 
 pytestmark = pytest.mark.integration
 
 QUEUE = "bulk"
-REST_REQUESTS = 9          # x 100 items through POST /api/v1/jobs
-DIRECT_RECORDS = 4         # x 25 items produced straight to the submissions topic
+REST_REQUESTS = 9  # x 100 items through POST /api/v1/jobs
+DIRECT_RECORDS = 4  # x 25 items produced straight to the submissions topic
 DIRECT_ITEMS = 25
 TOTAL = REST_REQUESTS * 100 + DIRECT_RECORDS * DIRECT_ITEMS
 
@@ -31,10 +31,7 @@ def rest_batch(n: int) -> list[dict[str, Any]]:
 
 
 def direct_records() -> list[dict[str, Any]]:
-    return [
-        submit_record(QUEUE, "direct", [item(client_id=f"direct-{n}-{i}") for i in range(DIRECT_ITEMS)])
-        for n in range(DIRECT_RECORDS)
-    ]
+    return [submit_record(QUEUE, "direct", [item(client_id=f"direct-{n}-{i}") for i in range(DIRECT_ITEMS)]) for n in range(DIRECT_RECORDS)]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +45,7 @@ def submitted(worker: Worker) -> dict[str, str]:
         status, body = submit(worker.client, QUEUE, f"rest-{n}", batch)
         assert status == 200, body
         assert len(body["job_ids"]) == 100 and all(body["job_ids"]), body
-        by_client.update(zip((i["client_id"] for i in batch), body["job_ids"]))
+        by_client.update(zip((i["client_id"] for i in batch), body["job_ids"], strict=True))
     worker.produce("submissions", [submission(record) for record in direct_records()])
 
     def all_in_job_states() -> dict[str, dict[str, Any]] | None:

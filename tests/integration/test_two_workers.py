@@ -10,8 +10,8 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
 from ops.broker import EmbeddedBroker
-from tests.integration.workers import STARTED, Worker, poll
 from tests.integration.helpers import call, create_queue, item, submission, submit_record
+from tests.integration.workers import STARTED, Worker, poll
 
 pytestmark = pytest.mark.integration
 
@@ -24,8 +24,14 @@ def test_queue_created_at_run_time_reaches_every_worker(broker: EmbeddedBroker, 
     assert {DefaultPartitioner()(q.encode(), [0, 1], [0, 1]) for q in QUEUES} == {0, 1}
     unique = uuid.uuid4().hex[:8]
     workers = [
-        Worker(broker=broker, prefix=f"it-two-{unique}.", app_id=f"it-two-{unique}", data_dir=tmp_path / f"data-{i}",
-               log_path=tmp_path / f"worker-{i}.log", partitions=2)
+        Worker(
+            broker=broker,
+            prefix=f"it-two-{unique}.",
+            app_id=f"it-two-{unique}",
+            data_dir=tmp_path / f"data-{i}",
+            log_path=tmp_path / f"worker-{i}.log",
+            partitions=2,
+        )
         for i in range(2)
     ]
     STARTED.extend(workers)
@@ -39,8 +45,11 @@ def test_queue_created_at_run_time_reaches_every_worker(broker: EmbeddedBroker, 
             create_queue(workers[0].client, name)
         for worker in workers:
             for name in QUEUES:
-                poll(lambda w=worker, n=name: call(w.client, "GET", f"/api/v1/queues/{n}")[0] == 200, 30,
-                     f"queue {name} on worker {worker.web_port}")
+                poll(
+                    lambda w=worker, n=name: call(w.client, "GET", f"/api/v1/queues/{n}")[0] == 200,
+                    30,
+                    f"queue {name} on worker {worker.web_port}",
+                )
 
         records = [submit_record(name, "two", [item(client_id=f"{name}-{i}") for i in range(10)]) for name in QUEUES]
         workers[1].produce("submissions", [submission(record) for record in records])

@@ -7,7 +7,6 @@ the fixtures can print the tail of each worker's log when a test fails.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 import re

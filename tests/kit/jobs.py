@@ -81,14 +81,24 @@ class Events:
 
     def leased(self, run_id: str, node: str = "node-1") -> tuple[str, dict[str, Any]]:
         return self(
-            "JobLeased", run_id=run_id, executor="cluster-1", node=node, pool="default",
-            scheduled_at_priority=1000, cycle_id="cycle-1",
+            "JobLeased",
+            run_id=run_id,
+            executor="cluster-1",
+            node=node,
+            pool="default",
+            scheduled_at_priority=1000,
+            cycle_id="cycle-1",
         )
 
     def run_failed(self, run_id: str | None, category: str = "container_error", exit_code: int | None = 1):
         return self(
-            "JobRunFailed", run_id=run_id, reason="Error", message="exit code 1", exit_code=exit_code,
-            category=category, retryable=category in ("lease_returned", "lease_expired"),
+            "JobRunFailed",
+            run_id=run_id,
+            reason="Error",
+            message="exit code 1",
+            exit_code=exit_code,
+            category=category,
+            retryable=category in ("lease_returned", "lease_expired"),
         )
 
 

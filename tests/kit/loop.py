@@ -13,12 +13,12 @@ from typing import Any
 
 from schemas import codec
 from streams.agents.job_state import apply_sequence
-from streams.scheduler import feed
-from streams.scheduler.feed import ExecutorState, NodeState, QueueInfo
 from streams.domain.validation import SubmitPolicy, validate_item
+from streams.scheduler import feed
 from streams.scheduler.config import CycleConfig
-from streams.scheduler.index import SchedulerIndex
 from streams.scheduler.cycle import CycleOutcome, run_cycle
+from streams.scheduler.feed import ExecutorState, NodeState, QueueInfo
+from streams.scheduler.index import SchedulerIndex
 from streams.scheduler.replay import decisions as recorded_decisions
 from streams.tables.jobs import JobStore
 from tests.kit.jobs import container, item
@@ -93,11 +93,18 @@ class Loop:
         event = {"event_id": f"ev-{self.count}", "created": at, "job_id": job_id, "payload": (f"flotilla.{kind}", payload)}
         self.publish({"queue": queue, "job_set_id": job_set, "user": "u", "groups": [], "events": [event]})
 
-    def submit(self, job_id: str, queue: str = "a", cpu: str = "1", at: int = 1_000, job_set: str = "s",
-               pc: str = PREEMPTIBLE, annotations: dict[str, str] | None = None) -> None:
+    def submit(
+        self,
+        job_id: str,
+        queue: str = "a",
+        cpu: str = "1",
+        at: int = 1_000,
+        job_set: str = "s",
+        pc: str = PREEMPTIBLE,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
         payload, reason = validate_item(
-            item(annotations=annotations or {}, pod_spec__priority_class_name=pc,
-                 pod_spec__containers=[container(cpu=cpu, memory="1Gi")]),
+            item(annotations=annotations or {}, pod_spec__priority_class_name=pc, pod_spec__containers=[container(cpu=cpu, memory="1Gi")]),
             SubmitPolicy(),
         )
         assert reason is None, reason
@@ -110,11 +117,27 @@ class Loop:
     def return_run(self, job_id: str, at: int) -> None:
         """The executor gives the job's latest run back (it could not start the pod)."""
         run = self.job(job_id)["runs"][-1]
-        self.run_event(job_id, "JobRunFailed", at, run_id=run["run_id"], reason="returned", message="pod could not start",
-                       exit_code=None, category="lease_returned", retryable=True)
+        self.run_event(
+            job_id,
+            "JobRunFailed",
+            at,
+            run_id=run["run_id"],
+            reason="returned",
+            message="pod could not start",
+            exit_code=None,
+            category="lease_returned",
+            retryable=True,
+        )
 
-    def report(self, name: str, at: int, node_states: tuple[NodeState, ...] | None = None, pool: str = "default",
-               extra: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> ExecutorState:
+    def report(
+        self,
+        name: str,
+        at: int,
+        node_states: tuple[NodeState, ...] | None = None,
+        pool: str = "default",
+        extra: dict[str, str] | None = None,
+        drop: tuple[str, ...] = (),
+    ) -> ExecutorState:
         """A report from an executor holding every active run the fold gave it (less ``drop``, plus ``extra``)."""
         held = {}
         for job_id in sorted(self.table):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from schemas import codec
 from streams.scheduler.commands import executor_command
-from streams.scheduler.feed import feed_change
-from streams.scheduler.feed import job_delta
+from streams.scheduler.feed import feed_change, job_delta
 from tests.kit.jobs import Events, fold
 
 
@@ -47,7 +46,10 @@ def test_a_new_lease_forwards_a_delta_and_commands_a_lease_with_spec_and_node() 
 def test_run_progress_is_not_forwarded_nor_commanded() -> None:
     ev = Events("job-1")
     _, _, leased, pending, running = steps(
-        ev, ev.submitted(), ev.leased("run-1"), ev("JobRunPending", run_id="run-1", node="node-1"),
+        ev,
+        ev.submitted(),
+        ev.leased("run-1"),
+        ev("JobRunPending", run_id="run-1", node="node-1"),
         ev("JobRunRunning", run_id="run-1", node="node-1"),
     )
     assert running["state"] == "running"
@@ -68,7 +70,10 @@ def test_a_run_moved_to_another_node_is_forwarded() -> None:
 def test_cancelling_a_running_job_cancels_its_run_on_its_executor() -> None:
     ev = Events("job-1")
     *_, running, cancelled = steps(
-        ev, ev.submitted(), ev.leased("run-1", node="node-1"), ev("JobRunRunning", run_id="run-1", node="node-1"),
+        ev,
+        ev.submitted(),
+        ev.leased("run-1", node="node-1"),
+        ev("JobRunRunning", run_id="run-1", node="node-1"),
         ev("JobCancelled", run_id="run-1", reason="user asked"),
     )
     delta = feed_change(running, cancelled)
@@ -83,7 +88,10 @@ def test_cancelling_a_running_job_cancels_its_run_on_its_executor() -> None:
 def test_preempting_a_running_job_preempts_its_run() -> None:
     ev = Events("job-1")
     *_, running, preempted = steps(
-        ev, ev.submitted(), ev.leased("run-1"), ev("JobRunRunning", run_id="run-1", node="node-1"),
+        ev,
+        ev.submitted(),
+        ev.leased("run-1"),
+        ev("JobRunRunning", run_id="run-1", node="node-1"),
         ev("JobPreempted", run_id="run-1", reason="fair share"),
     )
     command = executor_command(running, preempted, "cmd-2", 1)
@@ -102,7 +110,10 @@ def test_cancelling_a_queued_job_commands_nothing() -> None:
 def test_a_requeue_after_a_returned_run_commands_nothing_and_forwards_the_queued_job() -> None:
     ev = Events("job-1")
     *_, returned, requeued = steps(
-        ev, ev.submitted(), ev.leased("run-1"), ev.run_failed("run-1", category="lease_returned", exit_code=None),
+        ev,
+        ev.submitted(),
+        ev.leased("run-1"),
+        ev.run_failed("run-1", category="lease_returned", exit_code=None),
         ev("JobRequeued", run_id="run-1", reason="returned", avoid_nodes=["cluster-1/node-1"]),
     )
     delta = feed_change(returned, requeued)

@@ -11,14 +11,14 @@ from dataclasses import replace
 
 import pytest
 
-from streams.scheduler.feed import JobSetAction, QueueInfo, queue_info
-from streams.plane import cycle_config
 from streams.config import Settings
+from streams.plane import cycle_config
 from streams.scheduler.config import CycleConfig
-from streams.scheduler.index import LEASE, SchedulerIndex
 from streams.scheduler.cycle import MAX_DECISIONS_PER_RECORD, run_cycle
-from tests.kit.scheduler import DEFAULT, PREEMPTIBLE, delta, executor, holding, nodes, running, tick
+from streams.scheduler.feed import JobSetAction, QueueInfo, queue_info
+from streams.scheduler.index import LEASE, SchedulerIndex
 from tests.kit.loop import Loop, decisions, events, kinds, leases, preempted
+from tests.kit.scheduler import DEFAULT, PREEMPTIBLE, delta, executor, holding, nodes, running, tick
 
 GANG = "armadaproject.io/gangId", "armadaproject.io/gangCardinality"
 
@@ -519,8 +519,15 @@ def busy_index() -> SchedulerIndex:
         index.apply(delta(f"a{i}", "a", cpu=8, submitted=100 + i))
         index.apply(delta(f"b{i}", "b", cpu=8, submitted=200 + i, pc=DEFAULT))
     index.apply(running(delta("r1", "a", cpu=8), "run-r1", "ex1", "n0", 500))
-    index.apply(replace(running(delta("r2", "a"), "run-r2", "ex1", "n1", 500), run_state="lease_returned", state="leased",
-                        returned_runs=1, avoid_nodes=("ex1/n1",)))
+    index.apply(
+        replace(
+            running(delta("r2", "a"), "run-r2", "ex1", "n1", 500),
+            run_state="lease_returned",
+            state="leased",
+            returned_runs=1,
+            avoid_nodes=("ex1/n1",),
+        )
+    )
     index.apply(delta("c1", "b", cancel_requested=True))
     index.apply(executor("ex1", 1_500, runs={"run-r1": "r1", "orphan": "zz"}))
     index.apply(executor("ex2", 1_500, nodes(1, prefix="m")))

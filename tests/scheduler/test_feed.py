@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streams.domain.validation import SubmitPolicy, validate_item
 from streams.scheduler import feed
 from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction, NodeState, QueueInfo, Tick, job_delta
-from streams.domain.validation import SubmitPolicy, validate_item
 from tests.kit.jobs import Events, container, fold, item
 
 # -- round trip ------------------------------------------------------------------------------
@@ -22,39 +22,73 @@ amounts = st.dictionaries(names, st.integers(0, 2**62), max_size=3)
 labels = st.dictionaries(names, text, max_size=3)
 floats = st.floats(allow_nan=False, allow_infinity=False)
 maybe_text = st.none() | text
-toleration = st.fixed_dictionaries({}, optional={"key": text, "operator": st.sampled_from(["Equal", "Exists"]), "value": text, "effect": text})
-expression = st.fixed_dictionaries({"key": names, "operator": st.sampled_from(["In", "NotIn", "Exists"]), "values": st.lists(text, max_size=2)})
+toleration = st.fixed_dictionaries(
+    {}, optional={"key": text, "operator": st.sampled_from(["Equal", "Exists"]), "value": text, "effect": text}
+)
+expression = st.fixed_dictionaries(
+    {"key": names, "operator": st.sampled_from(["In", "NotIn", "Exists"]), "values": st.lists(text, max_size=2)}
+)
 
 job_deltas = st.builds(
     JobDelta,
-    job_id=names, queue=names, job_set_id=names,
+    job_id=names,
+    queue=names,
+    job_set_id=names,
     state=st.sampled_from(["queued", "leased", "pending", "running", "succeeded"]),
-    priority_class=names, priority=floats, submitted=st.integers(0, 2**48), requests=amounts,
+    priority_class=names,
+    priority=floats,
+    submitted=st.integers(0, 2**48),
+    requests=amounts,
     node_selector=labels,
     tolerations=st.lists(toleration, max_size=2).map(tuple),
     affinity=st.lists(st.lists(expression, max_size=2).map(tuple), max_size=2).map(tuple),
-    gang=labels, runs=st.integers(0, 100), run_id=maybe_text, executor=maybe_text, node=maybe_text,
+    gang=labels,
+    runs=st.integers(0, 100),
+    run_id=maybe_text,
+    executor=maybe_text,
+    node=maybe_text,
     run_state=st.none() | st.sampled_from(["leased", "running", "lease_returned", "lease_expired"]),
     leased_at=st.none() | st.integers(0, 2**48),
-    avoid_nodes=st.lists(names, max_size=3).map(tuple), returned_runs=st.integers(0, 10),
-    cancel_requested=st.booleans(), preempt_requested=st.booleans(), grace_period_s=st.integers(0, 3600),
+    avoid_nodes=st.lists(names, max_size=3).map(tuple),
+    returned_runs=st.integers(0, 10),
+    cancel_requested=st.booleans(),
+    preempt_requested=st.booleans(),
+    grace_period_s=st.integers(0, 3600),
 )
 nodes = st.builds(
-    NodeState, name=names, resources=amounts, labels=labels,
+    NodeState,
+    name=names,
+    resources=amounts,
+    labels=labels,
     taints=st.lists(st.fixed_dictionaries({"key": names, "value": text, "effect": text}), max_size=2).map(tuple),
-    unschedulable=st.booleans(), used=amounts,
+    unschedulable=st.booleans(),
+    used=amounts,
 )
 executor_states = st.builds(
-    ExecutorState, executor=names, pool=names, time=st.integers(0, 2**48), nodes=st.lists(nodes, max_size=3).map(tuple),
-    runs=st.dictionaries(names, names, max_size=4), active=st.lists(names, max_size=4).map(tuple),
+    ExecutorState,
+    executor=names,
+    pool=names,
+    time=st.integers(0, 2**48),
+    nodes=st.lists(nodes, max_size=3).map(tuple),
+    runs=st.dictionaries(names, names, max_size=4),
+    active=st.lists(names, max_size=4).map(tuple),
 )
 job_set_actions = st.builds(
-    JobSetAction, queue=names, job_set_id=names, action=st.sampled_from(["cancel", "reprioritise"]), reason=text,
-    new_priority=st.none() | floats, event_id=names, time=st.integers(0, 2**48),
+    JobSetAction,
+    queue=names,
+    job_set_id=names,
+    action=st.sampled_from(["cancel", "reprioritise"]),
+    reason=text,
+    new_priority=st.none() | floats,
+    event_id=names,
+    time=st.integers(0, 2**48),
 )
-limits = st.dictionaries(names, st.fixed_dictionaries({"maximum_resource_fraction": st.dictionaries(names, floats, max_size=2)}), max_size=2)
+limits = st.dictionaries(
+    names, st.fixed_dictionaries({"maximum_resource_fraction": st.dictionaries(names, floats, max_size=2)}), max_size=2
+)
 ticks = st.builds(
-    Tick, time=st.integers(0, 2**48),
+    Tick,
+    time=st.integers(0, 2**48),
     queues=st.lists(st.builds(QueueInfo, name=names, weight=floats, cordoned=st.booleans(), resource_limits=limits), max_size=3).map(tuple),
 )
 changes = st.builds(Changes, records=st.lists(job_deltas | job_set_actions, max_size=3).map(tuple))
@@ -106,27 +140,33 @@ def realistic_job() -> tuple[dict, Events]:
         pod_spec__containers=[container("a", cpu="500m", memory="1Gi"), container("b", cpu="1.5", memory="512Mi")],
         pod_spec__init_containers=[container("init", cpu="3", memory="100Mi")],
         pod_spec__tolerations=[{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule", "toleration_seconds": 30}],
-        pod_spec__affinity={"node_affinity": {"required": [
-            {"match_expressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}, {"key": "ssd", "operator": "Exists"}]},
-            {"match_expressions": [{"key": "arch", "operator": "NotIn", "values": ["arm"]}]},
-        ]}},
+        pod_spec__affinity={
+            "node_affinity": {
+                "required": [
+                    {"match_expressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}, {"key": "ssd", "operator": "Exists"}]},
+                    {"match_expressions": [{"key": "arch", "operator": "NotIn", "values": ["arm"]}]},
+                ]
+            }
+        },
         pod_spec__node_selector={"pool": "batch"},
         pod_spec__termination_grace_period_seconds=7,
         priority=3.0,
     )
     payload, reason = validate_item(spec, SubmitPolicy())
     assert reason is None
-    job = fold([
-        ev.submitted(payload),
-        ev.leased("run-1", node="node-1"),
-        ev.run_failed("run-1", category="lease_returned"),
-        ev("JobRequeued", run_id="run-1", reason="returned", avoid_nodes=[]),
-        ev.leased("run-2", node="node-2"),
-        ev.run_failed("run-2", category="lease_expired"),
-        ev("JobRequeued", run_id="run-2", reason="expired", avoid_nodes=[]),
-        ev.leased("run-3", node="node-3"),
-        ev("JobRunRunning", run_id="run-3", node="node-3"),
-    ])
+    job = fold(
+        [
+            ev.submitted(payload),
+            ev.leased("run-1", node="node-1"),
+            ev.run_failed("run-1", category="lease_returned"),
+            ev("JobRequeued", run_id="run-1", reason="returned", avoid_nodes=[]),
+            ev.leased("run-2", node="node-2"),
+            ev.run_failed("run-2", category="lease_expired"),
+            ev("JobRequeued", run_id="run-2", reason="expired", avoid_nodes=[]),
+            ev.leased("run-3", node="node-3"),
+            ev("JobRunRunning", run_id="run-3", node="node-3"),
+        ]
+    )
     assert job is not None
     return job, ev
 
@@ -136,7 +176,13 @@ def test_job_delta_of_a_folded_job() -> None:
     d = job_delta(job)
 
     assert (d.job_id, d.queue, d.job_set_id, d.state, d.priority_class, d.priority) == (
-        "job-7", "team-a", "set-1", "running", "armada-default", 3.0)
+        "job-7",
+        "team-a",
+        "set-1",
+        "running",
+        "armada-default",
+        3.0,
+    )
     assert d.submitted == 1_000
     # containers summed (0.5 + 1.5 cpu), raised to the larger init container (3 cpu); memory 1Gi + 512Mi
     assert d.requests == {"cpu": 3_000, "memory": (2**30 + 2**29) * 1000}
@@ -233,10 +279,17 @@ json_values = st.recursive(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.one_of(st.binary(max_size=40), json_values.map(lambda v: json.dumps(v).encode()),
-                 st.dictionaries(st.sampled_from(["k", "time", "queues", "nodes", "job_id", "executor", "pool", "queue", "records"]),
-                                 st.sampled_from(["job", "executor", "heartbeat", "job_set", "changes", "tick"]) | json_values, max_size=5)
-                 .map(lambda v: json.dumps(v).encode())))
+@given(
+    st.one_of(
+        st.binary(max_size=40),
+        json_values.map(lambda v: json.dumps(v).encode()),
+        st.dictionaries(
+            st.sampled_from(["k", "time", "queues", "nodes", "job_id", "executor", "pool", "queue", "records"]),
+            st.sampled_from(["job", "executor", "heartbeat", "job_set", "changes", "tick"]) | json_values,
+            max_size=5,
+        ).map(lambda v: json.dumps(v).encode()),
+    )
+)
 def test_decode_raises_nothing_but_value_error(raw: bytes) -> None:
     try:
         record = feed.decode(raw)

@@ -7,11 +7,11 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.scheduler.feed import Changes, Heartbeat, JobSetAction
-from streams.scheduler.config import CycleConfig
-from streams.scheduler.index import END, LEASE, LIMITERS_KEY, REQUEUE, SchedulerIndex, executor_key, heartbeat_key, job_key
-from streams.scheduler.cycle import run_cycle
 from streams.scheduler.algorithm.model import LimiterState, TokenBucket
+from streams.scheduler.config import CycleConfig
+from streams.scheduler.cycle import run_cycle
+from streams.scheduler.feed import Changes, Heartbeat, JobSetAction
+from streams.scheduler.index import END, LEASE, LIMITERS_KEY, REQUEUE, SchedulerIndex, executor_key, heartbeat_key, job_key
 from tests.kit.scheduler import delta, executor, holding, running, tick
 
 
@@ -230,8 +230,10 @@ def test_an_executor_heard_by_heartbeat_only_keeps_its_leases() -> None:
 
 
 def snapshot(index: SchedulerIndex):
-    jobs = {j: (e.delta, e.expect, e.expect_runs, e.announce_priority, e.cancel_reason, e.fold_run, e.fold_run_at)
-            for j, e in index.jobs.items()}
+    jobs = {
+        j: (e.delta, e.expect, e.expect_runs, e.announce_priority, e.cancel_reason, e.fold_run, e.fold_run_at)
+        for j, e in index.jobs.items()
+    }
     return jobs, dict(index.executors), dict(index.heard), index.limiters, index.cycles, dict(index.reported_in_cycle)
 
 
@@ -246,8 +248,15 @@ def reloaded(index: SchedulerIndex) -> SchedulerIndex:
 
 def test_dump_and_load_rebuild_an_equal_index() -> None:
     index = SchedulerIndex()
-    q = delta("j1", gang={"armadaproject.io/gangId": "g"}, avoid_nodes=("ex2/n1",), affinity=(({"key": "zone", "operator": "In", "values": ["a"]},),),
-              tolerations=({"key": "gpu", "operator": "Exists"},), node_selector={"disk": "ssd"}, returned_runs=1)
+    q = delta(
+        "j1",
+        gang={"armadaproject.io/gangId": "g"},
+        avoid_nodes=("ex2/n1",),
+        affinity=(({"key": "zone", "operator": "In", "values": ["a"]},),),
+        tolerations=({"key": "gpu", "operator": "Exists"},),
+        node_selector={"disk": "ssd"},
+        returned_runs=1,
+    )
     index.apply(q)
     index.decide("j1", LEASE, leased(q))
     index.apply(running(delta("j2", queue="b", priority=2.0), "r9", "ex2", "n1", 1_500))
@@ -301,7 +310,12 @@ def test_dump_of_a_removed_key_is_none() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["j1", "j2", "j3"]), st.sampled_from(["delta", "lease", "requeue", "end", "cancel", "terminal"])), max_size=12))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["j1", "j2", "j3"]), st.sampled_from(["delta", "lease", "requeue", "end", "cancel", "terminal"])),
+        max_size=12,
+    )
+)
 def test_any_history_reloads_equal(ops) -> None:
     index = SchedulerIndex()
     for job_id, op in ops:

@@ -123,13 +123,31 @@ def payloads() -> list[tuple[str, dict[str, Any]]]:
     return [
         ("flotilla.JobSubmitted", job_submitted()),
         ("flotilla.JobValidated", {"pools": ["gpu-eu", "gpu-us"]}),
-        ("flotilla.JobLeased", {"run_id": RUN_ID, "executor": "cluster-eu-1", "node": "gpu-node-17", "pool": "gpu-eu",
-                                "scheduled_at_priority": 1000, "cycle_id": "cycle-000123"}),
+        (
+            "flotilla.JobLeased",
+            {
+                "run_id": RUN_ID,
+                "executor": "cluster-eu-1",
+                "node": "gpu-node-17",
+                "pool": "gpu-eu",
+                "scheduled_at_priority": 1000,
+                "cycle_id": "cycle-000123",
+            },
+        ),
         ("flotilla.JobRunPending", {"run_id": RUN_ID}),
         ("flotilla.JobRunRunning", {"run_id": RUN_ID, "node": "gpu-node-17"}),
         ("flotilla.JobRunSucceeded", {"run_id": RUN_ID}),
-        ("flotilla.JobRunFailed", {"run_id": RUN_ID, "reason": "OOMKilled", "message": "container trainer exceeded 60Gi",
-                                   "exit_code": 137, "category": "container_error", "retryable": False}),
+        (
+            "flotilla.JobRunFailed",
+            {
+                "run_id": RUN_ID,
+                "reason": "OOMKilled",
+                "message": "container trainer exceeded 60Gi",
+                "exit_code": 137,
+                "category": "container_error",
+                "retryable": False,
+            },
+        ),
         ("flotilla.JobSucceeded", {"run_id": RUN_ID}),
         ("flotilla.JobFailed", {"reason": "OOMKilled", "message": "run failed", "exit_code": 137}),
         ("flotilla.JobCancelRequested", {"reason": "user alice cancelled the job set"}),
@@ -139,15 +157,25 @@ def payloads() -> list[tuple[str, dict[str, Any]]]:
         ("flotilla.JobPreempted", {"run_id": RUN_ID, "reason": "fair share"}),
         ("flotilla.JobReprioritised", {"new_priority": 0.5}),
         ("flotilla.JobRequeued", {"run_id": RUN_ID, "reason": "lease returned", "avoid_nodes": ["gpu-node-17"]}),
-        ("flotilla.SchedulingCycle", {
-            "cycle_id": "cycle-000123", "cycle_time": T0 + 5_000, "seed": -7_234_119_004_551_230_001,
-            "feed_offsets": {"0": 918_273},
-            "decisions": [
-                {"job_id": JOB_ID, "kind": "leased", "executor": "cluster-eu-1", "node": "gpu-node-17", "reason": "scheduled"},
-                {"job_id": "01HZ3MAAAAAAAAAAAAAAAAAAAA", "kind": "unschedulable", "executor": None, "node": None,
-                 "reason": "gang finetune-7b-run-42 needs 4 nodes with equal topology.kubernetes.io/zone"},
-            ],
-        }),
+        (
+            "flotilla.SchedulingCycle",
+            {
+                "cycle_id": "cycle-000123",
+                "cycle_time": T0 + 5_000,
+                "seed": -7_234_119_004_551_230_001,
+                "feed_offsets": {"0": 918_273},
+                "decisions": [
+                    {"job_id": JOB_ID, "kind": "leased", "executor": "cluster-eu-1", "node": "gpu-node-17", "reason": "scheduled"},
+                    {
+                        "job_id": "01HZ3MAAAAAAAAAAAAAAAAAAAA",
+                        "kind": "unschedulable",
+                        "executor": None,
+                        "node": None,
+                        "reason": "gang finetune-7b-run-42 needs 4 nodes with equal topology.kubernetes.io/zone",
+                    },
+                ],
+            },
+        ),
     ]
 
 
@@ -161,16 +189,41 @@ def event_sequence() -> dict[str, Any]:
 
 def job_state() -> dict[str, Any]:
     return {
-        "job_id": JOB_ID, "queue": QUEUE, "job_set_id": JOB_SET, "client_id": "finetune-7b-run-42-rank-0",
-        "state": "running", "priority": 2.5, "priority_class": "armada-preemptible",
-        "submitted": T0, "last_transition": T0 + 9_000,
-        "cancel_requested": False, "preempt_requested": True,
+        "job_id": JOB_ID,
+        "queue": QUEUE,
+        "job_set_id": JOB_SET,
+        "client_id": "finetune-7b-run-42-rank-0",
+        "state": "running",
+        "priority": 2.5,
+        "priority_class": "armada-preemptible",
+        "submitted": T0,
+        "last_transition": T0 + 9_000,
+        "cancel_requested": False,
+        "preempt_requested": True,
         "spec": job_submitted(),
         "runs": [
-            {"run_id": "01HZ3M0000000000000000000A", "executor": "cluster-eu-1", "node": "gpu-node-3", "state": "lease_returned",
-             "exit_code": None, "reason": "node drained", "leased_at": T0 + 100, "started_at": None, "finished_at": T0 + 700},
-            {"run_id": RUN_ID, "executor": "cluster-eu-1", "node": "gpu-node-17", "state": "running",
-             "exit_code": None, "reason": None, "leased_at": T0 + 5_000, "started_at": T0 + 9_000, "finished_at": None},
+            {
+                "run_id": "01HZ3M0000000000000000000A",
+                "executor": "cluster-eu-1",
+                "node": "gpu-node-3",
+                "state": "lease_returned",
+                "exit_code": None,
+                "reason": "node drained",
+                "leased_at": T0 + 100,
+                "started_at": None,
+                "finished_at": T0 + 700,
+            },
+            {
+                "run_id": RUN_ID,
+                "executor": "cluster-eu-1",
+                "node": "gpu-node-17",
+                "state": "running",
+                "exit_code": None,
+                "reason": None,
+                "leased_at": T0 + 5_000,
+                "started_at": T0 + 9_000,
+                "finished_at": None,
+            },
         ],
         "reason": "node drained",
         "recent_event_ids": [f"01HZ3N{i:020d}" for i in range(32)],
@@ -179,8 +232,11 @@ def job_state() -> dict[str, Any]:
 
 def queue() -> dict[str, Any]:
     return {
-        "name": QUEUE, "priority_factor": 2.0,
-        "user_owners": ["alice", "bob"], "group_owners": ["ml"], "cordoned": False,
+        "name": QUEUE,
+        "priority_factor": 2.0,
+        "user_owners": ["alice", "bob"],
+        "group_owners": ["ml"],
+        "cordoned": False,
         "labels": {"cost-centre": "research"},
         "resource_limits_by_priority_class_name": {
             "armada-preemptible": {
@@ -193,26 +249,46 @@ def queue() -> dict[str, Any]:
 
 def executor_command() -> dict[str, Any]:
     return {
-        "command_id": "01HZ3P00000000000000000001", "executor": "cluster-eu-1", "kind": "lease",
-        "job_id": JOB_ID, "run_id": RUN_ID, "queue": QUEUE, "job_set_id": JOB_SET,
-        "node": "gpu-node-17", "spec": job_submitted(), "grace_period_seconds": None, "reason": None,
+        "command_id": "01HZ3P00000000000000000001",
+        "executor": "cluster-eu-1",
+        "kind": "lease",
+        "job_id": JOB_ID,
+        "run_id": RUN_ID,
+        "queue": QUEUE,
+        "job_set_id": JOB_SET,
+        "node": "gpu-node-17",
+        "spec": job_submitted(),
+        "grace_period_seconds": None,
+        "reason": None,
         "created": T0 + 5_001,
     }
 
 
 def executor_report() -> dict[str, Any]:
     return {
-        "executor": "cluster-eu-1", "pool": "gpu-eu", "time": T0 + 10_000,
+        "executor": "cluster-eu-1",
+        "pool": "gpu-eu",
+        "time": T0 + 10_000,
         "nodes": [
-            {"name": "gpu-node-17",
-             "allocatable": {"cpu": "95", "memory": "1100Gi", "nvidia.com/gpu": "8", "ephemeral-storage": "7Ti"},
-             "labels": {"topology.kubernetes.io/zone": "eu-west-1a", "node.kubernetes.io/instance-type": "p4d.24xlarge"},
-             "taints": [{"key": "nvidia.com/gpu", "value": None, "effect": "NoSchedule"},
-                        {"key": "spot", "value": "true", "effect": "NoExecute"}],
-             "unschedulable": False, "non_flotilla_usage": {"cpu": "500m", "memory": "1Gi"}},
-            {"name": "gpu-node-18", "allocatable": {"cpu": "95", "nvidia.com/gpu": "8"}, "labels": {},
-             "taints": [{"key": "node.kubernetes.io/unschedulable", "value": None, "effect": "NoSchedule"}],
-             "unschedulable": True, "non_flotilla_usage": {}},
+            {
+                "name": "gpu-node-17",
+                "allocatable": {"cpu": "95", "memory": "1100Gi", "nvidia.com/gpu": "8", "ephemeral-storage": "7Ti"},
+                "labels": {"topology.kubernetes.io/zone": "eu-west-1a", "node.kubernetes.io/instance-type": "p4d.24xlarge"},
+                "taints": [
+                    {"key": "nvidia.com/gpu", "value": None, "effect": "NoSchedule"},
+                    {"key": "spot", "value": "true", "effect": "NoExecute"},
+                ],
+                "unschedulable": False,
+                "non_flotilla_usage": {"cpu": "500m", "memory": "1Gi"},
+            },
+            {
+                "name": "gpu-node-18",
+                "allocatable": {"cpu": "95", "nvidia.com/gpu": "8"},
+                "labels": {},
+                "taints": [{"key": "node.kubernetes.io/unschedulable", "value": None, "effect": "NoSchedule"}],
+                "unschedulable": True,
+                "non_flotilla_usage": {},
+            },
         ],
         "runs": [{"run_id": RUN_ID, "job_id": JOB_ID, "node": "gpu-node-17", "state": "running"}],
     }
@@ -220,8 +296,13 @@ def executor_report() -> dict[str, Any]:
 
 def rejection() -> dict[str, Any]:
     return {
-        "request_key": f"{QUEUE}/{JOB_SET}", "request_id": "req-8f14e45f", "queue": QUEUE, "job_set_id": JOB_SET,
-        "item_index": 4, "client_id": None, "reason": "item 4: pod_spec is required",
+        "request_key": f"{QUEUE}/{JOB_SET}",
+        "request_id": "req-8f14e45f",
+        "queue": QUEUE,
+        "job_set_id": JOB_SET,
+        "item_index": 4,
+        "client_id": None,
+        "reason": "item 4: pod_spec is required",
         "payload": b"\xf1\x01\x00\xff garbage \x00\x80",
         "rejected_at": T0 + 1,
     }
@@ -247,7 +328,7 @@ def assert_contains(expected: Any, actual: Any, where: str = "") -> None:
             assert_contains(value, actual[key], f"{where}.{key}")
     elif isinstance(expected, (list, tuple)):
         assert type(actual) is type(expected) and len(actual) == len(expected), f"{where}: {actual!r} != {expected!r}"
-        for i, (e, a) in enumerate(zip(expected, actual)):
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
             assert_contains(e, a, f"{where}[{i}]")
     else:
         assert actual == expected and type(actual) is type(expected), f"{where}: {actual!r} != {expected!r}"

@@ -37,7 +37,7 @@ def test_files_parse_in_documented_order_with_plain_fastavro(directory: Path) ->
 
 def test_top_level_files_are_the_codec_schemas() -> None:
     names = [Path(file_name).stem for file_name, _ in documented_order()]
-    assert names[-len(codec.SCHEMA_NAMES):] == list(codec.SCHEMA_NAMES)
+    assert names[-len(codec.SCHEMA_NAMES) :] == list(codec.SCHEMA_NAMES)
 
 
 def test_a_file_alone_fails_without_its_dependencies() -> None:

@@ -82,7 +82,9 @@ def test_arbitrary_strings_numbers_and_maps_survive(labels, priority, requests, 
     spec["pod_spec"]["containers"][0]["resources"]["requests"] = requests
     cycle = {"cycle_id": "c", "cycle_time": 0, "seed": seed}
     sequence = {
-        "queue": "q", "job_set_id": "s", "user": "u",
+        "queue": "q",
+        "job_set_id": "s",
+        "user": "u",
         "events": [
             {"event_id": "a", "created": 0, "job_id": "j", "payload": ("flotilla.JobSubmitted", spec)},
             {"event_id": "b", "created": 0, "job_id": None, "payload": ("flotilla.SchedulingCycle", cycle)},
@@ -116,7 +118,9 @@ def test_a_spliced_record_is_byte_for_byte_what_encode_writes() -> None:
     assert writer.encode(job, spec) == codec.encode("job_state", job)
     later = {**job, "state": "running", "reason": None, "spec": None}  # the record's own value is not read
     assert writer.encode(later, spec) == codec.encode("job_state", {**later, "spec": job["spec"]})
-    assert codec.decode("job_state", writer.encode(later, spec))["spec"] == codec.decode("job_state", codec.encode("job_state", job))["spec"]
+    assert (
+        codec.decode("job_state", writer.encode(later, spec))["spec"] == codec.decode("job_state", codec.encode("job_state", job))["spec"]
+    )
 
 
 def test_splicing_a_field_the_schema_lacks_is_refused() -> None:

@@ -339,13 +339,9 @@ class KubernetesBackend:
         if current is None:
             return
         if outcome is not None:
-            self._record(
-                replace(current, state=outcome, exit_code=None, reason=outcome, message=f"stopped by the executor: {outcome}")
-            )
+            self._record(replace(current, state=outcome, exit_code=None, reason=outcome, message=f"stopped by the executor: {outcome}"))
         else:
-            self._record(
-                replace(current, state="failed", reason="pod_deleted", message="the pod was deleted outside Flotilla")
-            )
+            self._record(replace(current, state="failed", reason="pod_deleted", message="the pod was deleted outside Flotilla"))
         self._without_pod(run_id)
 
     def _without_pod(self, run_id: str) -> None:

@@ -73,9 +73,7 @@ def _container(spec: dict[str, Any]) -> dict[str, Any]:
             "args": list(spec.get("args") or []),
             "env": [{"name": env["name"], "value": env["value"]} for env in spec.get("env") or []],
             "workingDir": spec.get("working_dir"),
-            "resources": _without_none(
-                {"requests": dict(resources.get("requests") or {}), "limits": dict(resources.get("limits") or {})}
-            ),
+            "resources": _without_none({"requests": dict(resources.get("requests") or {}), "limits": dict(resources.get("limits") or {})}),
             "ports": [
                 _without_none(
                     {"containerPort": port["container_port"], "protocol": port.get("protocol") or "TCP", "name": port.get("name")}
@@ -204,9 +202,7 @@ def service_manifests(lease: Lease, executor_id: str, namespace: str, pod_uid: s
     return manifests
 
 
-def ingress_manifests(
-    lease: Lease, executor_id: str, namespace: str, pod_uid: str, host_suffix: str
-) -> list[dict[str, Any]]:
+def ingress_manifests(lease: Lease, executor_id: str, namespace: str, pod_uid: str, host_suffix: str) -> list[dict[str, Any]]:
     """Per ``ingresses`` entry, a ClusterIP Service for its ports and an Ingress routing one host
     per port (``<pod>-<port>.<namespace>.<host_suffix>``) to it, with TLS when asked.
     ``use_cluster_ip`` concerns which address is reported for the ingress, not the objects."""

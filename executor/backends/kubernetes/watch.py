@@ -62,9 +62,7 @@ class PodWatch:
         return list(listed.items), listed.metadata.resource_version
 
     def start(self, resource_version: str) -> None:
-        self._thread = threading.Thread(
-            target=self._run, args=(resource_version,), name="flotilla-pod-watch", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, args=(resource_version,), name="flotilla-pod-watch", daemon=True)
         self._thread.start()
 
     def request_stop(self) -> None:

@@ -119,11 +119,7 @@ def _affinity(affinity: core.Affinity) -> dict[str, Any]:
     return {
         "node_affinity": {
             "required": [
-                {
-                    "match_expressions": [
-                        {"key": e.key, "operator": e.operator, "values": list(e.values)} for e in term.matchExpressions
-                    ]
-                }
+                {"match_expressions": [{"key": e.key, "operator": e.operator, "values": list(e.values)} for e in term.matchExpressions]}
                 for term in required.nodeSelectorTerms
             ]
         }
@@ -180,8 +176,7 @@ def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
             "annotations": annotations,
             "pod_spec": spec,
             "services": [
-                {"type": submit_pb2.ServiceType.Name(s.type), "ports": list(s.ports), "name": s.name or None}
-                for s in item.services
+                {"type": submit_pb2.ServiceType.Name(s.type), "ports": list(s.ports), "name": s.name or None} for s in item.services
             ],
             "ingresses": [
                 {

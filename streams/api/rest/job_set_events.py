@@ -64,9 +64,7 @@ def _disconnected(request: BaseRequest) -> bool:
     return transport is None or transport.is_closing()
 
 
-async def _stream(
-    request: BaseRequest, log: JobSetLog, options: StreamOptions, stopping: asyncio.Event, job_set: str
-) -> StreamResponse:
+async def _stream(request: BaseRequest, log: JobSetLog, options: StreamOptions, stopping: asyncio.Event, job_set: str) -> StreamResponse:
     resume: ResumeAfter[dict[str, Any]] = ResumeAfter(options.after)
     pending: list[dict[str, Any]] = []
     # Nothing is sent until the `from` event is found, so an id this job set never had is still a 404.

@@ -22,7 +22,6 @@ CONTENT_TYPE = "text/event-stream"
 HEARTBEAT = b": heartbeat\n\n"
 
 
-
 @dataclass(frozen=True)
 class StreamOptions:
     after: str | None  # resume after this event id; None: from the job set's first event

@@ -17,11 +17,17 @@ from streams.client.rest import Client
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=argparse.SUPPRESS,
-                        help=f"REST API (default ${URL_ENV}, then the config file's current context, then http://127.0.0.1:8080)")
-    parser.add_argument("--token", default=argparse.SUPPRESS,
-                        help=f"bearer token (default ${TOKEN_ENV}, then the current context); "
-                             "other local users can see a flag in the process list, the config file they cannot")
+    parser.add_argument(
+        "--url",
+        default=argparse.SUPPRESS,
+        help=f"REST API (default ${URL_ENV}, then the config file's current context, then http://127.0.0.1:8080)",
+    )
+    parser.add_argument(
+        "--token",
+        default=argparse.SUPPRESS,
+        help=f"bearer token (default ${TOKEN_ENV}, then the current context); "
+        "other local users can see a flag in the process list, the config file they cannot",
+    )
 
 
 def client_for(args: argparse.Namespace) -> Client:

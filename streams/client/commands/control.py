@@ -84,9 +84,14 @@ def _targets(commands: Any, name: str, help_text: str) -> Any:
 def _job(targets: Any, help_text: str, *, reason: bool = False, priority: bool = False) -> argparse.ArgumentParser:
     usage = "[QUEUE JOB_SET] JOB_ID" + (" PRIORITY" if priority else "")
     parser = targets.add_parser("job", help=help_text, usage=f"%(prog)s {usage} [options]")
-    parser.add_argument("job", nargs="+", action=_JobTargetAction, priority=priority, metavar="ARG",
-                        help=f"{usage}: the job's id, or armadactl's queue, job set and job id"
-                             + (f"; then the {PRIORITY_HELP}" if priority else ""))
+    parser.add_argument(
+        "job",
+        nargs="+",
+        action=_JobTargetAction,
+        priority=priority,
+        metavar="ARG",
+        help=f"{usage}: the job's id, or armadactl's queue, job set and job id" + (f"; then the {PRIORITY_HELP}" if priority else ""),
+    )
     return _common(parser, reason=reason)
 
 

@@ -31,8 +31,9 @@ def register(commands: Any) -> None:
     logs = actions.add_parser("logs", help="print the output of a job's run on a local executor of this machine")
     logs.add_argument("job_id")
     logs.add_argument("--run", help="run id (default: the job's latest run)")
-    logs.add_argument("--state-dir", type=Path, default=Path(".flotilla"),
-                      help="the state directory `flotilla up` was given (default .flotilla)")
+    logs.add_argument(
+        "--state-dir", type=Path, default=Path(".flotilla"), help="the state directory `flotilla up` was given (default .flotilla)"
+    )
     add_connection_options(logs)
     logs.set_defaults(func=_logs)
 

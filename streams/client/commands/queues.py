@@ -67,15 +67,18 @@ COMMANDS = (
 
 def register(commands: Any) -> None:
     verbs = {
-        verb: commands.add_parser(verb, help=f"{verb} queues (as armadactl {verb})")
-        .add_subparsers(dest="noun", required=True, metavar="WHAT")
+        verb: commands.add_parser(verb, help=f"{verb} queues (as armadactl {verb})").add_subparsers(
+            dest="noun", required=True, metavar="WHAT"
+        )
         for verb in dict.fromkeys(command.verb for command in COMMANDS)
     }
     queue = commands.add_parser("queue", help="manage queues: the same commands as create|update|delete|get queue")
     actions = queue.add_subparsers(dest="action", required=True, metavar="ACTION")
     for command in COMMANDS:
-        for parser in (verbs[command.verb].add_parser(command.noun, help=command.help),
-                       actions.add_parser(command.action, help=command.help)):
+        for parser in (
+            verbs[command.verb].add_parser(command.noun, help=command.help),
+            actions.add_parser(command.action, help=command.help),
+        ):
             _arguments(parser, command)
 
 
@@ -84,10 +87,16 @@ def _arguments(parser: argparse.ArgumentParser, command: QueueCommand) -> None:
         parser.add_argument("name")
     if command.settings:
         parser.add_argument("--priority-factor", type=float, help="weight = 1/priority factor (the server's default: 1)")
-        parser.add_argument("--owners", type=names, action="extend", metavar="USER,...",
-                            help="users who may submit to and control the queue ('' for none)")
-        parser.add_argument("--group-owners", type=names, action="extend", metavar="GROUP,...",
-                            help="groups whose members may submit to and control the queue ('' for none)")
+        parser.add_argument(
+            "--owners", type=names, action="extend", metavar="USER,...", help="users who may submit to and control the queue ('' for none)"
+        )
+        parser.add_argument(
+            "--group-owners",
+            type=names,
+            action="extend",
+            metavar="GROUP,...",
+            help="groups whose members may submit to and control the queue ('' for none)",
+        )
         parser.add_argument("--cordon", action=argparse.BooleanOptionalAction, help="refuse new jobs (--no-cordon to lift)")
         parser.add_argument("--labels", type=labels, metavar="KEY=VALUE,...", help="the queue's labels ('' for none)")
     parser.add_argument("--json", action="store_true", help="print JSON")

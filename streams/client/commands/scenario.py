@@ -33,8 +33,10 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     print(outcome.name)
     for entry in document["rounds"]:
-        print(f"  round {entry['round']}: scheduled {len(entry['scheduled'])}, preempted {len(entry['preempted'])}, "
-              f"still queued {len(entry['still_queued'])}" + (f", counts {entry['counts']}" if "counts" in entry else ""))
+        print(
+            f"  round {entry['round']}: scheduled {len(entry['scheduled'])}, preempted {len(entry['preempted'])}, "
+            f"still queued {len(entry['still_queued'])}" + (f", counts {entry['counts']}" if "counts" in entry else "")
+        )
     return 0
 
 

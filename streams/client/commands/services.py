@@ -29,7 +29,10 @@ def register(commands: Any) -> None:
     up.set_defaults(func=_up)
 
     worker = commands.add_parser("worker", help="run one control-plane worker (Faust) against a broker")
-    worker.add_argument("--broker", help="kafka://host:port, or tansu://host:port for the embedded broker (default $FLOTILLA_BROKER or tansu://127.0.0.1:9092)")
+    worker.add_argument(
+        "--broker",
+        help="kafka://host:port, or tansu://host:port for the embedded broker (default $FLOTILLA_BROKER or tansu://127.0.0.1:9092)",
+    )
     worker.add_argument("--web-port", type=int, help="REST API port (default 8080)")
     worker.add_argument("--grpc-port", type=int, help="Armada gRPC API port (default 50051)")
     worker.add_argument("--web-host", help="REST and gRPC API address (default 127.0.0.1)")

@@ -24,8 +24,18 @@ from streams.client.rest import Client
 
 # Payload fields worth a glance, in the order shown; the rest is in --json.
 DETAILS = (
-    "run_id", "executor", "node", "exit_code", "category", "reason", "message",
-    "new_priority", "preemptor_job_id", "priority", "priority_class", "client_id",
+    "run_id",
+    "executor",
+    "node",
+    "exit_code",
+    "category",
+    "reason",
+    "message",
+    "new_priority",
+    "preemptor_job_id",
+    "priority",
+    "priority_class",
+    "client_id",
 )
 # ANSI: move the cursor to the start of the line n lines up; clear from the cursor to the end of the screen.
 UP = "\x1b[{}F"
@@ -36,10 +46,12 @@ def register(commands: Any) -> None:
     watch = commands.add_parser("watch", help="follow a job set: its events and how many jobs are in each state (Ctrl-C to stop)")
     watch.add_argument("queue")
     watch.add_argument("job_set")
-    watch.add_argument("--no-follow", dest="follow", action="store_false",
-                       help="stop after the events so far instead of waiting for new ones")
-    watch.add_argument("--exit-on-done", action="store_true",
-                       help="stop once every job of the job set has finished (judged after the events so far)")
+    watch.add_argument(
+        "--no-follow", dest="follow", action="store_false", help="stop after the events so far instead of waiting for new ones"
+    )
+    watch.add_argument(
+        "--exit-on-done", action="store_true", help="stop once every job of the job set has finished (judged after the events so far)"
+    )
     watch.add_argument("--json", action="store_true", help="the events as JSON lines, as the server sends them")
     add_connection_options(watch)
     watch.set_defaults(func=_watch)
@@ -166,9 +178,7 @@ def event_line(record: dict[str, Any]) -> str:
     """`<UTC time>  <job id>  <kind>  key=value...` for one event of the stream."""
     created = datetime.fromtimestamp(record["created"] / 1000, tz=UTC).isoformat(timespec="milliseconds")
     payload = record.get("payload") or {}
-    details = " ".join(
-        f"{name}={_text(payload[name])}" for name in DETAILS if payload.get(name) not in (None, "")
-    )
+    details = " ".join(f"{name}={_text(payload[name])}" for name in DETAILS if payload.get(name) not in (None, ""))
     return f"{created.replace('+00:00', 'Z')}  {record['job_id'] or '-':<26}  {record['kind']:<20}  {details}".rstrip()
 
 

@@ -40,8 +40,9 @@ def untolerated_taint(taints: Iterable[Taint], tolerations: Iterable[Toleration]
     return None
 
 
-def static_mismatch(node: Node, job: Job, extra_tolerations: tuple[Toleration, ...] = (),
-                    extra_selector: Mapping[str, str] | None = None) -> str | None:
+def static_mismatch(
+    node: Node, job: Job, extra_tolerations: tuple[Toleration, ...] = (), extra_selector: Mapping[str, str] | None = None
+) -> str | None:
     """Why `node` can never take `job` this cycle, or None when it can (capacity aside)."""
     if node.unschedulable:
         return "node is unschedulable"

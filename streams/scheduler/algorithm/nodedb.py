@@ -52,8 +52,9 @@ class _LevelIndex:
 
 
 class NodeDb:
-    def __init__(self, nodes: Sequence[Node], resource_names: Sequence[str], priorities: Sequence[int],
-                 config: SchedulingConfig, track_held: bool) -> None:
+    def __init__(
+        self, nodes: Sequence[Node], resource_names: Sequence[str], priorities: Sequence[int], config: SchedulingConfig, track_held: bool
+    ) -> None:
         self.nodes = list(nodes)
         self.index_of = {node.id: i for i, node in enumerate(self.nodes)}
         self.priorities = sorted(set(priorities))
@@ -283,8 +284,7 @@ class NodeDb:
                 return low
         return lvl
 
-    def _select_at(self, js: JobState, priority: int, tolerations: tuple[Toleration, ...],
-                   selector: Mapping[str, str]) -> Placement | None:
+    def _select_at(self, js: JobState, priority: int, tolerations: tuple[Toleration, ...], selector: Mapping[str, str]) -> Placement | None:
         mask = self.mask(js, tolerations, selector)
         node = self.search(EVICTED_LEVEL, js, mask)
         if node is not None:

@@ -87,8 +87,7 @@ class _PreemptingScheduler:
         self.queues = {q.name: q for q in sorted(inputs.queues, key=lambda q: q.name)}
         nodes = sorted(inputs.nodes, key=lambda n: n.id)
         grouped, queued_names = _group_queued(inputs.queued)
-        names = sorted({*(r for n in nodes for r in n.resources), *(r for run in inputs.running for r in run.job.requests),
-                        *queued_names})
+        names = sorted({*(r for n in nodes for r in n.resources), *(r for run in inputs.running for r in run.job.requests), *queued_names})
         self.names = names
         self.pos = {name: i for i, name in enumerate(names)}
         self.totals = [sum(n.resources.get(name, 0) for n in nodes) for name in names]
@@ -109,10 +108,14 @@ class _PreemptingScheduler:
         self._load_jobs(inputs, grouped)
         self._compute_shares(inputs)
         self.global_bucket = Bucket(config.scheduling_rate, inputs.limiters.scheduling, inputs.now)
-        self.queue_buckets = {name: Bucket(config.per_queue_scheduling_rate, inputs.limiters.per_queue.get(name), inputs.now)
-                              for name in self.queues}
-        self.fair_bucket = (Bucket(config.fairshare_preemption_rate, inputs.limiters.fairshare_preemption, inputs.now)
-                            if config.fairshare_preemption_rate is not None else None)
+        self.queue_buckets = {
+            name: Bucket(config.per_queue_scheduling_rate, inputs.limiters.per_queue.get(name), inputs.now) for name in self.queues
+        }
+        self.fair_bucket = (
+            Bucket(config.fairshare_preemption_rate, inputs.limiters.fairshare_preemption, inputs.now)
+            if config.fairshare_preemption_rate is not None
+            else None
+        )
         self.round_limits = self._limit_pairs(absolute_limits(self._total_map(), config.maximum_resource_fraction_to_schedule))
         self.scheduled_now = [0] * len(names)
         self.termination: str = ""
@@ -182,7 +185,8 @@ class _PreemptingScheduler:
         totals = self._total_map()
         self.class_limits = {
             (q, pc.name): self._limit_pairs(absolute_limits(totals, queue_class_limits(queue, pc)))
-            for q, queue in self.queues.items() for pc in self.config.priority_classes.values()
+            for q, queue in self.queues.items()
+            for pc in self.config.priority_classes.values()
         }
         if inputs.demand is not None:
             capped = {q: list(self._vector(inputs.demand.get(q, {}).items())) for q in self.queues}
@@ -267,8 +271,11 @@ class _PreemptingScheduler:
         nodedb = self.nodedb
         bound = [js for js in self.running + self.created if js.bound and not js.evicted]
         victims = [
-            js for js in bound
-            if js.node in over and js.pc.preemptible and js.queue in self.queues
+            js
+            for js in bound
+            if js.node in over
+            and js.pc.preemptible
+            and js.queue in self.queues
             and nodedb.priorities[nodedb.level(js.sched_priority) - 1] in over[js.node]
         ]
         gangs: dict[str, list[JobState]] = defaultdict(list)
@@ -307,9 +314,15 @@ class _PreemptingScheduler:
             js.attempted, js.reason = True, reason
             return True
 
-        candidates = CandidateGangs(queues, self.allocation, self.cost, consider_priority=consider_priority,
-                                    prefer_large=self.config.enable_prefer_large_job_ordering,
-                                    lookback=self.config.max_queue_lookback, skip=skip)
+        candidates = CandidateGangs(
+            queues,
+            self.allocation,
+            self.cost,
+            consider_priority=consider_priority,
+            prefer_large=self.config.enable_prefer_large_job_ordering,
+            lookback=self.config.max_queue_lookback,
+            skip=skip,
+        )
         while (cursor := candidates.pop()) is not None:
             gang = cursor.gang
             assert gang is not None
@@ -389,16 +402,22 @@ class _PreemptingScheduler:
     def _check_constraints(self, queue: str, gang: list[JobState]) -> str:
         size = len(gang)
         refusal = _rate_refusal(
-            self.global_bucket, size,
-            reasons.GLOBAL_RATE_LIMIT, reasons.GANG_EXCEEDS_GLOBAL_BURST, reasons.GANG_EXCEEDS_GLOBAL_RATE,
+            self.global_bucket,
+            size,
+            reasons.GLOBAL_RATE_LIMIT,
+            reasons.GANG_EXCEEDS_GLOBAL_BURST,
+            reasons.GANG_EXCEEDS_GLOBAL_RATE,
         )
         if refusal:
             return refusal
         if self.queues[queue].cordoned:
             return reasons.QUEUE_CORDONED
         refusal = _rate_refusal(
-            self.queue_buckets[queue], size,
-            reasons.QUEUE_RATE_LIMIT, reasons.GANG_EXCEEDS_QUEUE_BURST, reasons.GANG_EXCEEDS_QUEUE_RATE,
+            self.queue_buckets[queue],
+            size,
+            reasons.QUEUE_RATE_LIMIT,
+            reasons.GANG_EXCEEDS_QUEUE_BURST,
+            reasons.GANG_EXCEEDS_QUEUE_RATE,
         )
         if refusal:
             return refusal
@@ -478,11 +497,13 @@ class _PreemptingScheduler:
         nodes = self.nodedb.nodes
         scheduled = tuple(
             ScheduledJob(js.id, nodes[js.node].id, js.sched_priority)  # type: ignore[index]
-            for js in sorted(self.created, key=_BY_ID) if js.bound and not js.evicted
+            for js in sorted(self.created, key=_BY_ID)
+            if js.bound and not js.evicted
         )
         preempted = [
             PreemptedJob(js.id, nodes[js.node].id, js.reason or reasons.FAIR_SHARE_PREEMPTED)  # type: ignore[index]
-            for js in self.running if not js.bound or js.evicted
+            for js in self.running
+            if not js.bound or js.evicted
         ] + self.lost
         incomplete = self._incomplete_gangs()
         left: dict[tuple[str, bool], list[str]] = defaultdict(list)
@@ -495,22 +516,20 @@ class _PreemptingScheduler:
             skipped_reason = self.unfeasible.get(group.shape.scheduling_key)
             seen = group.next + (group.reached(self.frontier.get(group.queue)) if skipped_reason else 0)
             if seen > group.next:
-                left[(skipped_reason, True)].extend(j.id for j in group.jobs[group.next:seen])  # type: ignore[index]
+                left[(skipped_reason, True)].extend(j.id for j in group.jobs[group.next : seen])  # type: ignore[index]
             if seen < len(group.jobs):
                 why = self._not_considered(group.queue, group.jobs[0].gang_id, incomplete)
                 left[(why, False)].extend(j.id for j in group.jobs[seen:])
         for why, ids in self.unknown.items():
             left[(why, False)].extend(ids)
-        unscheduled = tuple(Unscheduled(reason, attempted, tuple(sorted(ids)))
-                            for (reason, attempted), ids in sorted(left.items()))
+        unscheduled = tuple(Unscheduled(reason, attempted, tuple(sorted(ids))) for (reason, attempted), ids in sorted(left.items()))
         limiters = LimiterState(
             scheduling=self.global_bucket.state(self.inputs.now),
             per_queue={q: s for q, b in sorted(self.queue_buckets.items()) if (s := b.state(self.inputs.now)) is not None},
             fairshare_preemption=self.fair_bucket.state(self.inputs.now) if self.fair_bucket else None,
         )
         shares = tuple(
-            QueueShare(q, self.fair_share[q], self.adjusted_share[q], self.cost.unweighted(self.allocation[q]))
-            for q in self.queues
+            QueueShare(q, self.fair_share[q], self.adjusted_share[q], self.cost.unweighted(self.allocation[q])) for q in self.queues
         )
         return CycleResult(
             scheduled=scheduled,
@@ -543,8 +562,14 @@ class _PreemptingScheduler:
 
 # (queue, class, priority, request items, selector items, tolerations, affinity, gang annotations)
 _GroupKey = tuple[
-    str, str, int, tuple[tuple[str, int], ...], tuple[tuple[str, str], ...],
-    tuple[Toleration, ...], tuple[tuple[NodeSelectorRequirement, ...], ...], tuple[tuple[str, str], ...],
+    str,
+    str,
+    int,
+    tuple[tuple[str, int], ...],
+    tuple[tuple[str, str], ...],
+    tuple[Toleration, ...],
+    tuple[tuple[NodeSelectorRequirement, ...], ...],
+    tuple[tuple[str, str], ...],
 ]
 
 
@@ -556,9 +581,18 @@ def _group_queued(queued: Iterable[Job]) -> tuple[dict[_GroupKey, list[Job]], se
     for job in queued:
         annotations, selector = job.annotations, job.node_selector
         gang = annotations.get(GANG_ID_ANNOTATION, "") if annotations else ""
-        grouped[(job.queue, job.priority_class, job.priority, tuple(job.requests.items()),
-                 tuple(selector.items()) if selector else (), job.tolerations, job.affinity,
-                 tuple(annotations.items()) if gang else ())].append(job)
+        grouped[
+            (
+                job.queue,
+                job.priority_class,
+                job.priority,
+                tuple(job.requests.items()),
+                tuple(selector.items()) if selector else (),
+                job.tolerations,
+                job.affinity,
+                tuple(annotations.items()) if gang else (),
+            )
+        ].append(job)
     return grouped, {name for key in grouped for name, _ in key[3]}
 
 

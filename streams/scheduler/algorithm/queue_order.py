@@ -39,11 +39,9 @@ def _gangs(items: Iterable[JobState], lookback: int, skip: Callable[[JobState], 
 class QueueCursor:
     """A queue's next gang together with the costs that rank it against other queues."""
 
-    __slots__ = ("name", "weight", "budget", "gang", "all_evicted", "proposed", "current", "size",
-                 "class_priority", "_gangs", "_shared")
+    __slots__ = ("name", "weight", "budget", "gang", "all_evicted", "proposed", "current", "size", "class_priority", "_gangs", "_shared")
 
-    def __init__(self, name: str, weight: float, budget: float, gangs: Iterator[list[JobState]],
-                 shared: _Ranking) -> None:
+    def __init__(self, name: str, weight: float, budget: float, gangs: Iterator[list[JobState]], shared: _Ranking) -> None:
         self.name = name
         self.weight = weight
         self.budget = budget
@@ -112,9 +110,17 @@ class _Ranking:
 class CandidateGangs:
     """The queues ordered by who should go next; call `pop`, try the gang, then `done`."""
 
-    def __init__(self, queues: Sequence[tuple[str, float, float, Iterable[JobState]]], allocation: dict[str, list[int]],
-                 cost: DrfCost, *, consider_priority: bool, prefer_large: bool, lookback: int = 0,
-                 skip: Callable[[JobState], bool] = lambda js: False) -> None:
+    def __init__(
+        self,
+        queues: Sequence[tuple[str, float, float, Iterable[JobState]]],
+        allocation: dict[str, list[int]],
+        cost: DrfCost,
+        *,
+        consider_priority: bool,
+        prefer_large: bool,
+        lookback: int = 0,
+        skip: Callable[[JobState], bool] = lambda js: False,
+    ) -> None:
         self._ranking = _Ranking(allocation, cost, consider_priority, prefer_large)
         self._heap: list[QueueCursor] = []
         self._only_evicted = False
@@ -146,8 +152,9 @@ class CandidateGangs:
             self._only_evicted_queues.add(queue)
 
 
-def rescheduling_order(queues: Sequence[tuple[str, float, float, Sequence[JobState]]], allocation: dict[str, list[int]],
-                       cost: DrfCost, prefer_large: bool) -> list[JobState]:
+def rescheduling_order(
+    queues: Sequence[tuple[str, float, float, Sequence[JobState]]], allocation: dict[str, list[int]], cost: DrfCost, prefer_large: bool
+) -> list[JobState]:
     """The order evicted jobs would be put back in if nothing new competed with them.
 
     Fair-share preemption displaces evicted jobs from the end of this order first, so the

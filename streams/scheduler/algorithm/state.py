@@ -28,12 +28,38 @@ class JobState:
     """
 
     __slots__ = (
-        "job", "id", "queue", "gang_id", "pc", "req", "pairs", "running", "started_at", "node", "sched_priority",
-        "bound", "evicted", "attempted", "reason", "order_key", "static_key", "gang_size", "scheduling_key",
+        "job",
+        "id",
+        "queue",
+        "gang_id",
+        "pc",
+        "req",
+        "pairs",
+        "running",
+        "started_at",
+        "node",
+        "sched_priority",
+        "bound",
+        "evicted",
+        "attempted",
+        "reason",
+        "order_key",
+        "static_key",
+        "gang_size",
+        "scheduling_key",
     )
 
-    def __init__(self, job: Job, shape: Shape, running: bool, started_at: float, node: int | None,
-                 sched_priority: int, key: tuple[object, ...] | None = None, gang: tuple[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        job: Job,
+        shape: Shape,
+        running: bool,
+        started_at: float,
+        node: int | None,
+        sched_priority: int,
+        key: tuple[object, ...] | None = None,
+        gang: tuple[str, int] | None = None,
+    ) -> None:
         """`key` and `gang` (id, cardinality), when the caller already has them for a whole group
         of jobs, spare recomputing them per job; they must equal what the job itself gives."""
         self.job = job

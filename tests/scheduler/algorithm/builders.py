@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from streams.scheduler.algorithm.model import (
-    AwayNodeType, CycleInput, Job, LimiterState, Node, PriorityClass, Queue, RunningJob,
-    SchedulingConfig, Taint, Toleration,
+    AwayNodeType,
+    CycleInput,
+    Job,
+    LimiterState,
+    Node,
+    PriorityClass,
+    Queue,
+    RunningJob,
+    SchedulingConfig,
+    Taint,
+    Toleration,
 )
 from tests.kit.quantities import CPU, GI
-
 
 CLASSES = {
     "low": PriorityClass("low", 0, True),
@@ -39,25 +47,54 @@ def node(node_id: str, cpu: int = 32, mem: int = 256, gpu: int = 0, **kwargs: ob
     return Node(id=node_id, resources=resources, **kwargs)  # type: ignore[arg-type]
 
 
-def job(job_id: str, queue: str = "A", cpu: int = 1, mem: int = 4, pc: str = "low", t: float = 0.0,
-        gang: tuple[str, int] | None = None, **kwargs: object) -> Job:
+def job(
+    job_id: str,
+    queue: str = "A",
+    cpu: int = 1,
+    mem: int = 4,
+    pc: str = "low",
+    t: float = 0.0,
+    gang: tuple[str, int] | None = None,
+    **kwargs: object,
+) -> Job:
     annotations = dict(kwargs.pop("annotations", {}))  # type: ignore[arg-type]
     if gang:
         annotations["armadaproject.io/gangId"] = gang[0]
         annotations["armadaproject.io/gangCardinality"] = str(gang[1])
-    return Job(id=job_id, queue=queue, priority_class=pc, requests={"cpu": cpu * CPU, "memory": mem * GI},
-               submit_time=t, annotations=annotations, **kwargs)  # type: ignore[arg-type]
+    return Job(
+        id=job_id,
+        queue=queue,
+        priority_class=pc,
+        requests={"cpu": cpu * CPU, "memory": mem * GI},
+        submit_time=t,
+        annotations=annotations,
+        **kwargs,
+    )  # type: ignore[arg-type]
 
 
 def running(j: Job, node_id: str, priority: int | None = None, started: float = 0.0) -> RunningJob:
     return RunningJob(j, node_id, CLASSES[j.priority_class].priority if priority is None else priority, started)
 
 
-def cycle(queues: list[str] | list[Queue], nodes: list[Node], queued: list[Job] = (), running_jobs: list[RunningJob] = (),
-          now: float = 0.0, limiters: LimiterState = LimiterState(), **kwargs: object) -> CycleInput:
+def cycle(
+    queues: list[str] | list[Queue],
+    nodes: list[Node],
+    queued: list[Job] = (),
+    running_jobs: list[RunningJob] = (),
+    now: float = 0.0,
+    limiters: LimiterState | None = None,
+    **kwargs: object,
+) -> CycleInput:
     qs = tuple(q if isinstance(q, Queue) else Queue(q) for q in queues)
-    return CycleInput(queues=qs, nodes=tuple(nodes), running=tuple(running_jobs), queued=tuple(queued),
-                      now=now, limiters=limiters, **kwargs)  # type: ignore[arg-type]
+    return CycleInput(
+        queues=qs,
+        nodes=tuple(nodes),
+        running=tuple(running_jobs),
+        queued=tuple(queued),
+        now=now,
+        limiters=limiters or LimiterState(),
+        **kwargs,
+    )  # type: ignore[arg-type]
 
 
 def tolerate(key: str, value: str = "true") -> Toleration:

@@ -1,10 +1,16 @@
 """Each scheduling rule on small hand-built cycles."""
 
 from streams.scheduler.algorithm import reasons
-from streams.scheduler.algorithm.preempting import schedule
 from streams.scheduler.algorithm.model import (
-    LimiterState, NodeAllocation, NodeSelectorRequirement, Queue, RateLimit, Taint, TokenBucket,
+    LimiterState,
+    NodeAllocation,
+    NodeSelectorRequirement,
+    Queue,
+    RateLimit,
+    Taint,
+    TokenBucket,
 )
+from streams.scheduler.algorithm.preempting import schedule
 from tests.kit.quantities import CPU, GI
 from tests.scheduler.algorithm.builders import config, cycle, job, node, running, tolerate
 
@@ -68,13 +74,16 @@ def test_prefer_large_ordering_tries_the_bigger_job_first_when_both_fit_the_budg
     jobs = [job(f"a{i}", "A", cpu=16, mem=128, t=i) for i in range(4)] + [job(f"b{i}", "B", t=10 + i) for i in range(4)]
     one = LimiterState()
     cfg = dict(scheduling_rate=RateLimit(1.0, 1))
-    assert list(placed(schedule(cycle(["A", "B"], [node("n")], jobs, limiters=one), config(enable_prefer_large_job_ordering=True, **cfg)))) == ["a0"]
-    assert list(placed(schedule(cycle(["A", "B"], [node("n")], jobs, limiters=one), config(enable_prefer_large_job_ordering=False, **cfg)))) == ["b0"]
+    assert list(
+        placed(schedule(cycle(["A", "B"], [node("n")], jobs, limiters=one), config(enable_prefer_large_job_ordering=True, **cfg)))
+    ) == ["a0"]
+    assert list(
+        placed(schedule(cycle(["A", "B"], [node("n")], jobs, limiters=one), config(enable_prefer_large_job_ordering=False, **cfg)))
+    ) == ["b0"]
 
 
 def test_taints_selectors_and_affinity_restrict_nodes():
-    nodes = [node("plain"), node("tainted", taints=(Taint("gpu", "true"),), labels={"gpu": "true"}),
-             node("zoned", labels={"zone": "z1"})]
+    nodes = [node("plain"), node("tainted", taints=(Taint("gpu", "true"),), labels={"gpu": "true"}), node("zoned", labels={"zone": "z1"})]
     jobs = [
         job("intolerant", cpu=32, mem=256, t=0, node_selector={"gpu": "true"}),
         job("tolerant", cpu=32, mem=256, t=0.5, tolerations=(tolerate("gpu"),), node_selector={"gpu": "true"}),
@@ -106,10 +115,10 @@ def test_incomplete_gang_waits_with_a_reason():
 
 
 def test_gang_uniformity_label_keeps_members_on_one_label_value():
-    nodes = [node("a1", cpu=8, labels={"zone": "a"}), node("b1", cpu=8, labels={"zone": "b"}),
-             node("b2", cpu=8, labels={"zone": "b"})]
-    gang = [job(f"g{i}", cpu=8, mem=8, t=i, gang=("g", 2), annotations={"armadaproject.io/gangNodeUniformityLabel": "zone"})
-            for i in range(2)]
+    nodes = [node("a1", cpu=8, labels={"zone": "a"}), node("b1", cpu=8, labels={"zone": "b"}), node("b2", cpu=8, labels={"zone": "b"})]
+    gang = [
+        job(f"g{i}", cpu=8, mem=8, t=i, gang=("g", 2), annotations={"armadaproject.io/gangNodeUniformityLabel": "zone"}) for i in range(2)
+    ]
     assert set(placed(schedule(cycle(["A"], nodes, gang), config())).values()) == {"b1", "b2"}
     unindexed = schedule(cycle(["A"], nodes, gang), config(indexed_node_labels=()))
     assert unscheduled(unindexed)["g0"].reason == reasons.uniformity_not_indexed("zone")
@@ -117,8 +126,11 @@ def test_gang_uniformity_label_keeps_members_on_one_label_value():
 
 def test_urgency_preemption_displaces_only_lower_priority_preemptible_jobs():
     nodes = [node("a"), node("b"), node("c")]
-    busy = [running(job("low", cpu=32, mem=256), "a"), running(job("mid", pc="mid", cpu=32, mem=256), "b"),
-            running(job("fixed", pc="fixed", cpu=32, mem=256), "c")]
+    busy = [
+        running(job("low", cpu=32, mem=256), "a"),
+        running(job("mid", pc="mid", cpu=32, mem=256), "b"),
+        running(job("fixed", pc="fixed", cpu=32, mem=256), "c"),
+    ]
     cfg = config(enable_fairshare_preemption=False)
     result = schedule(cycle(["A"], nodes, [job("new", pc="high", cpu=32, mem=256, t=1)], busy), cfg)
     assert placed(result) == {"new": "a"} and preempted(result) == {"low"}
@@ -135,8 +147,9 @@ def test_second_pass_does_not_overcommit_a_node():
     f0, f12 = job("f0", "A", t=0), job("f12", "B", cpu=3, pc="high", t=12)
     queued = [job(f"s{i}", "A", t=100 + i) for i in range(3)] + [job(f"s{i}", "A", pc="mid", t=100 + i) for i in (3, 4)]
     busy = [running(f0, "n0"), running(f12, "n0")]
-    result = schedule(cycle(["A", "B", "C"], [node("n0", cpu=4, mem=64)], queued, busy, now=1.0),
-                      config(enable_prefer_large_job_ordering=True))
+    result = schedule(
+        cycle(["A", "B", "C"], [node("n0", cpu=4, mem=64)], queued, busy, now=1.0), config(enable_prefer_large_job_ordering=True)
+    )
     assert not result.scheduled and not result.preempted
     left = unscheduled(result)
     assert [left[j].reason for j in ("s3", "s4")] == [reasons.JOB_DOES_NOT_FIT] * 2
@@ -157,7 +170,8 @@ def test_fair_share_preemption_takes_the_most_recent_jobs_of_the_queue_over_its_
 
 def test_protected_fraction_shields_queues_at_or_below_it():
     busy = [running(job(f"a{i}", "A", t=i), "n") for i in range(16)] + [
-        running(job(f"f{i}", "F", pc="fixed", t=50 + i), "n") for i in range(16)]
+        running(job(f"f{i}", "F", pc="fixed", t=50 + i), "n") for i in range(16)
+    ]
     new = [job("c0", "C", t=100)]
     shielded = schedule(cycle(["A", "C", "F"], [node("n")], new, busy), config(protected_fraction_of_fair_share=2.0))
     assert not shielded.scheduled and not shielded.preempted
@@ -174,8 +188,10 @@ def test_evicted_jobs_only_return_to_their_own_node():
 def test_gang_members_are_preempted_together():
     gang = [running(job(f"g{i}", "G", t=i, gang=("g", 2)), n) for i, n in enumerate(["a", "b"])]
     fillers = [running(job(f"f{i}", "F", pc="fixed", t=10 + i), "a") for i in range(31)]
-    result = schedule(cycle(["F", "G", "H"], [node("a"), node("b", cpu=1)], [job("h", "H", pc="mid", cpu=1, t=50)], gang + fillers),
-                      config(enable_fairshare_preemption=False))
+    result = schedule(
+        cycle(["F", "G", "H"], [node("a"), node("b", cpu=1)], [job("h", "H", pc="mid", cpu=1, t=50)], gang + fillers),
+        config(enable_fairshare_preemption=False),
+    )
     assert preempted(result) == {"g0", "g1"}
 
 
@@ -193,8 +209,7 @@ def test_global_rate_limit_persists_between_cycles():
     cfg = config(scheduling_rate=RateLimit(2.0, 4))
     first = schedule(cycle(["A"], [node("n")], [job(f"a{i}", t=i) for i in range(10)], now=0.0), cfg)
     assert len(first.scheduled) == 4 and first.limiters.scheduling == TokenBucket(0.0, 0.0)
-    second = schedule(cycle(["A"], [node("n")], [job(f"b{i}", t=i) for i in range(10)], now=1.0,
-                            limiters=first.limiters), cfg)
+    second = schedule(cycle(["A"], [node("n")], [job(f"b{i}", t=i) for i in range(10)], now=1.0, limiters=first.limiters), cfg)
     assert len(second.scheduled) == 2
     never = [u for u in second.unscheduled if not u.attempted]
     assert never and all(reasons.GLOBAL_RATE_LIMIT in u.reason for u in never)
@@ -279,8 +294,11 @@ def test_jobs_a_rolled_back_gang_displaced_can_still_be_preempted_for_fair_share
     # left a3 out of the preemption order, c0 got in by urgency uncharged and c1 preempted too.
     nodes = [node("n0", cpu=12, mem=64, labels={"zone": "a"}), node("n1", cpu=4, mem=64, labels={"zone": "b"})]
     busy = [running(job(f"a{i}", "A", cpu=4, t=i), "n0") for i in range(3)] + [running(job("a3", "A", cpu=4, t=3), "n1")]
-    gang = [job("g0", "B", cpu=4, t=10, gang=("g", 3)), job("g1", "B", cpu=4, t=11, gang=("g", 3)),
-            job("g2", "B", cpu=4, t=12, gang=("g", 3), node_selector={"zone": "nowhere"})]
+    gang = [
+        job("g0", "B", cpu=4, t=10, gang=("g", 3)),
+        job("g1", "B", cpu=4, t=11, gang=("g", 3)),
+        job("g2", "B", cpu=4, t=12, gang=("g", 3), node_selector={"zone": "nowhere"}),
+    ]
     late = [job("c0", "C", cpu=4, t=20, node_selector={"zone": "b"}), job("c1", "C", cpu=4, t=21, node_selector={"zone": "a"})]
     queues = [Queue("A", 0.1), "B", Queue("C", 0.3)]
     result = schedule(cycle(queues, nodes, gang + late, busy), config(fairshare_preemption_rate=RateLimit(1.0, 1)))

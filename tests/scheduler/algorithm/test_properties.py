@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.scheduler.algorithm import reasons
-from streams.scheduler.algorithm.preempting import schedule
 from streams.scheduler.algorithm.fairness import DrfCost
 from streams.scheduler.algorithm.model import CycleInput, RunningJob
+from streams.scheduler.algorithm.preempting import schedule
 from tests.scheduler.algorithm.builders import CLASSES, config, cycle, job, node
 
 QUEUES = ["A", "B", "C"]
@@ -30,15 +30,17 @@ def scenarios(draw):
 
 def make_jobs(specs, prefix, offset):
     jobs, gang_members = [], defaultdict(list)
-    for i, (queue, cpu, mem, pc, gang) in enumerate(specs):
+    for i, (queue, _cpu, _mem, pc, gang) in enumerate(specs):
         if gang:
             gang_members[(queue, pc, gang)].append(i)
     for i, (queue, cpu, mem, pc, gang) in enumerate(specs):
         key = (queue, pc, gang)
         annotations = {}
         if gang and len(gang_members[key]) > 1:
-            annotations = {"armadaproject.io/gangId": f"{prefix}{queue}{pc}{gang}",
-                           "armadaproject.io/gangCardinality": str(len(gang_members[key]))}
+            annotations = {
+                "armadaproject.io/gangId": f"{prefix}{queue}{pc}{gang}",
+                "armadaproject.io/gangCardinality": str(len(gang_members[key])),
+            }
         jobs.append(job(f"{prefix}{i}", queue, cpu=cpu, mem=mem, pc=pc, t=offset + i, annotations=annotations))
     return jobs
 
@@ -123,6 +125,7 @@ def test_decisions_do_not_depend_on_input_order(data, rnd: random.Random):
     shuffled = [list(inputs.queues), list(inputs.nodes), list(inputs.running), list(inputs.queued)]
     for items in shuffled:
         rnd.shuffle(items)
-    permuted = CycleInput(queues=tuple(shuffled[0]), nodes=tuple(shuffled[1]), running=tuple(shuffled[2]),
-                          queued=tuple(shuffled[3]), now=inputs.now)
+    permuted = CycleInput(
+        queues=tuple(shuffled[0]), nodes=tuple(shuffled[1]), running=tuple(shuffled[2]), queued=tuple(shuffled[3]), now=inputs.now
+    )
     assert schedule(permuted, cfg) == result
