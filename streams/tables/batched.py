@@ -1,0 +1,164 @@
+"""Writing many keys of a Faust table at once: one RocksDB `WriteBatch`, one produce batch per partition.
+
+A per-key write (`table[key] = value`) costs about 90-230 us of CPU in Faust (bench/faust_floor.py):
+a store put, a changelog message through Faust's producer buffer, its callback. The primitives
+underneath cost 3 us a key when batched (../shared/tools/batch_floor.py). `TableBatch` collects a
+batch's writes and `write` applies them with those primitives, leaving Faust the owner of the table:
+
+- the keys go into the table's own store, partition by partition: for the RocksDB store one
+  `WriteBatch` per partition database, exactly as Faust's `apply_changelog_batch` restores them;
+- the changelog records are byte for byte what per-key writes would send (the table's own key and
+  value serializers), on the partition the key's source record came from, produced with aiokafka's
+  batch API through the app's own producer, so Faust's flush before every offset commit also
+  flushes them: a batch's writes reach the broker before its source offsets are committed;
+- once a partition's records are acknowledged, the table's persisted offset for that changelog
+  partition moves to the last of them, as Faust's per-message callback does, so recovery after a
+  restart replays only the tail.
+
+Within one batch the last write of a key wins, in the store and on the changelog alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import faust
+from faust.types import TP
+
+Records = list[tuple[bytes | None, bytes | None]]
+
+
+class BatchProducer(Protocol):
+    """The broker as the batch path sees it: records for one partition, or keyed records for a topic."""
+
+    async def send_partition(self, topic: str, partition: int, records: Records) -> asyncio.Future[int]:
+        """Queue ``records`` for ``partition`` in order; the future gives the first one's offset once all are acknowledged."""
+        ...
+
+    async def send_keyed(self, topic: str, records: Records) -> None:
+        """Queue ``records`` on the partitions their keys hash to (as `topic.send(key=...)` would), in order per partition."""
+        ...
+
+
+@dataclass
+class KafkaBatchProducer:
+    """Batches through the app's own aiokafka producer (`create_batch` / `send_batch`), which Faust
+    flushes before it commits source offsets."""
+
+    app: faust.App
+
+    def _producer(self) -> Any:
+        return self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # Faust's aiokafka driver
+
+    async def send_partition(self, topic: str, partition: int, records: Records) -> asyncio.Future[int]:
+        producer = self._producer()
+        futures = []
+        batch = producer.create_batch()
+        for key, value in records:
+            while batch.append(key=key, value=value, timestamp=None) is None:
+                if batch.record_count() == 0:
+                    raise ValueError(f"a record of {len(value or b'')} bytes for {topic} exceeds the producer's batch size")
+                futures.append(await producer.send_batch(batch, topic, partition=partition))
+                batch = producer.create_batch()
+        if batch.record_count():
+            futures.append(await producer.send_batch(batch, topic, partition=partition))
+        return _first_offset(futures)
+
+    async def send_keyed(self, topic: str, records: Records) -> None:
+        producer = self._producer()
+        await producer.client._wait_on_metadata(topic)  # the partitioner needs the partition count
+        by_partition: dict[int, Records] = {}
+        for key, value in records:
+            by_partition.setdefault(producer._partition(topic, None, None, None, key, value), []).append((key, value))
+        for partition, keyed in by_partition.items():
+            await self.send_partition(topic, partition, keyed)
+
+
+def _first_offset(futures: list[asyncio.Future[Any]]) -> asyncio.Future[int]:
+    """The offset of the first record once every batch is acknowledged."""
+
+    async def wait() -> int:
+        results = await asyncio.gather(*futures)
+        return int(results[0].offset)
+
+    return asyncio.ensure_future(wait())
+
+
+@dataclass
+class TableBatch:
+    """The writes of one batch to one table, in order; ``write`` applies and publishes them."""
+
+    table: Any  # faust.Table; Any because Faust types tables per value type
+    producer: BatchProducer
+    # (partition, key bytes) -> (key, value, value bytes); value None deletes the key.
+    _writes: dict[tuple[int, bytes], tuple[Any, Any, bytes | None]] = field(default_factory=dict)
+
+    def put(self, partition: int, key: Any, value: Any) -> None:
+        """Set ``key`` (as the table's key type) to ``value``; ``partition``: the source record's."""
+        self._add(partition, key, value, self._value_bytes(value))
+
+    def delete(self, partition: int, key: Any) -> None:
+        self._add(partition, key, None, None)
+
+    def _add(self, partition: int, key: Any, value: Any, raw: bytes | None) -> None:
+        where = (partition, self._key_bytes(key))
+        self._writes.pop(where, None)  # a later write of a key goes out after the others
+        self._writes[where] = (key, value, raw)
+
+    def __len__(self) -> int:
+        return len(self._writes)
+
+    async def write(self) -> list[asyncio.Future[None]]:
+        """Apply the writes to the store and send their changelog records; returns one future per
+        partition, done once its records are acknowledged and the persisted offset moved."""
+        if not self._writes:
+            return []
+        by_partition: dict[int, list[tuple[bytes, Any, Any, bytes | None]]] = {}
+        for (partition, key_bytes), (key, value, raw) in self._writes.items():
+            by_partition.setdefault(partition, []).append((key_bytes, key, value, raw))
+        self._writes = {}
+        self._store(by_partition)
+        topic = self.table.changelog_topic.get_topic_name()
+        acknowledged: list[asyncio.Future[None]] = []
+        for partition, writes in by_partition.items():
+            sent = await self.producer.send_partition(topic, partition, [(key_bytes, raw) for key_bytes, _, _, raw in writes])
+            acknowledged.append(asyncio.ensure_future(self._persisted(TP(topic, partition), sent, len(writes))))
+        return acknowledged
+
+    def _store(self, by_partition: dict[int, list[tuple[bytes, Any, Any, bytes | None]]]) -> None:
+        store = self.table.data
+        if hasattr(store, "_db_for_partition"):  # RocksDB: one WriteBatch per partition database
+            import rocksdict
+
+            for partition, writes in by_partition.items():
+                batch = rocksdict.WriteBatch(raw_mode=True)
+                for key_bytes, _, _, raw in writes:
+                    if raw is None:
+                        batch.delete(key_bytes)
+                    else:
+                        batch.put(key_bytes, raw)
+                    store._key_index[key_bytes] = partition
+                store._db_for_partition(partition).write(batch)
+            return
+        # Any other store (memory:// in unit tests) through its own mapping interface.
+        for writes in by_partition.values():
+            for _, key, value, raw in writes:
+                if raw is None:
+                    store.pop(key, None)
+                else:
+                    store[key] = value
+
+    async def _persisted(self, tp: TP, sent: asyncio.Future[int], count: int) -> None:
+        first = await sent
+        self.table.data.set_persisted_offset(tp, first + count - 1)
+
+    def _key_bytes(self, key: Any) -> bytes:
+        raw = self.table.app.serializers.dumps_key(self.table.key_type, key, serializer=self.table.key_serializer)
+        assert raw is not None
+        return bytes(raw)
+
+    def _value_bytes(self, value: Any) -> bytes | None:
+        raw = self.table.app.serializers.dumps_value(self.table.value_type, value, serializer=self.table.value_serializer)
+        return None if raw is None else bytes(raw)
