@@ -23,6 +23,7 @@ from streams.metrics import Metrics
 from streams.replies import Replies
 from streams.scheduler.algorithm.model import RateLimit, SchedulingConfig
 from streams.scheduler.config import CycleConfig, default_priority_classes
+from streams.tables.batched import BatchProducer, KafkaBatchProducer
 from streams.tables.client_ids import client_ids_table
 from streams.tables.jobs import JobStore, jobs_table
 from streams.tables.queues import QueueReplica
@@ -46,6 +47,8 @@ class ControlPlane:
     settings: Settings
     app: faust.App
     topics: Topics
+    # Batched produce for the hot path (tables and topics alike), through the app's own producer.
+    batch_producer: BatchProducer
     jobs: JobStore
     client_ids: TableT
     queues: QueueReplica
@@ -132,6 +135,7 @@ def build_plane(settings: Settings, policy: SubmitPolicy | None = None) -> Contr
         settings=settings,
         app=app,
         topics=create_topics(app, settings),
+        batch_producer=KafkaBatchProducer(app),
         jobs=JobStore(jobs_table(app, settings)),
         client_ids=client_ids_table(app, settings),
         queues=QueueReplica(settings),

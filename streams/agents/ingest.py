@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode, encode
 from streams.domain import events
 from streams.domain.ids import new_id
 from streams.domain.validation import ItemResult, SubmitPolicy, validate_request
+from streams.tables.batched import BatchProducer, TableBatch
 from streams.tables.client_ids import client_id_key
 
 if TYPE_CHECKING:
     import faust
-    from faust.types import Message
+    from faust.types import Message, TableT
 
     from streams.metrics import Metrics
     from streams.plane import ControlPlane
@@ -30,39 +30,70 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+BATCH_MAX_MESSAGES = 500
+BATCH_WITHIN_S = 0.005
+
 
 def register(plane: ControlPlane) -> None:
     ingest = Ingest(
         queues=plane.queues,
         policy=plane.policy,
         client_ids=plane.client_ids,
-        events=plane.topics.events,
+        events_topic=plane.topics.events.get_topic_name(),
         rejected=plane.topics.rejected,
+        producer=plane.batch_producer,
         replies=plane.replies,
         metrics=plane.metrics,
     )
 
     @plane.app.agent(plane.topics.submissions, name="ingest", concurrency=1)
     async def run(stream: Any) -> None:
-        async for event in stream.events():
-            try:
-                await ingest.handle(event.message)
-            except Exception:  # a crashed Faust agent stays down: log, count, and go on with the next
-                log.exception("ingest failed on %s[%s]@%s", event.message.topic, event.message.partition, event.message.offset)
-                plane.metrics.submissions.labels("error").inc()
+        async for batch in stream.take_events(BATCH_MAX_MESSAGES, within=BATCH_WITHIN_S):
+            for event in batch:
+                try:
+                    await ingest.handle(event.message)
+                except Exception:
+                    log.exception("ingest failed on %s[%s]@%s", event.message.topic, event.message.partition, event.message.offset)
+                    plane.metrics.submissions.labels("error").inc()
+            await ingest.write()
 
 
 @dataclass
 class Ingest:
-    """What judging a submit request reads (queues, the policy, known client ids) and where its outcome goes."""
+    """What judging a submit request reads (queues, the policy, known client ids) and where its outcome goes.
+
+    A batch's accepted submissions, client ids and answers wait in the object until `write` sends
+    the events in one produce batch per partition and the client ids in one `TableBatch`, then
+    answers the callers waiting. Rejections are rare and go out one by one as they are found."""
 
     queues: QueueReplica
     policy: SubmitPolicy
-    client_ids: MutableMapping[str, str]
-    events: faust.TopicT
+    client_ids: TableT
+    events_topic: str
     rejected: faust.TopicT
+    producer: BatchProducer
     replies: Replies
     metrics: Metrics
+    # The batch so far: (key, event_sequence bytes), client id key -> (partition, job id), (request id, answers).
+    _events: list[tuple[bytes | None, bytes | None]] = field(default_factory=list)
+    _client_ids: dict[str, tuple[int, str]] = field(default_factory=dict)
+    _answers: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+
+    async def write(self) -> None:
+        """Send the batch's events and client ids, then answer its callers."""
+        if self._events:
+            await self.producer.send_keyed(self.events_topic, self._events)
+        written = TableBatch(self.client_ids, self.producer)
+        for key, (partition, job_id) in self._client_ids.items():
+            written.put(partition, key, job_id)
+        await written.write()
+        for request_id, answers in self._answers:
+            self.replies.resolve(request_id, answers)
+        self._events, self._client_ids, self._answers = [], {}, []
+
+    def _known_job(self, key: str) -> str | None:
+        pending = self._client_ids.get(key)
+        return pending[1] if pending is not None else self.client_ids.get(key)
 
     async def handle(self, message: Message) -> None:
         try:
@@ -99,25 +130,24 @@ class Ingest:
                 continue
             if result.client_id:
                 key = client_id_key(queue, result.client_id)
-                existing = self.client_ids.get(key)
+                existing = self._known_job(key)
                 if existing is not None and existing != job_id:
                     answers.append({"job_id": existing, "duplicate": True})
                     duplicates += 1
                     continue
-                self.client_ids[key] = job_id
+                self._client_ids[key] = (message.partition, job_id)
             assert result.job is not None  # an accepted item has its job
             submitted.append(events.event(event_id, now_ms, job_id, events.payload("JobSubmitted", result.job)))
             answers.append({"job_id": job_id})
 
-        key = events.sequence_key(queue, request["job_set_id"])
+        job_set_key = events.sequence_key(queue, request["job_set_id"]).encode()
         for sequence in events.sequences(queue, request["job_set_id"], request["user"], request["groups"], submitted):
-            # built from validated items
-            await self.events.send(key=key, value=encode("event_sequence", sequence, validate_record=False))
+            self._events.append((job_set_key, encode("event_sequence", sequence, validate_record=False)))  # built from validated items
         self.metrics.submissions.labels("processed").inc()
         self.metrics.jobs_submitted.labels(queue).inc(len(submitted))
         self.metrics.jobs_deduplicated.labels(queue).inc(duplicates)
         self.metrics.jobs_rejected.labels(queue).inc(len(results) - len(submitted) - duplicates)
-        self.replies.resolve(request["request_id"], answers)
+        self._answers.append((request["request_id"], answers))
 
     async def reject(self, message: Message, request: dict[str, Any] | None, reason: str, item: ItemResult | None = None) -> None:
         request = request or {}

@@ -21,13 +21,14 @@ Within one batch the last write of a key wins, in the store and on the changelog
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import faust
 from faust.types import TP
 
-Records = list[tuple[bytes | None, bytes | None]]
+Records = Sequence[tuple[bytes | None, bytes | None]]
 
 
 class BatchProducer(Protocol):
@@ -69,7 +70,7 @@ class KafkaBatchProducer:
     async def send_keyed(self, topic: str, records: Records) -> None:
         producer = self._producer()
         await producer.client._wait_on_metadata(topic)  # the partitioner needs the partition count
-        by_partition: dict[int, Records] = {}
+        by_partition: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
         for key, value in records:
             by_partition.setdefault(producer._partition(topic, None, None, None, key, value), []).append((key, value))
         for partition, keyed in by_partition.items():

@@ -16,6 +16,7 @@ from faust.types import TableT
 
 from schemas.codec import decode, splice
 from streams.config import Settings
+from streams.tables.batched import BatchProducer, TableBatch
 from streams.tables.types import TEXT_CODEC, TextKey
 
 
@@ -40,6 +41,9 @@ def jobs_table(app: faust.App, settings: Settings) -> TableT:
 class JobStore:
     """Typed access to the jobs table: dicts in and out, Avro bytes inside.
 
+    The fold writes a batch of jobs at once: `put` keeps each write pending (readable by `get` at
+    once) until the agent takes them (`take_pending`) and writes them with one `TableBatch`.
+
     The jobs stored last are also kept decoded: a job's events come close together (leased,
     pending, running), and decoding the full spec again was a fifth of each fold. A cached job is
     used only while the table holds the very bytes it came from, so a job another worker folded
@@ -52,12 +56,15 @@ class JobStore:
     cache_size: int = 20_000
     # job id -> (stored bytes, the job they encode, its spec's encoding)
     _decoded: OrderedDict[str, tuple[bytes, dict[str, Any], bytes]] = field(default_factory=OrderedDict, repr=False)
+    # job id -> (partition of the event that changed it, bytes): written by the fold, not yet in the table.
+    _pending: dict[str, tuple[int, bytes]] = field(default_factory=dict, repr=False)
 
     def __contains__(self, job_id: str) -> bool:
-        return job_id in self.table
+        return job_id in self._pending or job_id in self.table
 
     def get(self, job_id: str) -> dict[str, Any] | None:
-        raw = self.table.get(job_id)
+        pending = self._pending.get(job_id)
+        raw = pending[1] if pending is not None else self.table.get(job_id)
         if raw is None:
             return None
         cached = self._decoded.get(job_id)
@@ -65,15 +72,30 @@ class JobStore:
             return cached[1]
         return decode("job_state", raw)
 
-    def put(self, job: dict[str, Any]) -> bytes:
-        """Store the job; returns its encoding for publishing. The fold built it, so no re-validation."""
+    def put(self, job: dict[str, Any], partition: int) -> bytes:
+        """Keep the job's new state for the batch's write (``partition``: its event's); returns its
+        encoding. The fold built it, so no re-validation."""
         writer = splice("job_state", "spec")
         cached = self._decoded.get(job["job_id"])
         spec = cached[2] if cached is not None and cached[1]["spec"] is job["spec"] else writer.field_bytes(job["spec"])
         raw = writer.encode(job, spec)
-        self.table[job["job_id"]] = raw
+        self._pending.pop(job["job_id"], None)  # the table gets a job's states in the order they were made
+        self._pending[job["job_id"]] = (partition, raw)
         self._decoded[job["job_id"]] = (raw, job, spec)
         self._decoded.move_to_end(job["job_id"])
         if len(self._decoded) > self.cache_size:
             self._decoded.popitem(last=False)
         return raw
+
+    def take_pending(self) -> list[tuple[int, str, bytes]]:
+        """(partition, job id, bytes) of every pending write, in order; none are pending after."""
+        taken = [(partition, job_id, raw) for job_id, (partition, raw) in self._pending.items()]
+        self._pending = {}
+        return taken
+
+    async def write_pending(self, producer: BatchProducer) -> None:
+        """Write the pending jobs to the table and its changelog, `job-states`, in one batch."""
+        batch = TableBatch(self.table, producer)
+        for partition, job_id, raw in self.take_pending():
+            batch.put(partition, job_id, raw)
+        await batch.write()

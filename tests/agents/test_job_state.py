@@ -10,15 +10,18 @@ import random
 from typing import Any
 
 from schemas.codec import decode, encode
-from streams.agents.job_state import apply_sequence
+from streams.agents.job_state import Folded, apply_sequence
 from streams.scheduler import feed
 from streams.tables.jobs import JobStore
 from tests.kit.jobs import ENVELOPE, Events
+from tests.kit.stores import dict_jobs, settle
 
 
-def store() -> JobStore:
-    """The jobs store over a plain dict instead of the Faust table."""
-    return JobStore({})  # type: ignore[arg-type]
+def fold(jobs: JobStore, sequence: dict[str, Any], rng: random.Random) -> Folded:
+    """One sequence folded and its job states written, as the agent's batch does."""
+    folded = apply_sequence(jobs, sequence, rng)
+    settle(jobs)
+    return folded
 
 
 def sequence(*events: tuple[str, dict[str, Any]]) -> dict[str, Any]:
@@ -26,7 +29,7 @@ def sequence(*events: tuple[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_events_are_folded_and_counted_by_outcome() -> None:
-    jobs, ev = store(), Events("job-1")
+    jobs, ev = dict_jobs(), Events("job-1")
     submitted, leased = ev.submitted(), ev.leased("run-1")
     stray = Events("never-submitted").leased("run-9")
     refused = ev("JobRunRunning", run_id="run-404", node="node-1")  # a run the job never had
@@ -40,7 +43,7 @@ def test_events_are_folded_and_counted_by_outcome() -> None:
         },
     )
 
-    folded = apply_sequence(jobs, sequence(submitted, leased, submitted, stray, refused, cycle), random.Random(1))
+    folded = fold(jobs, sequence(submitted, leased, submitted, stray, refused, cycle), random.Random(1))
 
     assert folded.outcomes == {"applied": 2, "unchanged": 1, "unknown_job": 1, "refused": 1}
     stored = decode("job_state", jobs.table["job-1"])
@@ -49,20 +52,20 @@ def test_events_are_folded_and_counted_by_outcome() -> None:
 
 
 def test_replaying_a_sequence_changes_nothing() -> None:
-    jobs, ev = store(), Events("job-2")
+    jobs, ev = dict_jobs(), Events("job-2")
     events = sequence(ev.submitted(), ev.leased("run-1"), ev("JobRunRunning", run_id="run-1", node="node-1"))
-    apply_sequence(jobs, events, random.Random(1))
+    fold(jobs, events, random.Random(1))
     first = dict(jobs.table)
 
-    again = apply_sequence(jobs, events, random.Random(1))
+    again = fold(jobs, events, random.Random(1))
     assert again.outcomes == {"unchanged": 3}
     assert again.feed == [] and again.commands == []
     assert jobs.table == first
 
 
 def test_a_lease_and_a_cancel_forward_deltas_and_executor_commands() -> None:
-    jobs, ev = store(), Events("job-3")
-    first = apply_sequence(jobs, sequence(ev.submitted(), ev.leased("run-1", node="node-2")), random.Random(7))
+    jobs, ev = dict_jobs(), Events("job-3")
+    first = fold(jobs, sequence(ev.submitted(), ev.leased("run-1", node="node-2")), random.Random(7))
 
     assert [(d.state, d.runs, d.run_id) for d in first.feed] == [("queued", 0, None), ("leased", 1, "run-1")]
     [lease] = first.commands
@@ -84,7 +87,7 @@ def test_a_lease_and_a_cancel_forward_deltas_and_executor_commands() -> None:
     assert progress.outcomes == {"applied": 2}
     assert progress.feed == [] and progress.commands == []
 
-    cancel = apply_sequence(jobs, sequence(ev("JobCancelled", run_id="run-1", reason="by user")), random.Random(9))
+    cancel = fold(jobs, sequence(ev("JobCancelled", run_id="run-1", reason="by user")), random.Random(9))
     [terminal] = cancel.feed
     assert terminal.state == "cancelled" and terminal.terminal
     [stop] = cancel.commands
@@ -96,21 +99,21 @@ def test_a_lease_and_a_cancel_forward_deltas_and_executor_commands() -> None:
 def test_command_ids_come_from_the_seeded_generator() -> None:
     ev = Events("job-4")
     events = sequence(ev.submitted(), ev.leased("run-1"))
-    one = apply_sequence(store(), events, random.Random("events/0/12"))
-    two = apply_sequence(store(), events, random.Random("events/0/12"))
-    other = apply_sequence(store(), events, random.Random("events/0/13"))
+    one = fold(dict_jobs(), events, random.Random("events/0/12"))
+    two = fold(dict_jobs(), events, random.Random("events/0/12"))
+    other = fold(dict_jobs(), events, random.Random("events/0/13"))
     assert one.commands == two.commands
     assert one.commands[0]["command_id"] != other.commands[0]["command_id"]
 
 
 def test_a_job_set_action_is_forwarded_and_changes_no_job() -> None:
-    jobs, ev = store(), Events("job-5")
-    apply_sequence(jobs, sequence(ev.submitted()), random.Random(1))
+    jobs, ev = dict_jobs(), Events("job-5")
+    fold(jobs, sequence(ev.submitted()), random.Random(1))
     before = dict(jobs.table)
     cancel = ("JobCancelRequested", {"event_id": "set-cancel", "created": 9_000, "job_id": None, "payload": {"reason": "all done"}})
     reprioritise = ("JobReprioritised", {"event_id": "set-prio", "created": 9_500, "job_id": None, "payload": {"new_priority": 3.0}})
 
-    folded = apply_sequence(jobs, sequence(cancel, reprioritise), random.Random(2))
+    folded = fold(jobs, sequence(cancel, reprioritise), random.Random(2))
 
     assert folded.feed == [
         feed.JobSetAction(queue="team-a", job_set_id="set-1", action="cancel", reason="all done", event_id="set-cancel", time=9_000),

@@ -23,6 +23,7 @@ from streams.scheduler.replay import decisions as recorded_decisions
 from streams.tables.jobs import JobStore
 from tests.kit.jobs import container, item
 from tests.kit.scheduler import PREEMPTIBLE, nodes, tick
+from tests.kit.stores import settle
 
 
 def events(outcome: CycleOutcome) -> list[tuple[str | None, str, dict[str, Any]]]:
@@ -59,9 +60,10 @@ class Loop:
     commands: list[dict[str, Any]] = field(default_factory=list)
     count: int = 0
 
-    @property
-    def jobs(self) -> JobStore:
-        return JobStore(self.table)  # type: ignore[arg-type]
+    jobs: JobStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.jobs = JobStore(self.table)  # type: ignore[arg-type]
 
     def job(self, job_id: str) -> dict[str, Any]:
         job = self.jobs.get(job_id)
@@ -73,6 +75,7 @@ class Loop:
         raw = codec.encode("event_sequence", sequence)
         self.count += 1
         folded = apply_sequence(self.jobs, codec.decode("event_sequence", raw), random.Random(self.count))
+        settle(self.jobs)
         assert "refused" not in folded.outcomes and "unknown_job" not in folded.outcomes, folded.outcomes
         changes = folded.feed_record()
         if changes is not None:

@@ -3,7 +3,8 @@
 `agent_plane` builds the real plane (`streams.plane.build_plane`) with a `RecordingProducer` in
 place of the Kafka producer, so everything the agents publish -- `topic.send`s and the tables'
 changelog writes alike -- goes through Faust's own serializers and partitioning and is kept,
-bytes as they would reach the broker, in ``plane.app.producer.sent``.
+bytes as they would reach the broker, in ``plane.app.producer.sent``; the batched path
+(``plane.batch_producer``) records into the same list.
 
 `running` starts one agent under Faust's ``agent.test_context()`` (which resumes the app's flow
 control). Its ``put`` delivers a message as the broker would (raw key and value bytes, a log
@@ -122,6 +123,23 @@ class RecordingProducer(Producer):
         return [sent for sent in self.sent if sent.topic == topic]
 
 
+@dataclass
+class RecordingBatchProducer:
+    """The batch path (`streams.tables.batched.BatchProducer`) into the same record as the producer's."""
+
+    producer: RecordingProducer
+
+    async def send_partition(self, topic: str, partition: int, records: list[tuple[bytes | None, bytes | None]]) -> asyncio.Future[int]:
+        first = len(self.producer.sent)
+        self.producer.sent += [Sent(topic, key, value, partition) for key, value in records]
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        done.set_result(first)
+        return done
+
+    async def send_keyed(self, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
+        await self.send_partition(topic, 0, records)  # test planes have one partition
+
+
 class ProcessedEvents(Sensor):
     """Counts the events streams have finished with (Faust calls this after the agent body)."""
 
@@ -136,7 +154,9 @@ class ProcessedEvents(Sensor):
 def agent_plane(data_dir: Path, **settings: Any) -> ControlPlane:
     """The plane of one worker on the memory store, publishing into a `RecordingProducer` (``plane.app.producer``)."""
     plane = build_plane(replace(Settings(broker=NO_BROKER, store="memory://", data_dir=data_dir), **settings))
-    plane.app.producer = RecordingProducer(plane.app)
+    producer = RecordingProducer(plane.app)
+    plane.app.producer = producer
+    plane.batch_producer = RecordingBatchProducer(producer)
     return plane
 
 

@@ -6,7 +6,13 @@ from typing import Any
 
 from schemas.codec import encode
 from streams.tables.jobs import JobStore
+from tests.kit.stores import settle
 from tests.schemas.samples import job_state
+
+
+def put(jobs: JobStore, job: dict[str, Any]) -> None:
+    jobs.put(job, 0)
+    settle(jobs)
 
 
 def store(size: int = 20_000) -> tuple[JobStore, dict[str, bytes]]:
@@ -17,14 +23,14 @@ def store(size: int = 20_000) -> tuple[JobStore, dict[str, bytes]]:
 def test_a_job_just_stored_is_read_back_without_decoding() -> None:
     jobs, _ = store()
     job = job_state()
-    jobs.put(job)
+    put(jobs, job)
     assert jobs.get(job["job_id"]) is job
 
 
 def test_a_job_rewritten_in_the_table_by_someone_else_is_decoded_afresh() -> None:
     jobs, table = store()
     job = job_state()
-    jobs.put(job)
+    put(jobs, job)
     other: dict[str, Any] = {**job, "state": "cancelled", "reason": "cancelled elsewhere"}
     table[job["job_id"]] = encode("job_state", other)  # e.g. restored from the changelog after a rebalance
     read = jobs.get(job["job_id"])
@@ -37,7 +43,7 @@ def test_the_cache_keeps_only_the_jobs_stored_last() -> None:
     jobs, _ = store(size=2)
     stored = [{**job_state(), "job_id": f"job-{i}"} for i in range(3)]
     for job in stored:
-        jobs.put(job)
+        put(jobs, job)
     evicted = jobs.get("job-0")
     assert evicted is not None and evicted["job_id"] == "job-0" and evicted is not stored[0]
     assert jobs.get("job-1") is stored[1] and jobs.get("job-2") is stored[2]
@@ -49,8 +55,8 @@ def test_every_state_of_a_job_is_stored_as_encode_writes_it() -> None:
     job = job_state()
     for state in ("queued", "leased", "running"):
         job = {**job, "state": state}
-        jobs.put(job)
+        put(jobs, job)
         assert table[job["job_id"]] == encode("job_state", job)
     replaced = {**job, "spec": {**job["spec"], "priority": job["spec"]["priority"] + 1}}
-    jobs.put(replaced)
+    put(jobs, replaced)
     assert table[job["job_id"]] == encode("job_state", replaced)
