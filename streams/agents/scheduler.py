@@ -7,7 +7,9 @@ owning worker produces into the feed itself: cycle boundaries, cycle clocks and 
 definitions are on the log, so replaying the feed repeats every cycle.
 
 The agent is thin: `streams.scheduler` decides, this module reads the feed, writes the table and
-publishes the events, commands and cycle record a cycle produced.
+publishes the events, commands and cycle record a cycle produced. It takes the feed records
+waiting (up to `BATCH_MAX_RECORDS`), folds them and runs the cycles among them in order, and
+writes the index keys they changed in one `TableBatch` at the end.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from streams.scheduler import feed
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.cycle import CycleOutcome, run_cycle
 from streams.scheduler.index import SchedulerIndex
+from streams.tables.batched import TableBatch
 
 if TYPE_CHECKING:
     import faust
@@ -34,6 +37,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Feed records taken at once: their index writes go to the table in one batch.
+BATCH_MAX_RECORDS = 500
+BATCH_WITHIN_S = 0.005
 # A tick not seen back within this many periods is taken as lost and another is sent.
 _TICK_PATIENCE_PERIODS = 10
 
@@ -60,21 +66,25 @@ def register(plane: ControlPlane) -> SchedulerState:
 
     @app.agent(plane.topics.scheduler_feed, name="scheduler", concurrency=1)
     async def run(stream: Any) -> None:
-        async for event in stream.events():
-            message = event.message
+        async for batch in stream.take_events(BATCH_MAX_RECORDS, within=BATCH_WITHIN_S):
             if state.index is None:
                 state.index = rebuild(plane.scheduler_index)
                 log.info("scheduler index rebuilt: %d jobs, %d executors", len(state.index.jobs), len(state.index.executors))
-            try:
-                record = feed.decode(message.value)
-            except ValueError as exc:
-                log.error("skipping scheduler-feed record at offset %s: %s", message.offset, exc)
-                continue
-            if isinstance(record, feed.Tick):
-                state.tick_sent_at = None
-                await cycle(state.index, record, message.offset, plane.cycle_config, plane.scheduler_index, plane.topics, plane.metrics)
-            else:
-                persist(plane.scheduler_index, state.index, state.index.apply(record))
+            writes = TableBatch(plane.scheduler_index, plane.batch_producer)
+            for event in batch:
+                message = event.message
+                try:
+                    record = feed.decode(message.value)
+                except ValueError as exc:
+                    log.error("skipping scheduler-feed record at offset %s: %s", message.offset, exc)
+                    continue
+                if isinstance(record, feed.Tick):
+                    state.tick_sent_at = None
+                    outcome = await cycle(state.index, record, message.offset, plane.cycle_config, plane.topics, plane.metrics)
+                    persist(writes, message.partition, state.index, outcome.changed)
+                else:
+                    persist(writes, message.partition, state.index, state.index.apply(record))
+            await writes.write()
 
     @app.timer(plane.settings.schedule_period_s)
     async def tick() -> None:
@@ -91,12 +101,10 @@ def register(plane: ControlPlane) -> SchedulerState:
     return state
 
 
-async def cycle(
-    index: SchedulerIndex, tick: feed.Tick, offset: int, config: CycleConfig, table: TableT, topics: Topics, metrics: Metrics
-) -> CycleOutcome:
+async def cycle(index: SchedulerIndex, tick: feed.Tick, offset: int, config: CycleConfig, topics: Topics, metrics: Metrics) -> CycleOutcome:
+    """Run the cycle and publish what it decided; the index keys it changed are the caller's to persist."""
     started = time.perf_counter()
     outcome = run_cycle(index, tick, offset, config)
-    persist(table, index, outcome.changed)
     decided = time.perf_counter() - started
     for sequence in outcome.sequences:
         await send_sequence(topics.events, sequence)
@@ -135,10 +143,11 @@ def rebuild(table: TableT) -> SchedulerIndex:
     return index
 
 
-def persist(table: TableT, index: SchedulerIndex, keys: list[str]) -> None:
+def persist(writes: TableBatch, partition: int, index: SchedulerIndex, keys: list[str]) -> None:
+    """The index's current value of each key into the batch's writes (a key the index no longer holds is deleted)."""
     for key in dict.fromkeys(keys):
         value = index.dump(key)
         if value is not None:
-            table[key] = value
-        elif key in table:
-            del table[key]
+            writes.put(partition, key, value)
+        else:
+            writes.delete(partition, key)
