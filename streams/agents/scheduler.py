@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from faust.types import TP, TableT
@@ -42,6 +42,38 @@ BATCH_MAX_RECORDS = 500
 BATCH_WITHIN_S = 0.005
 # A tick not seen back within this many periods is taken as lost and another is sent.
 _TICK_PATIENCE_PERIODS = 10
+# Early ticks: at least this long after the last tick, and at least this many times the last
+# cycle's own duration, so that cycles never take more than a fifth of the agent's time.
+EARLY_TICK_MIN_GAP_S = 0.05
+EARLY_TICK_CYCLE_MULTIPLE = 4.0
+
+
+@dataclass
+class EarlyTicks:
+    """When to close a window before its period is over: an idle cluster should lease a new job at
+    once, not up to a period later, while a loaded one keeps its steady period.
+
+    New work is a queued job reaching the index (a submission or a requeue). The window is closed
+    early when new work arrived and the last cycle left no queued job waiting (so there may be
+    room), and the gap since the last tick is long enough. The early tick goes through the feed
+    like any other, so a replay of the feed still repeats every cycle.
+    """
+
+    min_gap_s: float = EARLY_TICK_MIN_GAP_S
+    cycle_multiple: float = EARLY_TICK_CYCLE_MULTIPLE
+    last_tick_at: float = float("-inf")  # monotonic
+    gap_s: float = EARLY_TICK_MIN_GAP_S
+    room: bool = True
+
+    def ticked(self, at: float) -> None:
+        self.last_tick_at = at
+
+    def cycled(self, left_waiting: bool, seconds: float) -> None:
+        self.room = not left_waiting
+        self.gap_s = max(self.min_gap_s, self.cycle_multiple * seconds)
+
+    def due(self, new_work: bool, at: float) -> bool:
+        return new_work and self.room and at - self.last_tick_at >= self.gap_s
 
 
 @dataclass
@@ -50,6 +82,7 @@ class SchedulerState:
 
     index: SchedulerIndex | None = None
     tick_sent_at: float | None = None  # monotonic time of the tick in flight
+    early: EarlyTicks = field(default_factory=EarlyTicks)
 
 
 def register(plane: ControlPlane) -> SchedulerState:
@@ -64,6 +97,15 @@ def register(plane: ControlPlane) -> SchedulerState:
     app.on_partitions_revoked.connect(forget_index)
     app.on_partitions_assigned.connect(forget_index)
 
+    def owner() -> bool:
+        return not app.rebalancing and feed_partition in app.assignor.assigned_actives()
+
+    async def send_tick() -> None:
+        queues = tuple(feed.queue_info(q) for q in sorted(plane.queues.values(), key=lambda q: q["name"]))
+        state.tick_sent_at = time.monotonic()
+        state.early.ticked(state.tick_sent_at)
+        await plane.topics.scheduler_feed.send(value=feed.encode(feed.Tick(time=int(time.time() * 1000), queues=queues)))
+
     @app.agent(plane.topics.scheduler_feed, name="scheduler", concurrency=1)
     async def run(stream: Any) -> None:
         async for batch in stream.take_events(BATCH_MAX_RECORDS, within=BATCH_WITHIN_S):
@@ -71,6 +113,7 @@ def register(plane: ControlPlane) -> SchedulerState:
                 state.index = rebuild(plane.scheduler_index)
                 log.info("scheduler index rebuilt: %d jobs, %d executors", len(state.index.jobs), len(state.index.executors))
             writes = TableBatch(plane.scheduler_index, plane.batch_producer)
+            new_work = False
             for event in batch:
                 message = event.message
                 try:
@@ -80,25 +123,35 @@ def register(plane: ControlPlane) -> SchedulerState:
                     continue
                 if isinstance(record, feed.Tick):
                     state.tick_sent_at = None
+                    started = time.perf_counter()
                     outcome = await cycle(state.index, record, message.offset, plane.cycle_config, plane.topics, plane.metrics)
+                    state.early.cycled(outcome.left_waiting, time.perf_counter() - started)
                     persist(writes, message.partition, state.index, outcome.changed)
                 else:
+                    new_work = new_work or brings_work(record)
                     persist(writes, message.partition, state.index, state.index.apply(record))
             await writes.write()
+            if state.tick_sent_at is None and state.early.due(new_work, time.monotonic()) and owner():
+                await send_tick()
 
     @app.timer(plane.settings.schedule_period_s)
     async def tick() -> None:
         """Close the window, from the worker that owns the feed, one tick in flight at a time."""
-        if app.rebalancing or feed_partition not in app.assignor.assigned_actives():
+        if not owner():
             return
         period = plane.settings.schedule_period_s
         if state.tick_sent_at is not None and time.monotonic() - state.tick_sent_at < _TICK_PATIENCE_PERIODS * period:
             return
-        queues = tuple(feed.queue_info(q) for q in sorted(plane.queues.values(), key=lambda q: q["name"]))
-        state.tick_sent_at = time.monotonic()
-        await plane.topics.scheduler_feed.send(value=feed.encode(feed.Tick(time=int(time.time() * 1000), queues=queues)))
+        await send_tick()
 
     return state
+
+
+def brings_work(record: feed.FeedRecord) -> bool:
+    """Whether the record puts a job in the queue (a submission or a requeue)."""
+    if isinstance(record, feed.Changes):
+        return any(isinstance(change, feed.JobDelta) and change.state == "queued" for change in record.records)
+    return isinstance(record, feed.JobDelta) and record.state == "queued"
 
 
 async def cycle(index: SchedulerIndex, tick: feed.Tick, offset: int, config: CycleConfig, topics: Topics, metrics: Metrics) -> CycleOutcome:

@@ -51,6 +51,8 @@ class CycleOutcome:
     preempted: int = 0
     requeued: int = 0
     ended: int = 0
+    # Some queued job was left waiting (no room, a limit, a constraint): the cluster is not idle.
+    left_waiting: bool = False
 
 
 class Cycle:
@@ -283,6 +285,7 @@ class Cycle:
                 {"job_id": victim.job_id, "kind": "preempted", "executor": held_by, "node": held_on, "reason": victim.reason}
             )
         self.outcome.preempted += len(result.preempted)
+        self.outcome.left_waiting = self.outcome.left_waiting or any(group.job_ids for group in result.unscheduled)
         budget = self.config.max_unschedulable_recorded
         for group in sorted(result.unscheduled, key=lambda g: not g.attempted):
             for job_id in group.job_ids[:budget]:
