@@ -1,6 +1,6 @@
 """Every process a benchmark starts ends with it: on a normal exit, an error, Ctrl-C (SIGINT) or SIGTERM.
 
-    with Children("ingest") as children:
+    with Children(log) as children:
         broker = children.add(EmbeddedBroker(new_session=True))
         broker.start()
         worker = children.add(WorkerProcess(..., new_session=True))
