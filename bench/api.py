@@ -49,6 +49,7 @@ from armada_client.k8s.io.api.core.v1 import generated_pb2 as core_v1  # noqa: E
 from armada_client.k8s.io.apimachinery.pkg.api.resource import generated_pb2 as resource  # noqa: E402
 
 from bench.ingest import EVENTS, cpu_seconds, create_queues, raw_item, read_status, started_consumer  # noqa: E402
+from bench.processes import Children, exit_status  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
 from schemas.codec import SchemaError, decode  # noqa: E402
@@ -121,12 +122,15 @@ def run_clients(
     latencies: list[float] = []
     errors = 0
     lock = threading.Lock()
+    stopping = threading.Event()
 
     def client_loop(index: int) -> int:
         nonlocal errors
         call = make_call()
         accepted = 0
         for batch in batches[index::clients]:
+            if stopping.is_set():
+                break
             started = time.perf_counter()
             ok = call(batch)
             elapsed = time.perf_counter() - started
@@ -139,7 +143,11 @@ def run_clients(
     cpu_before = cpu_seconds(worker_pid)
     started = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
-        accepted = sum(pool.map(client_loop, range(clients)))
+        try:
+            accepted = sum(pool.map(client_loop, range(clients)))
+        except BaseException:
+            stopping.set()  # Ctrl-C or a failed call: the other clients end after their current call, not after all batches
+            raise
     seconds = time.perf_counter() - started
     return SubmitResult(accepted, seconds, latencies, errors, cpu_seconds(worker_pid) - cpu_before)
 
@@ -309,7 +317,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     state = Path(tempfile.mkdtemp(prefix="flotilla-bench-api-"))
-    broker = EmbeddedBroker(port=free_port(), log_path=state / "broker.log")
     web_port, grpc_port = free_port(), free_port()
     env = {
         **os.environ,
@@ -317,29 +324,33 @@ def main(argv: list[str] | None = None) -> int:
         "FLOTILLA_WEB_PORT": str(web_port),
         "FLOTILLA_GRPC_PORT": str(grpc_port),
     }
-    worker: WorkerProcess | None = None
+    # The broker and the worker are stopped when the block ends, however it ends (an error, Ctrl-C,
+    # SIGTERM: see bench/processes.py); an error's traceback follows.
     try:
-        broker.start()
-        env["FLOTILLA_BROKER"] = broker.url
-        log("starting the control-plane worker ...")
-        worker = WorkerProcess(env=env, log_path=state / "worker.log", web_port=web_port, new_session=True).start()
-        assert worker.process is not None
-        pid = worker.process.pid
-        create_queues(worker, [QUEUE])
-        grpc_address = f"127.0.0.1:{grpc_port}"
-        batches = [list(range(first, min(args.jobs, first + args.batch))) for first in range(0, args.jobs, args.batch)]
+        with Children(log) as children:
+            broker = children.add(EmbeddedBroker(port=free_port(), log_path=state / "broker.log", new_session=True))
+            broker.start()
+            env["FLOTILLA_BROKER"] = broker.url
+            log("starting the control-plane worker ...")
+            worker = children.add(WorkerProcess(env=env, log_path=state / "worker.log", web_port=web_port, new_session=True))
+            worker.start()
+            assert worker.process is not None
+            pid = worker.process.pid
+            create_queues(worker, [QUEUE])
+            grpc_address = f"127.0.0.1:{grpc_port}"
+            batches = [list(range(first, min(args.jobs, first + args.batch))) for first in range(0, args.jobs, args.batch)]
 
-        log(f"gRPC: {args.jobs} jobs in calls of {args.batch} from {args.clients} clients ...")
-        via_grpc = run_clients(pid, batches, args.clients, grpc_caller(grpc_address, "grpc"))
-        log(f"REST: {args.jobs} jobs in calls of {args.batch} from {args.clients} clients ...")
-        via_rest = run_clients(pid, batches, args.clients, rest_caller(worker.url, "rest"))
-        log(f"event streams: {args.stream_jobs} jobs submitted in requests of {STREAM_BATCH} ...")
-        latency = stream_latency(worker, grpc_address, broker.bootstrap, args.stream_jobs)
-        rss = read_status(pid)
+            log(f"gRPC: {args.jobs} jobs in calls of {args.batch} from {args.clients} clients ...")
+            via_grpc = run_clients(pid, batches, args.clients, grpc_caller(grpc_address, "grpc"))
+            log(f"REST: {args.jobs} jobs in calls of {args.batch} from {args.clients} clients ...")
+            via_rest = run_clients(pid, batches, args.clients, rest_caller(worker.url, "rest"))
+            log(f"event streams: {args.stream_jobs} jobs submitted in requests of {STREAM_BATCH} ...")
+            latency = stream_latency(worker, grpc_address, broker.bootstrap, args.stream_jobs)
+            rss = read_status(pid)
+    except KeyboardInterrupt:
+        log("interrupted")
+        return exit_status()
     finally:
-        if worker is not None:
-            worker.stop()
-        broker.stop()
         shutil.rmtree(state, ignore_errors=True)
 
     print(f"conditions: 1 worker, 1 partition, embedded Tansu, {os.cpu_count()} cores, Python {platform.python_version()}, no executor")

@@ -46,6 +46,7 @@ if str(ROOT) not in sys.path:
 from aiokafka import AIOKafkaProducer  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
+from bench.processes import Children, Command, exit_status  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 
 SOURCE, SINK, CHANGELOG = "floor.source", "floor.sink", "floor.changelog"
@@ -77,12 +78,13 @@ async def produce_source(bootstrap: str, messages: int, value_bytes: int) -> Non
         await producer.stop()
 
 
-def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_mode(mode: str, args: argparse.Namespace, children: Children) -> dict[str, Any]:
+    """One mode on a fresh broker; the broker and the worker are stopped before it returns or raises."""
     with tempfile.TemporaryDirectory(prefix="flotilla-bench-floor-") as tmp:
-        result_path = Path(tmp) / "result.json"
-        broker = EmbeddedBroker(port=free_port(), log_path=Path(tmp) / "broker.log")
-        broker.start()
+        result_path, worker_log = Path(tmp) / "result.json", Path(tmp) / "worker.log"
         try:
+            broker = children.add(EmbeddedBroker(port=free_port(), log_path=Path(tmp) / "broker.log", new_session=True))
+            broker.start()
             asyncio.run(produce_source(broker.bootstrap, args.messages, args.value_bytes))
             command = [
                 sys.executable,
@@ -102,11 +104,18 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                 "--result",
                 str(result_path),
             ]
-            done = subprocess.run(command, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S, cwd=ROOT)
+            with open(worker_log, "wb") as output:
+                worker = children.add(Command(command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)).start()
+            assert worker.process is not None
+            try:
+                code: int | str = worker.process.wait(WORKER_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                code = f"none, still running after {WORKER_TIMEOUT_S:.0f} s"
         finally:
-            broker.stop()
+            children.stop_all()
         if not result_path.exists():
-            raise SystemExit(f"worker for mode {mode} wrote no result (exit {done.returncode}):\n{done.stderr[-3000:]}")
+            tail = worker_log.read_text(errors="replace")[-3000:] if worker_log.exists() else ""
+            raise SystemExit(f"worker for mode {mode} wrote no result (exit {code}):\n{tail}")
         return json.loads(result_path.read_text())
 
 
@@ -172,7 +181,7 @@ def serve(mode: str, args: argparse.Namespace) -> None:
     faust.Worker(app, loglevel=settings.log_level, override_logging=True).execute_from_commandline()
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=1000, help="source records (default 1000)")
     parser.add_argument(
@@ -187,7 +196,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args)
-        return
+        return 0
     modes = [m for m in args.modes.split(",") if m]
     unknown = set(modes) - set(MODES)
     if unknown:
@@ -197,20 +206,28 @@ def main() -> None:
         f"{args.per_message} operations each, values of {args.value_bytes} B"
     )
     results = []
-    for mode in modes:
-        log(f"mode {mode} ...")
-        result = run_mode(mode, args)
-        result["us_per_operation"] = round(result["cpu_s"] / result["operations"] * 1e6, 1)
-        result["operations_per_s"] = round(result["operations"] / result["seconds"], 1)
-        results.append(result)
-        unit = "record" if mode == "consume" else ("send" if mode == "send" else "table write")
-        print(
-            f"{mode}: {result['operations']:,} in {result['seconds']:.2f} s = {result['operations_per_s']:,.0f}/s;"
-            f" worker CPU {result['cpu_s']:.2f} s = {result['us_per_operation']} us per {unit}",
-            flush=True,
-        )
+    # Each mode's broker and worker are stopped when the mode ends, however it ends (an error, Ctrl-C,
+    # SIGTERM: see bench/processes.py).
+    try:
+        with Children(log) as children:
+            for mode in modes:
+                log(f"mode {mode} ...")
+                result = run_mode(mode, args, children)
+                result["us_per_operation"] = round(result["cpu_s"] / result["operations"] * 1e6, 1)
+                result["operations_per_s"] = round(result["operations"] / result["seconds"], 1)
+                results.append(result)
+                unit = "record" if mode == "consume" else ("send" if mode == "send" else "table write")
+                print(
+                    f"{mode}: {result['operations']:,} in {result['seconds']:.2f} s = {result['operations_per_s']:,.0f}/s;"
+                    f" worker CPU {result['cpu_s']:.2f} s = {result['us_per_operation']} us per {unit}",
+                    flush=True,
+                )
+    except KeyboardInterrupt:
+        log("interrupted")
+        return exit_status()
     print(json.dumps({"cores": os.cpu_count(), "python": platform.python_version(), "results": results}))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -47,7 +47,6 @@ import platform
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -65,6 +64,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa:
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 from aiokafka.partitioner import DefaultPartitioner  # noqa: E402
 
+from bench.processes import Children, Command, exit_status  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
 from schemas.codec import decode, encode  # noqa: E402
@@ -396,6 +396,7 @@ async def flotilla_rate(
     jobs: int,
     partitions: int,
     profiler: list[str] | None,
+    children: Children,
 ) -> IngestResult:
     consumer = await started_consumer(bootstrap, {JOB_STATES: partitions, REJECTED: partitions})
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_OPTIONS)
@@ -414,10 +415,10 @@ async def flotilla_rate(
 
     sampler = asyncio.create_task(sample_rss())
     spy = None
-    if profiler:
-        spy = subprocess.Popen(profiler, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        await asyncio.sleep(1.0)  # let py-spy attach before the clock starts
     try:
+        if profiler:
+            spy = children.add(Command(profiler, stop_signal=signal.SIGINT, grace_s=30.0)).start()  # py-spy writes its output on SIGINT
+            await asyncio.sleep(1.0)  # let py-spy attach before the clock starts
         seen: set[bytes] = set()
         checked = 0
         state_bytes = 0
@@ -467,13 +468,8 @@ async def flotilla_rate(
         peaks = [max(read_status(pid).get("VmHWM", 0), sampled) for pid, sampled in zip(worker_pids, sampled_rss, strict=True)]
         return IngestResult(last - start, produce_done - start, checked, state_bytes / len(seen), peaks, workers_cpu, broker_cpu)
     finally:
-        if spy is not None and spy.poll() is None:
-            spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-            try:
-                spy.wait(30)
-            except subprocess.TimeoutExpired:
-                spy.kill()
-                spy.wait()
+        if spy is not None:
+            spy.stop()
         stop_sampling.set()
         await sampler
         await producer.stop()
@@ -501,13 +497,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if min(args.jobs, args.batch, args.partitions, args.workers, args.queues) < 1:
         parser.error("--jobs, --batch, --partitions, --workers and --queues must be positive")
     return args
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    # SIGTERM becomes SIGINT, which asyncio.run turns into a cancellation of the running phase
-    # (its finally blocks close the clients) followed by KeyboardInterrupt; main() then stops
-    # the worker and the broker.
-    os.kill(os.getpid(), signal.SIGINT)
 
 
 @dataclass
@@ -617,62 +606,64 @@ def measure_raw(bootstrap: str, prefix: str, size: int, count: int) -> list[floa
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
-    signal.signal(signal.SIGTERM, _interrupt)
-
     queues = queue_names(args.queues)
     spread = queues_by_partition(queues, args.partitions)
     for warning in spread_warnings(spread, args.workers):
         log(f"WARNING: {warning}")
     state_dir = Path(tempfile.mkdtemp(prefix="flotilla-bench-ingest-"))
-    broker = EmbeddedBroker(log_path=state_dir / "broker.log")
-    workers: list[WorkerProcess] = []  # every worker that may have a process, for the cleanup below
+    workers: list[WorkerProcess] = []  # for the log tails on an error
+    # Children: the broker, the workers and py-spy are stopped when the block ends, however it ends
+    # (an error, Ctrl-C, SIGTERM: see bench/processes.py), before the except clauses below run.
     try:
-        log(f"encoding {args.jobs:,} jobs in requests of {args.batch} over {len(queues)} queue(s) ...")
-        requests = encode_requests(args.jobs, args.batch, queues)
-        request_bytes = round(sum(len(value) for _, value in requests) / len(requests))
-        state_bytes = job_state_size()
+        with Children(log) as children:
+            log(f"encoding {args.jobs:,} jobs in requests of {args.batch} over {len(queues)} queue(s) ...")
+            requests = encode_requests(args.jobs, args.batch, queues)
+            request_bytes = round(sum(len(value) for _, value in requests) / len(requests))
+            state_bytes = job_state_size()
 
-        broker.start()
-        broker_pid = broker._process.pid if broker._process is not None else None  # for CPU accounting
-        log(f"broker {broker.url} (state and logs in {state_dir})")
+            broker = children.add(EmbeddedBroker(log_path=state_dir / "broker.log", new_session=True))
+            broker.start()
+            broker_pid = broker.process.pid if broker.process is not None else None  # for CPU accounting
+            log(f"broker {broker.url} (state and logs in {state_dir})")
 
-        # Raw phase first, before the workers exist: the broker and the machine are otherwise idle.
-        log(f"raw aiokafka: {args.jobs:,} messages of {state_bytes} B, {RAW_REPEATS} times ...")
-        raw_jobs = measure_raw(broker.bootstrap, "job", state_bytes, args.jobs)
-        raw_count = max(len(requests), 1000)
-        log(f"raw aiokafka: {raw_count:,} messages of {request_bytes:,} B, {RAW_REPEATS} times ...")
-        raw_requests = measure_raw(broker.bootstrap, "request", request_bytes, raw_count)
+            # Raw phase first, before the workers exist: the broker and the machine are otherwise idle.
+            log(f"raw aiokafka: {args.jobs:,} messages of {state_bytes} B, {RAW_REPEATS} times ...")
+            raw_jobs = measure_raw(broker.bootstrap, "job", state_bytes, args.jobs)
+            raw_count = max(len(requests), 1000)
+            log(f"raw aiokafka: {raw_count:,} messages of {request_bytes:,} B, {RAW_REPEATS} times ...")
+            raw_requests = measure_raw(broker.bootstrap, "request", request_bytes, raw_count)
 
-        workers.extend(new_worker(broker.url, args.partitions, state_dir, i) for i in range(args.workers))
-        start_workers(workers, queues)
-        pids = [worker.process.pid for worker in workers if worker.process is not None]
-        log(
-            f"worker pid(s) {pids} healthy on {[worker.url for worker in workers]}; "
-            f"{len(queues)} queue(s) created and seen by every worker; queues per partition "
-            f"{[len(q) for q in spread]}; submitting ..."
-        )
+            workers.extend(children.add(new_worker(broker.url, args.partitions, state_dir, i)) for i in range(args.workers))
+            start_workers(workers, queues)
+            pids = [worker.process.pid for worker in workers if worker.process is not None]
+            log(
+                f"worker pid(s) {pids} healthy on {[worker.url for worker in workers]}; "
+                f"{len(queues)} queue(s) created and seen by every worker; queues per partition "
+                f"{[len(q) for q in spread]}; submitting ..."
+            )
 
-        profiler = None
-        if args.py_spy:
-            profiler = [
-                args.py_spy,
-                "record",
-                "--format",
-                "raw",
-                "-o",
-                args.profile_out,
-                "--pid",
-                str(pids[0]),
-                "--rate",
-                "100",
-                *(["--native"] if args.py_spy_native else ["--nonblocking"]),
-            ]
-        result = asyncio.run(flotilla_rate(broker.bootstrap, pids, broker_pid, requests, args.jobs, args.partitions, profiler))
-        assignments = [assigned_partitions(worker) for worker in workers]  # before the logs are removed
+            profiler = None
+            if args.py_spy:
+                profiler = [
+                    args.py_spy,
+                    "record",
+                    "--format",
+                    "raw",
+                    "-o",
+                    args.profile_out,
+                    "--pid",
+                    str(pids[0]),
+                    "--rate",
+                    "100",
+                    *(["--native"] if args.py_spy_native else ["--nonblocking"]),
+                ]
+            result = asyncio.run(
+                flotilla_rate(broker.bootstrap, pids, broker_pid, requests, args.jobs, args.partitions, profiler, children)
+            )
+            assignments = [assigned_partitions(worker) for worker in workers]  # before the logs are removed
     except KeyboardInterrupt:
         log("interrupted")
-        return 130
+        return exit_status()
     except Exception as exc:  # noqa: BLE001 - report and clean up
         log(f"error: {exc}")
         for worker in workers:
@@ -680,25 +671,12 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"worker log tail:\n{worker.log_tail()}")
         return 1
     finally:
-        stop_all(workers)
-        broker.stop()
         shutil.rmtree(state_dir, ignore_errors=True)
 
     print_report(
         Setup(args, queues, spread, len(requests), request_bytes, state_bytes, raw_jobs, raw_requests, raw_count, pids, assignments), result
     )
     return 0
-
-
-def stop_all(workers: list[WorkerProcess]) -> None:
-    """Stop every worker even if stopping one fails, so no child outlives the benchmark."""
-    for worker in workers:
-        try:
-            worker.stop()
-        except Exception as exc:  # noqa: BLE001 - keep stopping the others
-            log(f"could not stop worker pid {worker.process.pid if worker.process else '?'}: {exc}")
-            if worker.process is not None and worker.process.poll() is None:
-                worker.process.kill()
 
 
 if __name__ == "__main__":

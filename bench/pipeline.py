@@ -74,7 +74,6 @@ import re
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -106,6 +105,8 @@ from bench.ingest import (  # noqa: E402
     started_consumer,
     wait_queues_visible,
 )
+from bench.processes import Children, Command, exit_status  # noqa: E402
+from bench.processes import stop as stop_process  # noqa: E402
 from executor.backends.fake import RUNTIME_ANNOTATION  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.executor import ExecutorProcess  # noqa: E402
@@ -318,12 +319,14 @@ class WorkerLog:
 
 @dataclass
 class Session:
-    """One broker, one control-plane worker and the fake executors, with their logs in one directory."""
+    """One broker, one control-plane worker and the fake executors, with their logs in one directory.
+    Each process is registered with ``children`` before it starts, so it is stopped whatever happens."""
 
     name: str
     directory: Path
     args: argparse.Namespace
     queues: list[str]
+    children: Children
     broker: EmbeddedBroker = field(init=False)
     worker: WorkerProcess | None = None
     worker_log: WorkerLog = field(init=False)
@@ -331,7 +334,7 @@ class Session:
 
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True)
-        self.broker = EmbeddedBroker(log_path=self.directory / "broker.log")
+        self.broker = self.children.add(EmbeddedBroker(log_path=self.directory / "broker.log", new_session=True))
         self.worker_log = WorkerLog(self.directory / "worker.log")
 
     def start(self) -> None:
@@ -348,7 +351,7 @@ class Session:
         }
         if self.args.executor_timeout is not None:
             env["FLOTILLA_EXECUTOR_TIMEOUT_S"] = str(self.args.executor_timeout)
-        self.worker = WorkerProcess(env=env, log_path=self.worker_log.path, web_port=port, new_session=True)
+        self.worker = self.children.add(WorkerProcess(env=env, log_path=self.worker_log.path, web_port=port, new_session=True))
         log(f"{self.name}: broker {self.broker.url}, starting the worker (logs in {self.directory}) ...")
         self.worker.start(120.0)
         create_queues(self.worker, self.queues)
@@ -361,7 +364,7 @@ class Session:
 
     def pids(self) -> dict[str, list[int]]:
         """Process ids by role, for CPU accounting."""
-        broker = self.broker._process  # EmbeddedBroker exposes no pid
+        broker = self.broker.process
         return {
             "worker": [self.worker_pid],
             "executors": [e.process.pid for e in self.executors if e.process is not None],
@@ -377,13 +380,15 @@ class Session:
             group = {"count": nodes, "prefix": f"{executor_id}-node", "cpu": NODE_CPU, "memory": NODE_MEMORY}
             spec.write_text(yaml.safe_dump({"nodes": [group]}))
             self.executors.append(
-                ExecutorProcess(
-                    executor_id=executor_id,
-                    backend="fake",
-                    env=env,
-                    log_path=self.directory / f"{executor_id}.log",
-                    args=("--cluster", str(spec)),
-                    new_session=True,
+                self.children.add(
+                    ExecutorProcess(
+                        executor_id=executor_id,
+                        backend="fake",
+                        env=env,
+                        log_path=self.directory / f"{executor_id}.log",
+                        args=("--cluster", str(spec)),
+                        new_session=True,
+                    )
                 )
             )
 
@@ -413,15 +418,11 @@ class Session:
         )
 
     def stop(self) -> None:
-        """Stop every process even if stopping one fails, so no child outlives the benchmark."""
-        for process in [*self.executors, self.worker]:
-            if process is None:
-                continue
-            try:
-                process.stop()
-            except Exception as exc:  # noqa: BLE001 - keep stopping the others
-                log(f"could not stop {process.log_path.stem}: {exc}")
-        self.broker.stop()
+        """Stop the session's processes now, executors and worker before the broker (each with what is
+        left of its process group; stop_process never raises). ``children`` would stop them at the end anyway."""
+        for process in [*self.executors, self.worker, self.broker]:
+            if process is not None:
+                stop_process(process, log)
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -474,28 +475,20 @@ class CpuMeter:
 
 
 @contextmanager
-def profiled(args: argparse.Namespace, pid: int, phase: str) -> Iterator[None]:
+def profiled(session: Session, phase: str) -> Iterator[None]:
     """py-spy on the worker during a phase, when asked for: `--format raw` (folded stacks)."""
+    args = session.args
     if not args.py_spy:
         yield
         return
     out = f"{args.profile_out}-{phase}.txt"
-    spy = subprocess.Popen(
-        [args.py_spy, "record", "--format", "raw", "-o", out, "--pid", str(pid), "--rate", "100", "--nonblocking"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    command = [args.py_spy, "record", "--format", "raw", "-o", out, "--pid", str(session.worker_pid), "--rate", "100", "--nonblocking"]
+    spy = session.children.add(Command(command, stop_signal=signal.SIGINT, grace_s=60.0)).start()  # py-spy writes its output on SIGINT
     time.sleep(1.0)  # let it attach before the phase starts
     try:
         yield
     finally:
-        spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-        try:
-            spy.wait(60)
-        except subprocess.TimeoutExpired:
-            spy.kill()
-            spy.wait()
+        spy.stop()
         log(f"profile of the worker during {phase}: {out}")
 
 
@@ -694,7 +687,7 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
 
         log(f"{session.name}: encoding {args.jobs:,} jobs ...")
         stream = encode_requests(STREAM, args.jobs, args.batch, session.queues, shape)
-        with profiled(args, session.worker_pid, "stream"), phase(session, STREAM, phases) as first_cycle:
+        with profiled(session, "stream"), phase(session, STREAM, phases) as first_cycle:
             started = time.time()
             await produce_all(producer, SUBMISSIONS, stream)
             await wait_leased(
@@ -768,7 +761,7 @@ async def queued_first_session(session: Session, args: argparse.Namespace, shape
             await wait_indexed(session, args.jobs)
             queue_seconds = time.monotonic() - started
         log(f"{session.name}: {args.jobs:,} jobs queued in {queue_seconds:.1f}s; starting the executors")
-        with profiled(args, session.worker_pid, "queued-first"), phase(session, "queued-first", phases) as first_cycle:
+        with profiled(session, "queued-first"), phase(session, "queued-first", phases) as first_cycle:
             # The executors' start-up is inside the phase: their processes do not exist before.
             capacity_at = await asyncio.to_thread(session.start_executors)
             await wait_leased(session, follower, STREAM, args.jobs, first_cycle, worker_progress(session))
@@ -994,31 +987,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    # SIGTERM becomes SIGINT: asyncio.run cancels the phase (its finally blocks close the clients),
-    # then main() stops the processes.
-    os.kill(os.getpid(), signal.SIGINT)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     shape = JobShape(args.job_cpu, args.job_memory, args.runtime)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
-    signal.signal(signal.SIGTERM, _interrupt)
     queues = [f"{QUEUE_PREFIX}{i}" for i in range(args.queues)]
     directory = Path(tempfile.mkdtemp(prefix="flotilla-bench-pipeline-"))
     sessions: list[Session] = []
+    # Every broker, worker, executor and py-spy is registered with children and stopped when the
+    # block ends, however it ends (an error, Ctrl-C, SIGTERM: see bench/processes.py).
     try:
-        sessions.append(Session("stream session", directory / "stream", args, queues))
-        sessions[-1].start()
-        stream = asyncio.run(stream_session(sessions[-1], args, shape))
-        sessions[-1].stop()
-        sessions.append(Session("queued-first session", directory / "queued-first", args, queues))
-        sessions[-1].start()
-        queued = asyncio.run(queued_first_session(sessions[-1], args, shape))
+        with Children(log) as children:
+            sessions.append(Session("stream session", directory / "stream", args, queues, children))
+            sessions[-1].start()
+            stream = asyncio.run(stream_session(sessions[-1], args, shape))
+            sessions[-1].stop()
+            sessions.append(Session("queued-first session", directory / "queued-first", args, queues, children))
+            sessions[-1].start()
+            queued = asyncio.run(queued_first_session(sessions[-1], args, shape))
     except KeyboardInterrupt:
         log("interrupted")
-        return 130
+        return exit_status()
     except Exception as exc:  # noqa: BLE001 - report and clean up
         log(f"error: {exc!r}")
         for session in sessions:
@@ -1027,8 +1015,6 @@ def main(argv: list[str] | None = None) -> int:
                     log(process.log_tail())
         return 1
     finally:
-        for session in sessions:
-            session.stop()
         if args.keep:
             log(f"logs kept in {directory}")
         else:

@@ -73,6 +73,7 @@ class EmbeddedBroker:
     host: str = "127.0.0.1"
     port: int = 0
     log_path: Path | None = None
+    new_session: bool = False  # True: a session (and process group) of its own; Ctrl-C reaches only the parent, which stops us
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -105,6 +106,7 @@ class EmbeddedBroker:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            start_new_session=self.new_session,
         )
         try:
             wait_until_ready(self.bootstrap, timeout, self._process)
@@ -123,6 +125,11 @@ class EmbeddedBroker:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The broker's process while started (None before start() and after stop())."""
+        return self._process
 
     @property
     def running(self) -> bool:

@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 
-def stop(process: subprocess.Popen[bytes], grace_s: float) -> None:
-    """SIGTERM, then SIGKILL after the grace period."""
-    process.send_signal(signal.SIGTERM)
+def stop(process: subprocess.Popen[bytes], grace_s: float, signum: int = signal.SIGTERM) -> None:
+    """SIGTERM (or ``signum``), then SIGKILL after the grace period."""
+    process.send_signal(signum)
     try:
         process.wait(grace_s)
     except subprocess.TimeoutExpired:
