@@ -4,6 +4,8 @@ Delivery is at least once. A batch of commands is acted on, the events it caused
 and only then are the offsets committed, so a crash replays commands rather than losing them;
 backends launch and kill idempotently by run id. On start the backend's runs found from an
 earlier life are reported again (events are idempotent downstream) before anything is consumed.
+Every backend sits behind ``executor.refusals``: a lease that cannot be right (its run id held
+for another job, or its job already reported finished) is answered at once with the run returned.
 
 Commands are read by manual assignment of every partition of the commands topic, with the
 executor's group id used only to commit offsets: there is one executor per id, so a group
@@ -27,6 +29,7 @@ from aiokafka.structs import ConsumerRecord
 from executor.backend import Backend, Lease, RunStatus
 from executor.commands import CommandError, Kill, parse_command
 from executor.events import Change, event_sequences
+from executor.refusals import RefusingBackend
 from executor.reports import report_record
 from schemas.codec import SchemaError, decode, encode
 from streams.config import MAX_MESSAGE_BYTES, Settings
@@ -61,7 +64,7 @@ class Executor:
     ) -> None:
         self.settings = settings
         self.executor_id = executor_id
-        self.backend = backend
+        self.backend: Backend = RefusingBackend(backend)
         self.clock_ms = clock_ms
         self.flush_interval_s = flush_interval_s
         self._key = executor_id.encode()

@@ -1,8 +1,15 @@
-"""Job, run and event ids as ULIDs, with the clock and randomness supplied by the caller.
+"""Job and event ids as ULIDs, with the clock and randomness supplied by the caller; run ids
+derived from their job.
 
 Ids are part of replayed decisions (a lease names its run id), so the pure core must be able to
 produce the same ids from the same recorded time and seed. Only the I/O shell builds a factory
 from the real clock and ``os.urandom``.
+
+A run id is what an executor, a pod and every report of the run hang on, so two jobs must never
+share one, not even when a cycle is run again after a restart and decides differently. A random
+draw cannot promise that (a re-run cycle draws the same numbers for other jobs), so a run id is
+the job's id and the run's attempt number: the scheduler can lease a job's n-th run only to that
+job, and a replay names it the same.
 """
 
 from __future__ import annotations
@@ -25,6 +32,17 @@ def new_id(now_ms: int, rng: random.Random) -> str:
         raise ValueError(f"timestamp {now_ms} ms is outside the ULID range")
     randomness = rng.getrandbits(_RANDOM_BITS).to_bytes(_RANDOM_BITS // 8, "big")
     return str(ULID.from_bytes(now_ms.to_bytes(_TIMESTAMP_BYTES, "big") + randomness))
+
+
+def run_id_for(job_id: str, attempt: int) -> str:
+    """The id of ``job_id``'s run number ``attempt`` (1 for its first lease): ``<job id>-<attempt>``.
+
+    One-to-one: the attempt is the digits after the last hyphen, the job id everything before.
+    For a job id from ingest (a ULID) the run id is a valid Kubernetes name once lower-cased.
+    """
+    if attempt < 1:
+        raise ValueError(f"run attempt {attempt} of job {job_id} is not positive")
+    return f"{job_id}-{attempt}"
 
 
 @dataclass

@@ -9,8 +9,11 @@ feed decides the same:
 3. tells executors to stop runs the control plane no longer wants (orphans);
 4. runs `streams.scheduler.algorithm.schedule` once per pool of live executors and turns its leases and
    preemptions into events.
-Ids of new runs and events come from a generator seeded with the tick's offset on the feed, so
-the same cycle over the same index produces the same events, which the fold then de-duplicates.
+Ids of events, commands and the cycle come from a generator seeded with the tick's offset on the
+feed, so the same cycle over the same index produces the same events, which the fold then
+de-duplicates. A new run's id is its job's id and attempt number (``streams.domain.ids.run_id_for``),
+never a draw: a cycle run again after a restart, at another offset or over an index that has
+moved on, may lease other jobs, and a draw would then hand one run id to two jobs.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from streams.domain import events
-from streams.domain.ids import new_id
+from streams.domain.ids import new_id, run_id_for
 from streams.scheduler.algorithm.model import CycleInput, CycleResult, Job, RunningJob
 from streams.scheduler.algorithm.preempting import schedule
 from streams.scheduler.commands import command
@@ -251,13 +254,13 @@ class Cycle:
         for placed in result.scheduled:
             entry = self.index.jobs[placed.job_id]
             executor, node = where[placed.node]
-            run_id = new_id(self.now, self.rng)
             d = entry.delta
+            new_run = run_id_for(d.job_id, d.runs + 1)
             self.emit(
                 d,
                 "JobLeased",
                 {
-                    "run_id": run_id,
+                    "run_id": new_run,
                     "executor": executor,
                     "node": node,
                     "pool": pool,
@@ -269,7 +272,7 @@ class Cycle:
                 entry,
                 LEASE,
                 replace(
-                    d, state="leased", runs=d.runs + 1, run_id=run_id, executor=executor, node=node, run_state="leased", leased_at=self.now
+                    d, state="leased", runs=d.runs + 1, run_id=new_run, executor=executor, node=node, run_state="leased", leased_at=self.now
                 ),
             )
             leased.add(placed.job_id)

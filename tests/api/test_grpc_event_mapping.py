@@ -19,7 +19,7 @@ from streams.scheduler.cycle import SCHEDULER_USER
 from tests.schemas.samples import JOB_ID, JOB_SET, QUEUE, RUN_ID, T0, job_submitted
 
 OTHER_JOB = "01HZ3M1Q8K4V6T9XW2B7C5D0EG"
-RUN_2 = "01HZ3M2A1B2C3D4E5F6G7H8J9M"
+RUN_2 = f"{JOB_ID}-2"
 
 
 @dataclass

@@ -3,7 +3,7 @@ import random
 import pytest
 from ulid import ULID
 
-from streams.domain.ids import IdFactory, new_id
+from streams.domain.ids import IdFactory, new_id, run_id_for
 
 
 def test_same_time_and_seed_give_the_same_id():
@@ -34,3 +34,24 @@ def test_factory_uses_its_clock_and_rng():
     assert [ULID.from_str(v).milliseconds for v in (first, second)] == [10, 20]
     assert first == new_id(10, random.Random(9))
     assert IdFactory.system().new() != IdFactory.system().new()
+
+
+def test_a_run_id_is_its_job_id_and_attempt_number() -> None:
+    job = new_id(1_700_000_000_000, random.Random(5))
+    assert run_id_for(job, 1) == f"{job}-1"
+    assert run_id_for(job, 1) == run_id_for(job, 1), "a replay names the run the same"
+
+
+def test_run_ids_are_unique_per_job_and_attempt() -> None:
+    """One-to-one, even for job ids that end in what looks like an attempt number."""
+    jobs = ["a", "a-1", "a-11", "a-1-1", "1", "11", new_id(10, random.Random(1)), new_id(10, random.Random(2))]
+    pairs = [(job, attempt) for job in jobs for attempt in (1, 2, 11, 111)]
+    ids = [run_id_for(job, attempt) for job, attempt in pairs]
+    assert len(set(ids)) == len(pairs)
+    assert all(tuple(r.rsplit("-", 1)) == (job, str(attempt)) for r, (job, attempt) in zip(ids, pairs, strict=True))
+
+
+@pytest.mark.parametrize("attempt", [0, -1])
+def test_attempts_count_from_one(attempt: int) -> None:
+    with pytest.raises(ValueError, match="not positive"):
+        run_id_for("job", attempt)

@@ -25,8 +25,9 @@ from executor.backends.kubernetes.status import milli_quantity, run_status
 from tests.executor.kube_server import FakeKubeApi
 
 EXECUTOR = "exec-a"
-RUN = "01HZY3Q0B6V8N6J6ZQ9V2K4M7A"
-RUN_2 = "01HZY3Q0B6V8N6J6ZQ9V2K4M7B"
+# Run ids as the scheduler derives them (streams.domain.ids.run_id_for): the job's ULID and the attempt.
+RUN = "01HZY3Q0B6V8N6J6ZQ9V2K4M7A-1"
+RUN_2 = "01HZY3Q0B6V8N6J6ZQ9V2K4M7B-2"
 POD = pod_name(RUN)
 POD_2 = pod_name(RUN_2)
 
@@ -70,7 +71,9 @@ def job_spec(**overrides: Any) -> dict[str, Any]:
 
 
 def lease(run_id: str = RUN, queue: str = "ml", job_set: str = "nightly", **spec: Any) -> Lease:
-    return Lease(job_id=f"job-{run_id[-1]}", run_id=run_id, queue=queue, job_set_id=job_set, node="node-1", spec=job_spec(**spec))
+    return Lease(
+        job_id=f"job-{run_id.split('-')[0][-1]}", run_id=run_id, queue=queue, job_set_id=job_set, node="node-1", spec=job_spec(**spec)
+    )
 
 
 def container_status(name: str, state: dict[str, Any]) -> dict[str, Any]:
@@ -169,6 +172,7 @@ def test_label_values_are_kept_when_valid_and_made_safe_and_distinct_otherwise()
 
 def test_pod_names_derive_from_the_run_id_and_are_dns_labels() -> None:
     assert pod_name(RUN) == "flotilla-" + RUN.lower()
+    assert pod_name("01HZY3Q0B6V8N6J6ZQ9V2K4M7A-1234") == "flotilla-01hzy3q0b6v8n6j6zq9v2k4m7a-1234"
     odd = pod_name("Run #7 of job/42")
     assert odd == pod_name("Run #7 of job/42") and odd != pod_name("run #7 of job/42")
     assert len(pod_name("r" * 200)) <= 50
@@ -457,10 +461,10 @@ async def test_start_finds_the_pods_an_earlier_process_created_and_then_watches_
         for run_id, status in [(RUN, running()), (RUN_2, ended("Succeeded", ("main", 0, "Completed")))]:
             h.api.add_pod("default", pod_manifest(lease(run_id=run_id), EXECUTOR, "default"))
             h.api.set_pod_status("default", pod_name(run_id), status)
-        stuck = "01HZY3Q0B6V8N6J6ZQ9V2K4M7C"
+        stuck = "01HZY3Q0B6V8N6J6ZQ9V2K4M7C-1"
         h.api.add_pod("default", pod_manifest(lease(run_id=stuck), EXECUTOR, "default"))
         h.api.set_pod_status("default", pod_name(stuck), waiting("ImagePullBackOff", "back-off pulling image"))
-        h.api.add_pod("default", pod_manifest(lease(run_id="01HZY3Q0B6V8N6J6ZQ9V2K4M7D"), "exec-b", "default"))
+        h.api.add_pod("default", pod_manifest(lease(run_id="01HZY3Q0B6V8N6J6ZQ9V2K4M7D-3"), "exec-b", "default"))
 
         found = await h.start()
 

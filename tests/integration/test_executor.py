@@ -171,6 +171,27 @@ def test_a_fake_executor_runs_leases_reports_them_and_ignores_other_executors_co
     assert executor.process is not None and executor.process.returncode == 0, executor.log_tail()
 
 
+def test_a_fake_executor_refuses_at_once_a_run_id_it_holds_for_another_job_and_a_job_it_finished(log: Log) -> None:
+    """Issue 21: either lease is answered with the run returned, not with silence."""
+    executor = log.executor("fake-2", "fake", "--nodes", "2").start()
+    log.command("fake-2", "lease", "run-shared", "job-a", node="node-0", spec=job_spec(annotations={RUNTIME_ANNOTATION: "600"}))
+    log.command("fake-2", "lease", "run-c-1", "job-c", node="node-1", spec=job_spec(annotations={RUNTIME_ANNOTATION: "0.1"}))
+    poll(lambda: "JobSucceeded" in log.kinds("job-c"), 30, "job c to succeed")
+    log.command("fake-2", "lease", "run-shared", "job-b", node="node-1", spec=job_spec())
+    log.command("fake-2", "lease", "run-c-2", "job-c", node="node-1", spec=job_spec())
+
+    poll(lambda: "JobRunFailed" in log.kinds("job-b") and log.kinds("job-c")[-1] == "JobRunFailed", 30, "both refusals")
+    failed = {(job, payload["run_id"]): payload for _, kind, job, payload, _ in log.events() if kind == "JobRunFailed"}
+    assert {key: (p["category"], p["retryable"], p["reason"]) for key, p in failed.items()} == {
+        ("job-b", "run-shared"): ("lease_returned", True, "run_id_in_use"),
+        ("job-c", "run-c-2"): ("lease_returned", True, "job_already_finished"),
+    }
+    assert log.kinds("job-b") == ["JobRunFailed"]
+    assert log.kinds("job-a")[0] == "JobRunPending" and not {"JobRunFailed", "JobSucceeded"} & set(log.kinds("job-a")), "a's run goes on"
+    executor.stop()
+    assert executor.process is not None and executor.process.returncode == 0, executor.log_tail()
+
+
 def test_a_local_run_outlives_a_killed_executor_and_its_outcome_is_reported_once(log: Log, tmp_path: Path) -> None:
     marker = tmp_path / "starts"
     state_dir = tmp_path / "state"

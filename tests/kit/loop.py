@@ -155,9 +155,12 @@ class Loop:
         return state
 
     # -- the scheduler ------------------------------------------------------------------------
-    def cycle(self, at: int, *queues: str | QueueInfo, deliver: bool = True) -> CycleOutcome:
-        self.offset += 1
-        outcome = run_cycle(self.index, tick(at, *queues), self.offset, self.config)
+    def cycle(self, at: int, *queues: str | QueueInfo, deliver: bool = True, offset: int | None = None) -> CycleOutcome:
+        """Run the cycle of a tick at ``at``; ``offset`` (the tick's on the feed) repeats an earlier one."""
+        if offset is None:
+            self.offset += 1
+            offset = self.offset
+        outcome = run_cycle(self.index, tick(at, *queues), offset, self.config)
         for command in outcome.commands:
             codec.encode("executor_command", command)
         for sequence in outcome.sequences:
@@ -168,3 +171,10 @@ class Loop:
         if deliver:
             self.deliver()
         return outcome
+
+    def restart(self) -> None:
+        """The scheduling agent's worker restarts: it rebuilds the index from the index's table,
+        which holds what the index had written, whatever the feed offset it goes on from."""
+        table = {key: value for key in self.index.keys() if (value := self.index.dump(key)) is not None}
+        self.index = SchedulerIndex()
+        self.index.load(sorted(table.items()))

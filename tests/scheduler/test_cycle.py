@@ -6,15 +6,17 @@ the real fold, whose deltas come back through the feed to the index, as on the l
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from streams.config import Settings
+from streams.domain.ids import run_id_for
 from streams.plane import cycle_config
 from streams.scheduler.config import CycleConfig
-from streams.scheduler.cycle import MAX_DECISIONS_PER_RECORD, run_cycle
+from streams.scheduler.cycle import MAX_DECISIONS_PER_RECORD, CycleOutcome, run_cycle
 from streams.scheduler.feed import JobSetAction, QueueInfo, queue_info
 from streams.scheduler.index import LEASE, SchedulerIndex
 from tests.kit.loop import Loop, decisions, events, kinds, leases, preempted
@@ -545,12 +547,78 @@ def test_the_same_state_tick_and_offset_plan_the_same_cycle() -> None:
     assert a == b
 
 
-def test_another_offset_gives_other_ids() -> None:
+def test_another_offset_gives_other_event_ids_but_the_same_run_ids() -> None:
     a = run_cycle(busy_index(), tick(2_000), 42, CycleConfig())
     b = run_cycle(busy_index(), tick(2_000), 43, CycleConfig())
     assert {j: p["node"] for j, p in leases(a).items()} == {j: p["node"] for j, p in leases(b).items()}
-    assert not {p["run_id"] for p in leases(a).values()} & {p["run_id"] for p in leases(b).values()}
+    assert {j: p["run_id"] for j, p in leases(a).items()} == {j: p["run_id"] for j, p in leases(b).items()}
+    assert not {e["event_id"] for _, e in job_events(a)} & {e["event_id"] for _, e in job_events(b)}
     assert a.cycle_id != b.cycle_id
+
+
+def job_events(outcome: CycleOutcome) -> list[tuple[str | None, dict[str, Any]]]:
+    return [(e["job_id"], e) for seq in outcome.sequences for e in seq["events"]]
+
+
+def test_a_run_id_is_the_job_id_and_its_attempt_number() -> None:
+    loop = Loop()
+    loop.submit("j1")
+    loop.report("ex1", 1_000)
+    assert leases(loop.cycle(2_000))["j1"]["run_id"] == run_id_for("j1", 1)
+    loop.return_run("j1", 2_100)
+    loop.report("ex1", 2_500)
+    again = loop.cycle(3_000)
+    assert kinds(again, "j1") == ["JobRequeued", "JobLeased"]
+    assert leases(again)["j1"]["run_id"] == run_id_for("j1", 2)
+    assert [run["run_id"] for run in loop.job("j1")["runs"]] == [run_id_for("j1", 1), run_id_for("j1", 2)]
+    assert [c["run_id"] for c in loop.commands if c["kind"] == "lease"] == [run_id_for("j1", 1), run_id_for("j1", 2)]
+
+
+@pytest.mark.parametrize("same_offset", [True, False], ids=["same offset", "another offset"])
+def test_a_cycle_run_again_after_a_restart_never_leases_one_run_id_to_two_jobs(same_offset: bool) -> None:
+    """Issue 21: a worker restarted behind its committed feed offset runs a tick again over an
+    index that has moved on (it already holds that tick's lease of A, and B queued since), so
+    the second run decides differently: B on the other node. A run id drawn from the tick's
+    seed gave B the run id A holds; a run id derived from the job cannot."""
+    loop = Loop()
+    loop.submit("A", cpu="32", at=1_000)
+    loop.report("ex1", 1_500)  # two nodes of 32 cpus
+    first = loop.cycle(2_000)
+    assert set(leases(first)) == {"A"}
+    loop.submit("B", cpu="32", at=2_100)
+
+    loop.restart()
+    again = loop.cycle(2_000, offset=first.seed if same_offset else first.seed + 7)
+
+    assert set(leases(again)) == {"B"}
+    assert leases(again)["B"]["node"] != leases(first)["A"]["node"]
+    owners: dict[str, set[str]] = defaultdict(set)
+    for job_id in ("A", "B"):
+        for run in loop.job(job_id)["runs"]:
+            owners[run["run_id"]].add(job_id)
+    for command in loop.commands:
+        owners[command["run_id"]].add(command["job_id"])
+    assert [run for run, jobs in owners.items() if len(jobs) > 1] == [], "a run id leased to two jobs"
+    assert owners == {run_id_for("A", 1): {"A"}, run_id_for("B", 1): {"B"}}
+
+
+def test_a_cycle_run_again_over_a_stale_index_leases_a_job_under_its_own_run_id_only() -> None:
+    """Run again over an index that has not seen its own lease yet, a cycle leases the same job
+    again, maybe elsewhere: under the same run id, which the fold recognises and ignores, so the
+    executor is sent the first lease only."""
+    loop = Loop()
+    loop.submit("A", cpu="32", at=1_000)
+    loop.report("ex1", 1_500)
+    before = {key: value for key in loop.index.keys() if (value := loop.index.dump(key)) is not None}
+    first = loop.cycle(2_000)
+    loop.index = SchedulerIndex()
+    loop.index.load(sorted(before.items()))
+
+    again = loop.cycle(2_000, offset=first.seed + 1)
+
+    assert leases(again)["A"]["run_id"] == leases(first)["A"]["run_id"] == run_id_for("A", 1)
+    assert [run["run_id"] for run in loop.job("A")["runs"]] == [run_id_for("A", 1)]
+    assert [(c["run_id"], c["node"]) for c in loop.commands if c["kind"] == "lease"] == [(run_id_for("A", 1), leases(first)["A"]["node"])]
 
 
 def all_ids(outcome) -> list[str]:

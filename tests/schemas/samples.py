@@ -8,7 +8,7 @@ T0 = 1_717_000_000_000  # epoch ms
 QUEUE = "ml-research"
 JOB_SET = "llm-finetune-2024-05-29"
 JOB_ID = "01HZ3M1Q8K4V6T9XW2B7C5D0EF"
-RUN_ID = "01HZ3M2A1B2C3D4E5F6G7H8J9K"
+RUN_ID = f"{JOB_ID}-1"  # a run id is its job id and attempt number (streams.domain.ids.run_id_for)
 
 
 def container(name: str, gpus: int) -> dict[str, Any]:

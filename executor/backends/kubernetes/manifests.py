@@ -48,8 +48,9 @@ def label_value(text: str) -> str:
 def pod_name(run_id: str) -> str:
     """The pod's name, a DNS label derived from the run id alone (so replays are idempotent).
 
-    Run ids are ULIDs, whose alphabet is case-insensitive, so lower-casing one is lossless; any
-    other id is cleaned and given a digest to stay unique. Short enough (at most 50 characters)
+    Run ids are a job id (a ULID, whose alphabet is case-insensitive) and an attempt number,
+    ``<ULID>-<n>``, so lower-casing one is lossless and leaves a DNS label; any other id is
+    cleaned and given a digest to stay unique. Short enough (at most 50 characters)
     that service and ingress names built on it stay valid DNS labels.
     """
     lowered = run_id.lower()
