@@ -50,6 +50,9 @@ class Settings:
     submit_timeout_s: float = 30.0
     # Scheduling: one cycle per window of this length (a tick on the scheduler feed ends it).
     schedule_period_s: float = 1.0
+    # Close a window early when it brings new work and the last cycle left no job waiting, so an
+    # idle cluster leases a new job at once; off, cycles run once per period only.
+    early_ticks: bool = True
     # An executor silent this long has its leases expired and their jobs requeued.
     executor_timeout_s: float = 10.0
     # How often an executor reports its nodes and runs.
@@ -83,8 +86,15 @@ class Settings:
         return replace(cls(), **values)
 
 
+_BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
 def _coerce(type_name: object, raw: str) -> Any:
     kind = str(type_name)
+    if kind == "bool":
+        if raw.strip().lower() not in _BOOLEANS:
+            raise ValueError(f"{raw!r} is not a boolean (true/false, yes/no, on/off, 1/0)")
+        return _BOOLEANS[raw.strip().lower()]
     if kind == "int":
         return int(raw)
     if kind == "float":

@@ -131,7 +131,8 @@ def register(plane: ControlPlane) -> SchedulerState:
                     new_work = new_work or brings_work(record)
                     persist(writes, message.partition, state.index, state.index.apply(record))
             await writes.write()
-            if state.tick_sent_at is None and state.early.due(new_work, time.monotonic()) and owner():
+            early = plane.settings.early_ticks and state.tick_sent_at is None and state.early.due(new_work, time.monotonic())
+            if early and owner():
                 await send_tick()
 
     @app.timer(plane.settings.schedule_period_s)

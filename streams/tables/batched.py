@@ -6,14 +6,14 @@ underneath cost 3 us a key when batched (../shared/tools/batch_floor.py). `Table
 batch's writes and `write` applies them with those primitives, leaving Faust the owner of the table:
 
 - the keys go into the table's own store, partition by partition: for the RocksDB store one
-  `WriteBatch` per partition database, exactly as Faust's `apply_changelog_batch` restores them;
+  `WriteBatch` per partition database, as Faust's `apply_changelog_batch` restores them;
 - the changelog records are byte for byte what per-key writes would send (the table's own key and
   value serializers), on the partition the key's source record came from, produced with aiokafka's
   batch API through the app's own producer, so Faust's flush before every offset commit also
   flushes them: a batch's writes reach the broker before its source offsets are committed;
-- once a partition's records are acknowledged, the table's persisted offset for that changelog
-  partition moves to the last of them, as Faust's per-message callback does, so recovery after a
-  restart replays only the tail.
+- the store is written once the changelog records are acknowledged, never before (see `write`),
+  and the table's persisted offset for each changelog partition moves to the last of them, as
+  Faust's per-message callback does, so recovery after a restart replays only the tail.
 
 Within one batch the last write of a key wins, in the store and on the changelog alike.
 """
@@ -111,22 +111,29 @@ class TableBatch:
     def __len__(self) -> int:
         return len(self._writes)
 
-    async def write(self) -> list[asyncio.Future[None]]:
-        """Apply the writes to the store and send their changelog records; returns one future per
-        partition, done once its records are acknowledged and the persisted offset moved."""
+    async def write(self) -> None:
+        """Send the writes' changelog records, wait until the broker has them, then apply them to the store.
+
+        The store never runs ahead of the changelog: a worker killed before the acknowledgement
+        has neither, folds the batch's input again after its restart and publishes the same
+        records; one killed after it has both, and the refold changes nothing. Were the store
+        written first, a restart with the data directory kept would find the writes applied and
+        never publish the records the kill lost."""
         if not self._writes:
-            return []
+            return
         by_partition: dict[int, list[tuple[bytes, Any, Any, bytes | None]]] = {}
         for (partition, key_bytes), (key, value, raw) in self._writes.items():
             by_partition.setdefault(partition, []).append((key_bytes, key, value, raw))
         self._writes = {}
-        self._store(by_partition)
         topic = self.table.changelog_topic.get_topic_name()
-        acknowledged: list[asyncio.Future[None]] = []
-        for partition, writes in by_partition.items():
-            sent = await self.producer.send_partition(topic, partition, [(key_bytes, raw) for key_bytes, _, _, raw in writes])
-            acknowledged.append(asyncio.ensure_future(self._persisted(TP(topic, partition), sent, len(writes))))
-        return acknowledged
+        sent = [
+            await self.producer.send_partition(topic, partition, [(key_bytes, raw) for key_bytes, _, _, raw in writes])
+            for partition, writes in by_partition.items()
+        ]
+        firsts = await asyncio.gather(*sent)
+        self._store(by_partition)
+        for (partition, writes), first in zip(by_partition.items(), firsts, strict=True):
+            self.table.data.set_persisted_offset(TP(topic, partition), first + len(writes) - 1)
 
     def _store(self, by_partition: dict[int, list[tuple[bytes, Any, Any, bytes | None]]]) -> None:
         store = self.table.data
@@ -150,10 +157,6 @@ class TableBatch:
                     store.pop(key, None)
                 else:
                     store[key] = value
-
-    async def _persisted(self, tp: TP, sent: asyncio.Future[int], count: int) -> None:
-        first = await sent
-        self.table.data.set_persisted_offset(tp, first + count - 1)
 
     def _key_bytes(self, key: Any) -> bytes:
         raw = self.table.app.serializers.dumps_key(self.table.key_type, key, serializer=self.table.key_serializer)

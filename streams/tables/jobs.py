@@ -94,8 +94,10 @@ class JobStore:
         return taken
 
     async def write_pending(self, producer: BatchProducer) -> None:
-        """Write the pending jobs to the table and its changelog, `job-states`, in one batch."""
+        """Write the pending jobs to the table and its changelog, `job-states`, in one batch. They
+        stay readable as pending until the table holds them."""
         batch = TableBatch(self.table, producer)
-        for partition, job_id, raw in self.take_pending():
+        for job_id, (partition, raw) in self._pending.items():
             batch.put(partition, job_id, raw)
         await batch.write()
+        self._pending = {}

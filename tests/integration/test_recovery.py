@@ -86,9 +86,9 @@ def sequence(job_set: str, events: list[dict[str, Any]]) -> tuple[bytes, bytes]:
 
 @pytest.fixture(scope="module")
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    """A worker whose scheduler never runs a cycle: the jobs here are leased to an executor that
-    does not exist, whose leases a cycle would expire, changing the states this test compares."""
-    with running_worker(broker, tmp_path_factory, "recovery", FLOTILLA_SCHEDULE_PERIOD_S="3600") as started:
+    """A worker whose scheduler never runs a cycle (no early ticks either): the jobs here are leased to
+    an executor that does not exist, whose leases a cycle would expire, changing the states this test compares."""
+    with running_worker(broker, tmp_path_factory, "recovery", FLOTILLA_SCHEDULE_PERIOD_S="3600", FLOTILLA_EARLY_TICKS="false") as started:
         yield started
 
 
