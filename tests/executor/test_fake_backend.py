@@ -5,38 +5,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from collections.abc import Awaitable
-from typing import TypeVar
 
 from executor.backend import RunStatus
 from executor.backends.fake import EXIT_CODE_ANNOTATION, OUTCOME_ANNOTATION, RUNTIME_ANNOTATION, FakeBackend
 from executor.cluster import RuntimeDistribution, uniform_nodes
 from tests.executor.builders import job_spec, lease
+from tests.executor.driving import Clock, run
 
-T = TypeVar("T")
 NODES = uniform_nodes(4, "node", "32", "256Gi")
-
-
-def run(step: Awaitable[T]) -> T:
-    async def inside() -> T:
-        return await step
-
-    return asyncio.run(inside())
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Simulation:
     """A fake backend on a hand-driven clock, with every change it reported."""
 
     def __init__(self, runtime: RuntimeDistribution = RuntimeDistribution(min_s=1, max_s=5, seed=1, startup_s=0.5)) -> None:
-        self.clock = Clock()
+        self.clock = Clock(now=100.0)
         self.changes: list[RunStatus] = []
         self.backend = FakeBackend(NODES, runtime, clock=self.clock)
         self.backend._ledger.on_change = self.changes.append

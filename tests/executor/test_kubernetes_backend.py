@@ -22,6 +22,7 @@ from executor.backend import Lease, RunStatus
 from executor.backends.kubernetes.backend import KubernetesBackend
 from executor.backends.kubernetes.manifests import label_value, pod_manifest, pod_name
 from executor.backends.kubernetes.status import milli_quantity, run_status
+from tests.executor.driving import Clock
 from tests.executor.kube_server import FakeKubeApi
 
 EXECUTOR = "exec-a"
@@ -117,14 +118,6 @@ async def until(predicate: Callable[[], Any], what: str, timeout: float = 5.0) -
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.01)
-
-
-@dataclass
-class Clock:
-    now: float = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def backend_for(api: FakeKubeApi, **settings: Any) -> KubernetesBackend:

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from executor.backend import RunStatus
 from executor.backends.ledger import RunLedger
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.executor.driving import Clock
 
 
 def run(state: str, run_id: str = "r1") -> RunStatus:

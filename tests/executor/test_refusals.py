@@ -7,12 +7,9 @@ and scheduling cycle (``tests.kit.loop``), which must requeue the job at once.
 
 from __future__ import annotations
 
-import asyncio
 import random
-from collections.abc import Awaitable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -27,33 +24,18 @@ from executor.runtime import Executor
 from streams.config import Settings
 from streams.domain.ids import new_id, run_id_for
 from tests.executor.builders import job_spec, lease
+from tests.executor.driving import Clock, run
 from tests.kit.loop import Loop, events, kinds, leases
 from tests.kit.scheduler import nodes
 
-T = TypeVar("T")
 NODES = uniform_nodes(2, "node", "32", "256Gi")
-
-
-def run(step: Awaitable[T]) -> T:
-    async def inside() -> T:
-        return await step
-
-    return asyncio.run(inside())
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Guarded:
     """A fake backend on a hand-driven clock behind the refusals, with every change reported."""
 
     def __init__(self, memory: int = 1_000) -> None:
-        self.clock = Clock()
+        self.clock = Clock(now=100.0)
         self.fake = FakeBackend(NODES, RuntimeDistribution(min_s=1, max_s=1, seed=1, startup_s=0.5), clock=self.clock)
         self.backend = RefusingBackend(self.fake, memory=memory)
         self.changes: list[RunStatus] = []
