@@ -75,13 +75,18 @@ async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
         forwarded += folded.feed
         commands += folded.commands
     await plane.jobs.write_pending(plane.batch_producer)
-    for start in range(0, len(forwarded), MAX_CHANGES_PER_RECORD):
-        await plane.topics.scheduler_feed.send(value=feed.encode(Changes(tuple(forwarded[start : start + MAX_CHANGES_PER_RECORD]))))
+    for record in feed_records(forwarded):
+        await plane.topics.scheduler_feed.send(value=feed.encode(record))
     if commands:
         records = [(command["executor"].encode(), encode("executor_command", command, validate_record=False)) for command in commands]
         await plane.batch_producer.send_keyed(plane.topics.executor_commands.get_topic_name(), records)
     for outcome, count in outcomes.items():
         plane.metrics.events.labels(outcome).inc(count)
+
+
+def feed_records(forwarded: list[feed.JobDelta | feed.JobSetAction]) -> list[Changes]:
+    """The deltas and actions in order, as `Changes` records of at most `MAX_CHANGES_PER_RECORD`."""
+    return [Changes(tuple(forwarded[start : start + MAX_CHANGES_PER_RECORD])) for start in range(0, len(forwarded), MAX_CHANGES_PER_RECORD)]
 
 
 @dataclass
@@ -91,10 +96,6 @@ class Folded:
     outcomes: Counter[str] = field(default_factory=Counter)
     feed: list[feed.JobDelta | feed.JobSetAction] = field(default_factory=list)
     commands: list[dict[str, Any]] = field(default_factory=list)
-
-    def feed_record(self) -> Changes | None:
-        """The deltas and actions as one feed record, if any."""
-        return Changes(tuple(self.feed)) if self.feed else None
 
 
 def apply_sequence(jobs: JobStore, sequence: dict[str, Any], rng: random.Random, partition: int = 0) -> Folded:

@@ -62,7 +62,7 @@ class EarlyTicks:
     min_gap_s: float = EARLY_TICK_MIN_GAP_S
     cycle_multiple: float = EARLY_TICK_CYCLE_MULTIPLE
     last_tick_at: float = float("-inf")  # monotonic
-    gap_s: float = EARLY_TICK_MIN_GAP_S
+    last_cycle_s: float = 0.0
     room: bool = True
 
     def ticked(self, at: float) -> None:
@@ -70,10 +70,11 @@ class EarlyTicks:
 
     def cycled(self, left_waiting: bool, seconds: float) -> None:
         self.room = not left_waiting
-        self.gap_s = max(self.min_gap_s, self.cycle_multiple * seconds)
+        self.last_cycle_s = seconds
 
     def due(self, new_work: bool, at: float) -> bool:
-        return new_work and self.room and at - self.last_tick_at >= self.gap_s
+        gap = max(self.min_gap_s, self.cycle_multiple * self.last_cycle_s)
+        return new_work and self.room and at - self.last_tick_at >= gap
 
 
 @dataclass

@@ -108,9 +108,6 @@ class TableBatch:
         self._writes.pop(where, None)  # a later write of a key goes out after the others
         self._writes[where] = (key, value, raw)
 
-    def __len__(self) -> int:
-        return len(self._writes)
-
     async def write(self) -> None:
         """Send the writes' changelog records, wait until the broker has them, then apply them to the store.
 

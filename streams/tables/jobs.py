@@ -42,7 +42,7 @@ class JobStore:
     """Typed access to the jobs table: dicts in and out, Avro bytes inside.
 
     The fold writes a batch of jobs at once: `put` keeps each write pending (readable by `get` at
-    once) until the agent takes them (`take_pending`) and writes them with one `TableBatch`.
+    once) until the agent writes them with one `TableBatch` (`write_pending`).
 
     The jobs stored last are also kept decoded: a job's events come close together (leased,
     pending, running), and decoding the full spec again was a fifth of each fold. A cached job is
@@ -87,17 +87,18 @@ class JobStore:
             self._decoded.popitem(last=False)
         return raw
 
-    def take_pending(self) -> list[tuple[int, str, bytes]]:
-        """(partition, job id, bytes) of every pending write, in order; none are pending after."""
-        taken = [(partition, job_id, raw) for job_id, (partition, raw) in self._pending.items()]
+    def pending(self) -> list[tuple[int, str, bytes]]:
+        """(partition, job id, bytes) of every pending write, in order. They stay pending, and
+        readable, until `mark_written` says the table holds them."""
+        return [(partition, job_id, raw) for job_id, (partition, raw) in self._pending.items()]
+
+    def mark_written(self) -> None:
         self._pending = {}
-        return taken
 
     async def write_pending(self, producer: BatchProducer) -> None:
-        """Write the pending jobs to the table and its changelog, `job-states`, in one batch. They
-        stay readable as pending until the table holds them."""
+        """Write the pending jobs to the table and its changelog, `job-states`, in one batch."""
         batch = TableBatch(self.table, producer)
-        for job_id, (partition, raw) in self._pending.items():
+        for partition, job_id, raw in self.pending():
             batch.put(partition, job_id, raw)
         await batch.write()
-        self._pending = {}
+        self.mark_written()

@@ -10,7 +10,7 @@ import random
 from typing import Any
 
 from schemas.codec import decode, encode
-from streams.agents.job_state import Folded, apply_sequence
+from streams.agents.job_state import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, feed_records
 from streams.scheduler import feed
 from streams.tables.jobs import JobStore
 from tests.kit.jobs import ENVELOPE, Events
@@ -123,3 +123,11 @@ def test_a_job_set_action_is_forwarded_and_changes_no_job() -> None:
     assert folded.outcomes == {"job_set_action": 2}
     assert jobs.table == before
     assert decode("job_state", jobs.table["job-5"])["cancel_requested"] is False
+
+
+def test_forwarded_changes_go_to_the_feed_in_order_in_records_of_bounded_size() -> None:
+    actions = [feed.JobSetAction("q", "s", "cancel", event_id=f"e{i}") for i in range(MAX_CHANGES_PER_RECORD + 1)]
+    records = feed_records(actions)
+    assert [len(r.records) for r in records] == [MAX_CHANGES_PER_RECORD, 1]
+    assert [a for r in records for a in r.records] == actions
+    assert feed_records([]) == []

@@ -24,7 +24,7 @@ from schemas.codec import decode
 from streams.domain.jobs import apply_event
 from tests.integration.helpers import create_queue, submission, submit_record
 from tests.integration.pipeline import Executors, fake_item, states
-from tests.integration.workers import Worker, new_worker, poll, remove_tree
+from tests.integration.workers import Worker, poll, remove_tree, running_worker
 
 pytestmark = pytest.mark.integration
 
@@ -37,12 +37,8 @@ PER_REQUEST = 100
 
 @pytest.fixture
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    started = new_worker(broker, tmp_path_factory.mktemp("chaos"), "chaos")
-    started.extra_env = {"FLOTILLA_EXECUTOR_TIMEOUT_S": "6", "FLOTILLA_SCHEDULE_PERIOD_S": "0.5"}
-    try:
-        yield started.start()
-    finally:
-        started.stop()
+    with running_worker(broker, tmp_path_factory, "chaos", FLOTILLA_EXECUTOR_TIMEOUT_S="6", FLOTILLA_SCHEDULE_PERIOD_S="0.5") as started:
+        yield started
 
 
 def fold_events(worker: Worker) -> tuple[dict[str, dict[str, Any]], dict[str, list[tuple[str, dict[str, Any]]]]]:

@@ -14,19 +14,15 @@ import pytest
 
 from ops.broker import EmbeddedBroker, free_port
 from tests.integration.pipeline import Executors, events, fake_item, new_queue, states, submit_jobs, wait_states
-from tests.integration.workers import Worker, new_worker, poll
+from tests.integration.workers import Worker, poll, running_worker
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    started = new_worker(broker, tmp_path_factory.mktemp("takeover"), "takeover")
-    started.extra_env = {"FLOTILLA_EXECUTOR_TIMEOUT_S": "6", "FLOTILLA_SCHEDULE_PERIOD_S": "0.5"}
-    try:
-        yield started.start()
-    finally:
-        started.stop()
+    with running_worker(broker, tmp_path_factory, "takeover", FLOTILLA_EXECUTOR_TIMEOUT_S="6", FLOTILLA_SCHEDULE_PERIOD_S="0.5") as started:
+        yield started
 
 
 def test_scheduling_resumes_after_the_scheduler_worker_is_killed(worker: Worker, tmp_path: Path) -> None:

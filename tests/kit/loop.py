@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas import codec
-from streams.agents.job_state import apply_sequence
+from streams.agents.job_state import apply_sequence, feed_records
 from streams.domain.validation import SubmitPolicy, validate_item
 from streams.scheduler import feed
 from streams.scheduler.config import CycleConfig
@@ -77,9 +77,7 @@ class Loop:
         folded = apply_sequence(self.jobs, codec.decode("event_sequence", raw), random.Random(self.count))
         settle(self.jobs)
         assert "refused" not in folded.outcomes and "unknown_job" not in folded.outcomes, folded.outcomes
-        changes = folded.feed_record()
-        if changes is not None:
-            self.feed.append(feed.decode(feed.encode(changes)))
+        self.feed += [feed.decode(feed.encode(changes)) for changes in feed_records(folded.feed)]
         for command in folded.commands:
             codec.encode("executor_command", command)
             self.commands.append(command)
