@@ -106,6 +106,8 @@ class Worker:
             FLOTILLA_TOPIC_PREFIX=self.prefix,
             FLOTILLA_APP_ID=self.app_id,
             FLOTILLA_PARTITIONS=str(self.partitions),
+            # Static membership: a restarted worker takes its partitions back at once (unique per data directory).
+            FLOTILLA_GROUP_INSTANCE_ID=f"{self.app_id}-{self.data_dir.name}",
             PYTHONUNBUFFERED="1",
         )
         env.update(self.extra_env)
