@@ -53,12 +53,19 @@ def test_every_named_type_is_in_the_flotilla_namespace() -> None:
     assert named and all(name.startswith("flotilla.") for name in named)
 
 
-def test_wire_format_is_magic_version_then_plain_avro_body() -> None:
-    """What a non-Python consumer does: skip two bytes, read the body with the frozen schema."""
+def test_wire_format_is_avro_single_object_encoding() -> None:
+    """What a non-Python consumer does: check the header against the schema's own fingerprint
+    (Avro's CRC-64-AVRO of its Parsing Canonical Form), read the body with the current schema."""
     named: dict = {}
     for file_name, _ in documented_order():
-        parsed = fastavro.parse_schema(json.loads((codec.FROZEN_DIR / "v1" / file_name).read_text()), named)
+        parsed = fastavro.parse_schema(json.loads((codec.SCHEMA_DIR / file_name).read_text()), named)
     record = {"request_key": "q/s", "reason": "bad", "payload": b"\x00", "rejected_at": 5}
     data = codec.encode("rejection", record)
-    assert data[:2] == b"\xf1\x01"
-    assert fastavro.schemaless_reader(io.BytesIO(data[2:]), parsed)["payload"] == b"\x00"
+    fingerprint = fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(parsed), "CRC-64-AVRO")
+    assert data[:10] == b"\xc3\x01" + bytes.fromhex(fingerprint)
+    assert fastavro.schemaless_reader(io.BytesIO(data[10:]), parsed)["payload"] == b"\x00"
+
+
+def test_fingerprint_follows_the_avro_specification() -> None:
+    """The spec's example value: the fingerprint of the schema "null" is 7195948357588979594 (as a Java long)."""
+    assert codec.schema_fingerprint(fastavro.parse_schema("null")) == (7195948357588979594).to_bytes(8, "little")
