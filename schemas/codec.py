@@ -57,6 +57,10 @@ class SchemaError(ValueError):
     """A record or message that does not fit the Flotilla Avro contract."""
 
 
+class UnknownSchemaId(SchemaError):
+    """The schema registry has no schema of that id (so asking again will not help)."""
+
+
 class SchemaSource(Protocol):
     """A Schema-Registry-compatible service (see ``schemas.schema_registry``)."""
 
@@ -155,7 +159,7 @@ class Registry:
         self._source: SchemaSource | None = None
         self._ids: dict[str, int] = {}
         self._by_id: dict[int, Writer] = {}
-        self._failed_ids: dict[int, SchemaError] = {}
+        self._unknown_ids: dict[int, UnknownSchemaId] = {}
         self._headers: dict[str, bytes] = {}
         self._union_paths: dict[str, tuple[tuple[_PathStep, ...], ...]] = {}
         self._taggers: dict[str, _Tagger] = {}
@@ -212,7 +216,7 @@ class Registry:
 
     def use_single_object(self) -> None:
         """Back to the default: single-object encoding, no schema registry."""
-        self._source, self._ids, self._headers, self._by_id, self._failed_ids = None, {}, {}, {}, {}
+        self._source, self._ids, self._headers, self._by_id, self._unknown_ids = None, {}, {}, {}, {}
 
     def header(self, name: str) -> bytes:
         """The bytes that precede the Avro body of a ``name`` message written now."""
@@ -260,8 +264,8 @@ class Registry:
         found = self._by_id.get(schema_id)
         if found is not None:
             return found
-        if schema_id in self._failed_ids:
-            raise self._failed_ids[schema_id]
+        if schema_id in self._unknown_ids:
+            raise self._unknown_ids[schema_id]
         if self._source is None:
             raise SchemaError(
                 f"cannot decode {name}: Confluent-framed message (schema id {schema_id}) but no schema registry is configured "
@@ -269,9 +273,9 @@ class Registry:
             )
         try:
             parsed = cast(dict, parse_schema(json.loads(self._source.schema(schema_id)), {}))
-        except SchemaError as exc:
-            if len(self._failed_ids) < 1024:  # a flood of made-up ids must not become a flood of lookups
-                self._failed_ids[schema_id] = exc
+        except UnknownSchemaId as exc:
+            if len(self._unknown_ids) < 1024:  # a flood of made-up ids must not become a flood of lookups
+                self._unknown_ids[schema_id] = exc
             raise
         except (ValueError, TypeError, KeyError) as exc:  # JSON or Avro that does not parse
             raise SchemaError(f"cannot decode {name}: schema id {schema_id} from the registry does not parse: {exc}") from exc

@@ -63,6 +63,10 @@ class Settings:
     # enough not to hold up the worker, and a backlog of queued jobs is leased in steps.
     scheduling_rate: float = 10_000.0
     scheduling_burst: int = 10_000
+    # A Schema-Registry-compatible service (http(s)://[user:secret@]host:port): with one, messages are
+    # written in the Confluent wire format and the schemas registered there; without, in Avro's
+    # single-object encoding. Readers take both either way (schemas/README.md).
+    schema_registry_url: str = ""
     log_level: str = "info"
 
     @property

@@ -8,16 +8,18 @@ import sys
 
 import faust
 
+from schemas.codec import SchemaError
 from streams.app import create_control_plane
 from streams.auth import AuthConfigError
 from streams.auth.setup import describe_access
 from streams.config import Settings
 from streams.gc_tuning import tune_for_long_lived_state
-from streams.topics import ensure_topics
+from streams.topics import ensure_topics, use_configured_framing
 
 log = logging.getLogger(__name__)
 
-# A worker whose authentication settings are refused exits with this code, before it touches the broker.
+# A worker whose authentication settings are refused exits with this code, before it touches the broker;
+# so does one whose schema registry is unreachable or refuses a schema.
 CONFIG_ERROR = 2
 
 
@@ -32,6 +34,11 @@ def run_worker(settings: Settings) -> int:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return CONFIG_ERROR
     loop.run_until_complete(ensure_topics(settings))
+    try:
+        use_configured_framing(settings)
+    except SchemaError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return CONFIG_ERROR
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     worker = faust.Worker(plane.app, loglevel=settings.log_level, loop=loop, override_logging=True)
     tune_for_long_lived_state()
