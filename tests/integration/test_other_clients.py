@@ -7,8 +7,8 @@ and follow job states with nothing of Flotilla but its schemas.
   plain fastavro); with a schema registry configured, through confluent-kafka's own
   AvroSerializer and AvroDeserializer.
 - a Node.js consumer (kafkajs + avsc, tests/integration/node/) reads job-states.
-- wrongly framed or malformed messages from that producer are answered on `rejected`, and the
-  valid submissions around them, in all three framings, are ingested.
+- wrongly framed, malformed or oversized messages from that producer are answered on `rejected`,
+  and the valid submissions around them, in all three framings, are ingested.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ QUEUE = "elsewhere"
 
 def confluent_produce(worker: Worker, topic: str, messages: list[tuple[bytes, bytes | None]]) -> None:
     """Produce in order with librdkafka and wait until the broker acknowledged every message."""
-    producer = Producer({"bootstrap.servers": worker.bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": worker.bootstrap, "linger.ms": 5, "message.max.bytes": 16 * 1024 * 1024})
     failures: list[str] = []
 
     def delivered(error: Any, message: Any) -> None:
@@ -157,6 +157,16 @@ def test_wrongly_framed_and_malformed_messages_are_rejected_and_nothing_else_is_
     poll(lambda: around(worker.job_states()), 60.0, "the valid submissions around them queued")
 
 
+def test_a_message_over_the_size_limit_is_rejected_and_the_next_one_ingested(worker: Worker, submitted: dict) -> None:
+    huge = ThirdParty().headers["submit_request"] + bytes(5 * 1024 * 1024)  # over the default 4 MiB
+    after = request("after-a-huge-one", ["after-huge"])
+    confluent_produce(worker, "submissions", [(b"huge", huge), (QUEUE.encode(), ThirdParty().encode("submit_request", after))])
+    poll(lambda: queued({"after-huge"})(worker.job_states()), 60.0, "the submission after the huge one queued")
+    [rejection] = [r for r in worker.rejections() if r["request_key"] == "huge"]
+    assert rejection["reason"].startswith(f"submission of {len(huge)} bytes is over the limit of 4194304 bytes")
+    assert rejection["payload"] == huge[:1024]
+
+
 @pytest.fixture(scope="module")
 def registry() -> Iterator[tuple[str, RegistryState]]:
     """A Schema-Registry-compatible server, and this process's codec able to read what it registers."""
@@ -172,7 +182,9 @@ def registry() -> Iterator[tuple[str, RegistryState]]:
 def registry_worker(
     broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, registry: tuple[str, RegistryState]
 ) -> Iterator[Worker]:
-    with running_worker(broker, tmp_path_factory, "registry", FLOTILLA_SCHEMA_REGISTRY_URL=registry[0]) as started:
+    """A worker writing the Confluent wire format; it also has small submission limits per queue."""
+    limits = {"FLOTILLA_SUBMISSION_QUEUE_RATE": "1", "FLOTILLA_SUBMISSION_QUEUE_BURST": "30"}
+    with running_worker(broker, tmp_path_factory, "registry", FLOTILLA_SCHEMA_REGISTRY_URL=registry[0], **limits) as started:
         yield started
 
 
@@ -206,3 +218,29 @@ def test_with_a_schema_registry_confluent_kafkas_avro_serde_talks_to_flotilla(
     raw = worker.read(worker.topic("job-states"))
     assert raw and all(r.value[:5] == b"\x00" + schema_id.to_bytes(4, "big") for r in raw if r.value)
     assert {s["client_id"] for s in states.values()} == {"serde-1", "serde-2", "single-object", "first-framing"}
+
+
+def test_a_flooding_queue_is_limited_and_answered_while_another_goes_on(registry_worker: Worker) -> None:
+    worker = registry_worker
+    for name in ("flood", "calm"):
+        create_queue(worker.client, name)
+    third_party = ThirdParty()
+    flood = [submit_record("flood", "loop", [item(client_id=f"f-{n}-{i}") for i in range(5)]) for n in range(10)]
+    calm = submit_record("calm", "steady", [item(client_id=f"c-{i}") for i in range(5)])
+    messages = [(b"flood", third_party.encode("submit_request", r)) for r in flood] + [
+        (b"calm", third_party.encode("submit_request", calm))
+    ]
+    confluent_produce(worker, "submissions", messages)
+
+    poll(lambda: queued({f"c-{i}" for i in range(5)})(worker.job_states()), 60.0, "every job of the calm queue queued")
+    flood_ids = {r["request_id"] for r in flood}
+
+    def answered() -> tuple[set[str], set[str]] | None:
+        refused = {r["request_id"] for r in worker.rejections() if r["request_id"] in flood_ids}
+        accepted = {s["client_id"].rsplit("-", 1)[0] for s in worker.job_states().values() if s["queue"] == "flood"}
+        return (refused, accepted) if len(refused) + len(accepted) == len(flood) else None
+
+    refused, accepted = poll(answered, 60.0, "every flood request queued or rejected")
+    assert 6 <= len(accepted) <= 7 and len(refused) == len(flood) - len(accepted)  # a burst of 30 (6 requests), then 1 job/s
+    reasons = {r["reason"] for r in worker.rejections() if r["request_id"] in refused}
+    assert all(reason.startswith("queue 'flood' is over its submission limit of 1 jobs/s (bursts of 30)") for reason in reasons)
