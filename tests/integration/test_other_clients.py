@@ -42,7 +42,8 @@ QUEUE = "elsewhere"
 
 def confluent_produce(worker: Worker, topic: str, messages: list[tuple[bytes, bytes | None]]) -> None:
     """Produce in order with librdkafka and wait until the broker acknowledged every message."""
-    producer = Producer({"bootstrap.servers": worker.bootstrap, "linger.ms": 5, "message.max.bytes": 16 * 1024 * 1024})
+    settings = {"partitioner": "murmur2_random", "enable.idempotence": True, "message.max.bytes": 16 * 1024 * 1024}  # see schemas/README.md
+    producer = Producer({"bootstrap.servers": worker.bootstrap, "linger.ms": 5, **settings})
     failures: list[str] = []
 
     def delivered(error: Any, message: Any) -> None:
