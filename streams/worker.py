@@ -33,12 +33,12 @@ def run_worker(settings: Settings) -> int:
     except AuthConfigError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return CONFIG_ERROR
-    loop.run_until_complete(ensure_topics(settings))
     try:
         use_configured_framing(settings)
     except SchemaError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return CONFIG_ERROR
+    loop.run_until_complete(ensure_topics(settings))
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     worker = faust.Worker(plane.app, loglevel=settings.log_level, loop=loop, override_logging=True)
     tune_for_long_lived_state()

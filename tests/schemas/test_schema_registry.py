@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentRegistryClient
@@ -143,3 +147,23 @@ def test_flotilla_reads_what_confluent_kafka_serializer_writes(registry: tuple[s
     reader = fresh_codec()
     reader.use_schema_registry(SchemaRegistryClient(url), {})
     samples.assert_contains(samples.submit_request(), reader.decode("submit_request", data))
+
+
+def test_a_worker_whose_registry_is_unreachable_refuses_to_start(tmp_path: Path) -> None:
+    with running_registry() as (url, _):
+        pass  # stopped
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOTILLA_")} | {"FLOTILLA_SCHEMA_REGISTRY_URL": url}
+    # Port 1 has no broker: the refusal comes before the worker touches one.
+    command = [
+        sys.executable,
+        "-m",
+        "streams.client.cli",
+        "worker",
+        "--broker",
+        "tansu://127.0.0.1:1",
+        "--data-dir",
+        str(tmp_path / "data"),
+    ]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"error: schema registry {url}: POST /subjects/flotilla.submissions-value/versions failed" in result.stderr
