@@ -31,6 +31,7 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
         replies=plane.replies,
         ids=IdFactory.system(),
         submit_timeout_s=settings.submit_timeout_s,
+        submission_limits=plane.submission_limits,
     )
     routes.register(plane, ops)
     plane.app.service(GrpcServer.for_plane(plane, ops))  # type: ignore[arg-type]  # an instance, as above
