@@ -207,7 +207,7 @@ def build_job(spec: Mapping[str, Any], default_class: str, submit_time: float) -
         priority_class=spec.get("priority_class", default_class),
         requests={k: to_milli(v) for k, v in spec["requests"].items()},
         submit_time=submit_time,
-        priority=int(spec.get("priority", 1000)),
+        priority=float(spec.get("priority", 1000)),
         node_selector={k: str(v) for k, v in (spec.get("node_selector") or {}).items()},
         tolerations=tolerations,
         annotations={k: str(v) for k, v in (spec.get("annotations") or {}).items()},

@@ -36,7 +36,7 @@ def scheduling_job(delta: JobDelta) -> Job:
         priority_class=delta.priority_class,
         requests=delta.requests,
         submit_time=delta.submitted / 1000.0,
-        priority=int(delta.priority),
+        priority=delta.priority,
         node_selector=delta.node_selector,
         # Shared between jobs like the delta's own fields (the index keeps one Job per queued job).
         tolerations=shared(
@@ -61,6 +61,7 @@ def scheduling_node(executor: ExecutorState, node: NodeState, held_priority: int
         taints=tuple(Taint(t["key"], t.get("value") or "", t.get("effect") or "NoSchedule") for t in node.taints),
         unschedulable=node.unschedulable,
         allocated=(NodeAllocation(held_priority, used),) if used else (),
+        executor=executor.executor,
     )
 
 

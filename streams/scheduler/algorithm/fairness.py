@@ -13,9 +13,12 @@ class DrfCost:
 
     __slots__ = ("_terms",)
 
-    def __init__(self, totals: Sequence[int], indices: Sequence[int]) -> None:
-        # Resources the pool has none of cannot be shared out, so they cost nothing.
-        self._terms = tuple((i, float(totals[i])) for i in indices if totals[i] > 0)
+    def __init__(self, totals: Sequence[int], indices: Sequence[int], multipliers: Sequence[float] | None = None) -> None:
+        """``multipliers``, one per index: how many times a resource's share counts (Armada's DRF multiplier)."""
+        factors = multipliers or [1.0] * len(indices)
+        # Resources the pool has none of cannot be shared out, so they cost nothing. A share
+        # multiplied is the allocation over a total divided by the multiplier.
+        self._terms = tuple((i, float(totals[i]) / factor) for i, factor in zip(indices, factors, strict=True) if totals[i] > 0)
 
     def unweighted(self, allocation: Sequence[int]) -> float:
         cost = 0.0

@@ -54,14 +54,15 @@ class NodeSelectorRequirement:
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """A job as the scheduler sees it; `submit_time` orders jobs of equal priority within a queue."""
+    """A job as the scheduler sees it. Within a queue, a lower `priority` goes first (a float, as
+    Armada's: 1.5 sits between 1 and 2); `submit_time` orders jobs of equal priority."""
 
     id: str
     queue: str
     priority_class: str
     requests: Resources
     submit_time: float = 0.0
-    priority: int = 1000
+    priority: float = 1000
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
     # Required node affinity: a node must satisfy every requirement of at least one term.
@@ -114,6 +115,8 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     allocated: tuple[NodeAllocation, ...] = ()
+    # The cluster the node belongs to: the members of a gang are placed in one.
+    executor: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +183,8 @@ UNLIMITED = RateLimit(rate=None, burst=2**62)
 class SchedulingConfig:
     priority_classes: Mapping[str, PriorityClass]
     dominant_resource_fairness_resources: tuple[str, ...] = ("cpu", "memory", "nvidia.com/gpu")
+    # A resource's share of the pool counts this many times in the cost (1 when not listed).
+    dominant_resource_fairness_multipliers: Mapping[str, float] = field(default_factory=dict)
     # (resource, resolution in milli-units): node ordering key for tightest fit, in order.
     indexed_resources: tuple[tuple[str, int], ...] = (("cpu", 1000), ("memory", 128 * 2**20 * 1000), ("nvidia.com/gpu", 1000))
     indexed_node_labels: tuple[str, ...] = ()

@@ -71,6 +71,7 @@ class NodeDb:
         self.tops = [0] * (len(self.nodes) * self.n_levels)
         self._indices: dict[int, _LevelIndex] = {}
         self._masks: dict[tuple[object, ...], bytearray] = {}
+        self._domains: dict[str, list[tuple[str, str]]] = {}
         # Placements before each change (job, node, priority, bound, evicted) while in a transaction.
         self._journal: list[tuple[JobState, int | None, int, bool, bool]] | None = None
         # Capacity evicted jobs freed per level, so that when fair-share preemption is off
@@ -192,11 +193,17 @@ class NodeDb:
         js.bound = False
 
     # -- matching -------------------------------------------------------------------------
-    def mask(self, js: JobState, tolerations: tuple[Toleration, ...], selector: Mapping[str, str]) -> bytearray:
-        key = (js.static_key, tolerations, tuple(sorted(selector.items())))
+    def mask(
+        self, js: JobState, tolerations: tuple[Toleration, ...], selector: Mapping[str, str], executor: str | None = None
+    ) -> bytearray:
+        """Nodes the job may use; ``executor``, when given, keeps only that executor's nodes."""
+        key = (js.static_key, tolerations, tuple(sorted(selector.items())), executor)
         mask = self._masks.get(key)
         if mask is None:
-            mask = bytearray(static_mismatch(node, js.job, tolerations, selector) is None for node in self.nodes)
+            mask = bytearray(
+                (executor is None or node.executor == executor) and static_mismatch(node, js.job, tolerations, selector) is None
+                for node in self.nodes
+            )
             self._masks[key] = mask
         return mask
 
@@ -251,7 +258,7 @@ class NodeDb:
         return None if best is None else best[1]
 
     # -- node selection -------------------------------------------------------------------
-    def select(self, js: JobState, selector: Mapping[str, str]) -> Placement | None:
+    def select(self, js: JobState, selector: Mapping[str, str], executor: str | None = None) -> Placement | None:
         """Where the job goes: back onto its own node if evicted, else home first then away."""
         if js.evicted:
             lvl = self.level(js.sched_priority) if js.pc.preemptible else self.n_levels - 1
@@ -260,7 +267,7 @@ class NodeDb:
             if self.fits(js.node, lvl, js):  # type: ignore[arg-type]
                 return Placement(js.node, js.sched_priority, NO_PREEMPTION)  # type: ignore[arg-type]
             return None
-        placement = self._select_at(js, js.pc.priority, (), selector)
+        placement = self._select_at(js, js.pc.priority, (), selector, executor)
         if placement is not None:
             return placement
         for away in js.pc.away_node_types:
@@ -268,7 +275,7 @@ class NodeDb:
             if node_type is None:
                 continue
             tolerations = tuple(Toleration(t.key, "Equal", t.value, t.effect) for t in node_type.taints)
-            placement = self._select_at(js, away.priority, tolerations, selector)
+            placement = self._select_at(js, away.priority, tolerations, selector, executor)
             if placement is not None:
                 return placement
         return None
@@ -284,8 +291,10 @@ class NodeDb:
                 return low
         return lvl
 
-    def _select_at(self, js: JobState, priority: int, tolerations: tuple[Toleration, ...], selector: Mapping[str, str]) -> Placement | None:
-        mask = self.mask(js, tolerations, selector)
+    def _select_at(
+        self, js: JobState, priority: int, tolerations: tuple[Toleration, ...], selector: Mapping[str, str], executor: str | None
+    ) -> Placement | None:
+        mask = self.mask(js, tolerations, selector, executor)
         node = self.search(EVICTED_LEVEL, js, mask)
         if node is not None:
             return Placement(node, priority, NO_PREEMPTION)
@@ -351,5 +360,12 @@ class NodeDb:
                     result.setdefault(node, set()).add(self.priorities[lvl - 1])
         return result
 
-    def label_values(self, label: str) -> list[str]:
-        return sorted({node.labels[label] for node in self.nodes if label in node.labels and node.labels[label]})
+    def gang_domains(self, label: str) -> list[tuple[str, str]]:
+        """Where a gang may go: (executor, value of its uniformity ``label``) pairs, or (executor, "")
+        without a label. A gang runs in one cluster (Armada: one gang, one executor) and, with a
+        label, on nodes that share its value."""
+        domains = self._domains.get(label)
+        if domains is None:
+            found = {(node.executor, node.labels.get(label, "") if label else "") for node in self.nodes}
+            domains = self._domains[label] = sorted(d for d in found if d[1] or not label)
+        return domains

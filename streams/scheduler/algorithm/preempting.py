@@ -91,7 +91,9 @@ class _PreemptingScheduler:
         self.names = names
         self.pos = {name: i for i, name in enumerate(names)}
         self.totals = [sum(n.resources.get(name, 0) for n in nodes) for name in names]
-        self.cost = DrfCost(self.totals, [self.pos[r] for r in config.dominant_resource_fairness_resources if r in self.pos])
+        drf = [r for r in config.dominant_resource_fairness_resources if r in self.pos]
+        multipliers = [config.dominant_resource_fairness_multipliers.get(r, 1.0) for r in drf]
+        self.cost = DrfCost(self.totals, [self.pos[r] for r in drf], multipliers)
         priorities = {pc.priority for pc in config.priority_classes.values()}
         priorities |= {a.priority for pc in config.priority_classes.values() for a in pc.away_node_types}
         priorities |= {a.priority for n in nodes for a in n.allocated} | {r.scheduled_priority for r in inputs.running}
@@ -429,40 +431,45 @@ class _PreemptingScheduler:
     def _place_gang(self, gang: list[JobState]) -> str:
         nodedb = self.nodedb
         label = gang[0].job.gang_uniformity_label
-        if not label:
-            if len(gang) == 1:
-                ok, _, _, displaced = self._place(gang, {})
-                if not ok:
-                    return reasons.JOB_DOES_NOT_FIT
-                self._charge(displaced)
-                return ""
-            nodedb.begin()
-            ok, _, _, displaced = self._place(gang, {})
-            if ok:
-                nodedb.commit()
-                self._charge(displaced)
-                return ""
-            nodedb.rollback()
-            return reasons.GANG_DOES_NOT_FIT
-        if label not in self.config.indexed_node_labels:
+        if not label and len(gang) == 1:
+            ok, _, _, displaced = self._place(gang, {}, None)
+            if not ok:
+                return reasons.JOB_DOES_NOT_FIT
+            self._charge(displaced)
+            return ""
+        if label and label not in self.config.indexed_node_labels:
             return reasons.uniformity_not_indexed(label)
-        values = nodedb.label_values(label)
-        if not values:
-            return reasons.uniformity_no_nodes(label)
-        best: tuple[int, float, str] | None = None
-        for value in values:
+        domains = nodedb.gang_domains(label)
+        if not domains:
+            return reasons.uniformity_no_nodes(label) if label else reasons.GANG_DOES_NOT_FIT
+        if len(domains) == 1:
+            (executor, value), selector = domains[0], {label: domains[0][1]} if label else {}
             nodedb.begin()
-            ok, placed, mean, _ = self._place(gang, {label: value})
+            ok, _, _, displaced = self._place(gang, selector, executor)
+            if not ok:
+                nodedb.rollback()
+                return reasons.GANG_DOES_NOT_FIT
+            nodedb.commit()
+            self._charge(displaced)
+            return ""
+        # Each cluster (and label value) in turn: the first that takes the whole gang without
+        # displacing anyone, else the one that placed most at the lowest preempted-at priority.
+        best: tuple[int, float, str, str] | None = None
+        for executor, value in domains:
+            selector = {label: value} if label else {}
+            nodedb.begin()
+            ok, placed, mean, displaced = self._place(gang, selector, executor)
             if ok and placed == len(gang) and mean == NO_PREEMPTION:  # so nobody was displaced
                 nodedb.commit()
+                self._charge(displaced)
                 return ""
             nodedb.rollback()
             if ok and (best is None or (placed, -mean) > (best[0], -best[1])):
-                best = (placed, mean, value)
+                best = (placed, mean, executor, value)
         if best is None:
             return reasons.GANG_DOES_NOT_FIT
         nodedb.begin()
-        self._charge(self._place(gang, {label: best[2]})[3])
+        self._charge(self._place(gang, {label: best[3]} if label else {}, best[2])[3])
         nodedb.commit()
         return ""
 
@@ -472,14 +479,15 @@ class _PreemptingScheduler:
         if self.fair_bucket is not None:
             self.fair_bucket.reserve(displaced)
 
-    def _place(self, gang: list[JobState], selector: dict[str, str]) -> tuple[bool, int, float, int]:
-        """Bind members one by one; ok when at least the gang's minimum were placed. Also how many
-        were placed, their mean preempted-at priority and how many evicted jobs they displaced."""
+    def _place(self, gang: list[JobState], selector: dict[str, str], executor: str | None) -> tuple[bool, int, float, int]:
+        """Bind members one by one, on nodes matching ``selector`` (and of ``executor``, if given);
+        ok when at least the gang's minimum were placed. Also how many were placed, their mean
+        preempted-at priority and how many evicted jobs they displaced."""
         nodedb = self.nodedb
         minimum = gang[0].job.gang_min_cardinality if gang[0].gang_id and not gang[0].evicted else len(gang)
         placed, preempted_at, displaced = 0, 0.0, 0
         for js in gang:
-            placement = nodedb.select(js, selector)
+            placement = nodedb.select(js, selector, executor)
             if placement is None:
                 if minimum >= len(gang):
                     return False, placed, 0.0, displaced
@@ -564,7 +572,7 @@ class _PreemptingScheduler:
 _GroupKey = tuple[
     str,
     str,
-    int,
+    float,
     tuple[tuple[str, int], ...],
     tuple[tuple[str, str], ...],
     tuple[Toleration, ...],

@@ -1,5 +1,7 @@
 """Each scheduling rule on small hand-built cycles."""
 
+from dataclasses import replace
+
 from streams.scheduler.algorithm import reasons
 from streams.scheduler.algorithm.model import (
     LimiterState,
@@ -122,6 +124,53 @@ def test_gang_uniformity_label_keeps_members_on_one_label_value():
     assert set(placed(schedule(cycle(["A"], nodes, gang), config())).values()) == {"b1", "b2"}
     unindexed = schedule(cycle(["A"], nodes, gang), config(indexed_node_labels=()))
     assert unscheduled(unindexed)["g0"].reason == reasons.uniformity_not_indexed("zone")
+
+
+def test_a_gang_runs_in_one_cluster_even_when_two_together_would_hold_it():
+    split = [node("x1", cpu=8, executor="x"), node("y1", cpu=8, executor="y")]
+    gang = [job(f"g{i}", cpu=8, mem=8, t=i, gang=("g", 2)) for i in range(2)]
+    result = schedule(cycle(["A"], split, gang), config())
+    assert not result.scheduled and unscheduled(result)["g0"].reason == reasons.GANG_DOES_NOT_FIT
+    result = schedule(cycle(["A"], [*split, node("y2", cpu=8, executor="y")], gang), config())
+    assert set(placed(result).values()) == {"y1", "y2"}
+    # a lone job still goes wherever it fits best
+    assert placed(schedule(cycle(["A"], split, [job("solo", cpu=8, mem=8)]), config())) == {"solo": "x1"}
+
+
+def test_a_uniformity_label_value_shared_by_two_clusters_does_not_join_them():
+    zone = {"armadaproject.io/gangNodeUniformityLabel": "zone"}
+    nodes = [
+        node("x1", cpu=8, labels={"zone": "a"}, executor="x"),
+        node("y1", cpu=8, labels={"zone": "a"}, executor="y"),
+        node("y2", cpu=8, labels={"zone": "b"}, executor="y"),
+    ]
+    gang = [job(f"g{i}", cpu=8, mem=8, t=i, gang=("g", 2), annotations=zone) for i in range(2)]
+    result = schedule(cycle(["A"], nodes, gang), config())
+    assert not result.scheduled, "zone a spans two clusters, zone b has one node"
+    nodes.append(node("x2", cpu=8, labels={"zone": "a"}, executor="x"))
+    assert set(placed(schedule(cycle(["A"], nodes, gang), config())).values()) == {"x1", "x2"}
+
+
+def test_fractional_job_priorities_order_jobs_within_a_queue():
+    jobs = [job("two", priority=2.0, t=0), job("one-and-a-half", priority=1.5, t=1), job("one", priority=1.0, t=2)]
+    result = schedule(cycle(["A"], [node("n", cpu=2)], jobs), config())
+    assert set(placed(result)) == {"one", "one-and-a-half"}
+
+
+def test_a_resource_multiplier_raises_its_share_in_the_cost():
+    """A holds a quarter of the gpus, B half of the cpus: counted four times, A's gpus make it the costlier queue."""
+    gpu_job = job("a-gpu", "A", cpu=1, mem=1)
+    gpu_job = replace(gpu_job, requests={**gpu_job.requests, "nvidia.com/gpu": CPU})
+    busy = [running(gpu_job, "n"), running(job("b-cpu", "B", cpu=16, mem=1), "n")]
+
+    def shares(**overrides: object) -> dict[str, float]:
+        result = schedule(
+            cycle(["A", "B"], [node("n", cpu=32, gpu=4)], [], busy), config(protected_fraction_of_fair_share=1.0, **overrides)
+        )
+        return {s.queue: s.actual_share for s in result.shares}
+
+    assert shares() == {"A": 0.25, "B": 0.5}
+    assert shares(dominant_resource_fairness_multipliers={"nvidia.com/gpu": 4.0}) == {"A": 1.0, "B": 0.5}
 
 
 def test_urgency_preemption_displaces_only_lower_priority_preemptible_jobs():
