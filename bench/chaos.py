@@ -28,8 +28,8 @@ if str(ROOT) not in sys.path:
 
 from bench.processes import Children, exit_status  # noqa: E402
 from ops.broker import EmbeddedBroker  # noqa: E402
-from tests.integration.chaos import ChaosReport, run_chaos  # noqa: E402
-from tests.integration.workers import new_worker  # noqa: E402
+from tests.integration.chaos import CHAOS_CONFIG, ChaosReport, run_chaos  # noqa: E402
+from tests.integration.workers import new_worker, scheduler_config  # noqa: E402
 
 
 def log(message: str) -> None:
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             broker.start()
             for seed in args.seeds:
                 worker = new_worker(broker, directory / f"seed-{seed}", f"chaos-{seed}")
-                worker.extra_env.update(FLOTILLA_EXECUTOR_TIMEOUT_S="6", FLOTILLA_SCHEDULE_PERIOD_S="0.5")
+                worker.extra_env.update(scheduler_config(directory / f"seed-{seed}", CHAOS_CONFIG), FLOTILLA_SCHEDULE_PERIOD_S="0.5")
                 children.add(worker)
                 worker.start()
                 try:

@@ -350,14 +350,24 @@ class Session:
             "FLOTILLA_GRPC_PORT": str(free_port()),
             "FLOTILLA_SCHEDULE_PERIOD_S": str(self.args.period),
             **UNLIMITED_SUBMISSIONS,
+            "FLOTILLA_SCHEDULER_CONFIG": str(self.scheduler_config()),
         }
-        if self.args.executor_timeout is not None:
-            env["FLOTILLA_EXECUTOR_TIMEOUT_S"] = str(self.args.executor_timeout)
         self.worker = self.children.add(WorkerProcess(env=env, log_path=self.worker_log.path, web_port=port, new_session=True))
         log(f"{self.name}: broker {self.broker.url}, starting the worker (logs in {self.directory}) ...")
         self.worker.start(120.0)
         create_queues(self.worker, self.queues)
         wait_queues_visible([self.worker], self.queues)
+
+    def scheduler_config(self) -> Path:
+        """The worker's scheduler configuration: Armada's defaults, but no rate limit or lookback that
+        would cap what is measured (Armada's 100 leases/s, 50 per queue), and --executor-timeout."""
+        document: dict[str, Any] = {"scheduling": dict(UNTHROTTLED)}
+        if self.args.executor_timeout is not None:
+            timeout = f"{self.args.executor_timeout:g}s"
+            document = {"executorTimeout": timeout, "scheduling": {**UNTHROTTLED, "executorTimeout": timeout}}
+        path = self.directory / "scheduler.yaml"
+        path.write_text(yaml.safe_dump(document))
+        return path
 
     @property
     def worker_pid(self) -> int:
@@ -948,6 +958,16 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
     )
 
 
+# Scheduler settings of the benchmarks' worker, on top of Armada's production defaults.
+UNTHROTTLED = {
+    "maximumSchedulingRate": 1e9,
+    "maximumSchedulingBurst": 10**9,
+    "maximumPerQueueSchedulingRate": 1e9,
+    "maximumPerQueueSchedulingBurst": 10**9,
+    "maxQueueLookback": 0,
+}
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -958,7 +978,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--nodes", type=int, default=1000, help=f"fake nodes of {NODE_CPU} cpu / {NODE_MEMORY} (default 1000)")
     parser.add_argument("--executors", type=int, default=2, help="fake executors sharing the nodes (default 2)")
     parser.add_argument("--period", type=float, default=1.0, help="FLOTILLA_SCHEDULE_PERIOD_S (default 1.0)")
-    parser.add_argument("--executor-timeout", type=float, help="FLOTILLA_EXECUTOR_TIMEOUT_S (default: the worker's)")
+    parser.add_argument(
+        "--executor-timeout", type=float, help="s: executorTimeout of the scheduler configuration (default: Armada's, 1h / 10m stale)"
+    )
     parser.add_argument("--queues", type=int, default=1, help="queues; requests go round-robin over them (default 1)")
     parser.add_argument("--job-cpu", default="250m", help="cpu request of every job (default 250m)")
     parser.add_argument("--job-memory", default="1Gi", help="memory request of every job (default 1Gi)")

@@ -12,12 +12,11 @@ from streams.api.operations import Operations
 from streams.api.rest import routes
 from streams.config import Settings
 from streams.domain.ids import IdFactory
-from streams.domain.validation import SubmitPolicy
 from streams.plane import ControlPlane, build_plane
 
 
-def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None) -> ControlPlane:
-    plane = build_plane(settings, policy)
+def create_control_plane(settings: Settings) -> ControlPlane:
+    plane = build_plane(settings)
     plane.app.service(plane.queues)  # type: ignore[arg-type]  # Faust types only classes; it takes instances too
     ingest.register(plane)
     job_state.register(plane)

@@ -56,16 +56,12 @@ class Settings:
     # Close a window early when it brings new work and the last cycle left no job waiting, so an
     # idle cluster leases a new job at once; off, cycles run once per period only.
     early_ticks: bool = True
-    # An executor silent this long has its leases expired and their jobs requeued.
-    executor_timeout_s: float = 10.0
     # How often an executor reports its nodes and runs.
     executor_report_interval_s: float = 1.0
-    # Runs of one job that may be returned or expire before the job fails instead of requeueing.
-    max_attempts: int = 3
-    # Leases per second over all queues (a token bucket of this burst): a cycle stays short
-    # enough not to hold up the worker, and a backlog of queued jobs is leased in steps.
-    scheduling_rate: float = 10_000.0
-    scheduling_burst: int = 10_000
+    # The scheduler configuration file (YAML, Armada's names; see streams/scheduler/config_file.py):
+    # priority classes, fairness, rate and round limits, pools, timeouts, submission rules.
+    # Empty: Armada's production defaults.
+    scheduler_config: str = ""
     # Producer safety on the submissions topic (streams/domain/admission.py): jobs per second per queue
     # and per user, with bursts of this many jobs; a request over either is rejected whole on `rejected`
     # with the reason. A rate of 0 turns that limit off.

@@ -7,7 +7,7 @@ many planes as they need (one per worker, or one on the `memory://` store per ag
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 import faust
@@ -22,8 +22,9 @@ from streams.domain.admission import SubmissionLimits
 from streams.domain.validation import SubmitPolicy
 from streams.metrics import Metrics
 from streams.replies import Replies
-from streams.scheduler.algorithm.model import RateLimit, SchedulingConfig
-from streams.scheduler.config import CycleConfig, default_priority_classes
+from streams.scheduler.config import CycleConfig
+from streams.scheduler.config_file import SchedulerConfiguration
+from streams.scheduler.config_file import load as load_scheduler_config
 from streams.tables.batched import BatchProducer, KafkaBatchProducer
 from streams.tables.client_ids import client_ids_table
 from streams.tables.jobs import JobStore, jobs_table
@@ -54,10 +55,12 @@ class ControlPlane:
     client_ids: TableT
     queues: QueueReplica
     scheduler_index: TableT
+    # The scheduler configuration file as resolved; its cycle settings and submission rules below.
+    configuration: SchedulerConfiguration
     cycle_config: CycleConfig
     auth: Authenticator
     permissions: Permissions
-    policy: SubmitPolicy = field(default_factory=SubmitPolicy)
+    policy: SubmitPolicy
     submission_limits: SubmissionLimits = field(default_factory=SubmissionLimits)
     replies: Replies = field(default_factory=Replies)
     metrics: Metrics = field(default_factory=Metrics)
@@ -96,17 +99,6 @@ def create_app(settings: Settings) -> faust.App:
     )
 
 
-def cycle_config(settings: Settings) -> CycleConfig:
-    scheduling = SchedulingConfig(
-        priority_classes=default_priority_classes(),
-        scheduling_rate=RateLimit(rate=settings.scheduling_rate, burst=settings.scheduling_burst),
-    )
-    timeout_ms = int(settings.executor_timeout_s * 1000)
-    return CycleConfig(
-        scheduling=scheduling, executor_timeout_ms=timeout_ms, missing_run_grace_ms=6 * timeout_ms, max_attempts=settings.max_attempts
-    )
-
-
 def create_topics(app: faust.App, settings: Settings) -> Topics:
     def topic(name: str, value_serializer: str, partitions: int | None = None) -> faust.TopicT:
         return app.topic(
@@ -129,8 +121,10 @@ def create_topics(app: faust.App, settings: Settings) -> Topics:
     )
 
 
-def build_plane(settings: Settings, policy: SubmitPolicy | None = None) -> ControlPlane:
-    """Every part, with no agent or view bound yet. Fetches the OIDC key set, if one is configured."""
+def build_plane(settings: Settings) -> ControlPlane:
+    """Every part, with no agent or view bound yet. Reads the scheduler configuration file (raising
+    ConfigFileError if it is wrong) and fetches the OIDC key set, if one is configured."""
+    configuration = load_scheduler_config(settings.scheduler_config)
     register_codecs()
     register_text_codec()
     app = create_app(settings)
@@ -143,11 +137,12 @@ def build_plane(settings: Settings, policy: SubmitPolicy | None = None) -> Contr
         client_ids=client_ids_table(app, settings),
         queues=QueueReplica(settings),
         scheduler_index=scheduler_index_table(app, settings),
-        cycle_config=cycle_config(settings),
+        configuration=configuration,
+        cycle_config=configuration.cycle,
         auth=build_authenticator(settings),
         permissions=build_permissions(settings),
         # With callers authenticated, the ingest agent checks queue ownership too (direct producers included).
-        policy=policy or SubmitPolicy(check_ownership=credentials_configured(settings)),
+        policy=replace(configuration.policy, check_ownership=credentials_configured(settings)),
         submission_limits=SubmissionLimits(
             queue_rate=settings.submission_queue_rate,
             queue_burst=settings.submission_queue_burst,

@@ -14,12 +14,13 @@ from streams.auth import AuthConfigError
 from streams.auth.setup import describe_access
 from streams.config import Settings
 from streams.gc_tuning import tune_for_long_lived_state
+from streams.scheduler.config_file import ConfigFileError
 from streams.topics import ensure_topics, use_configured_framing
 
 log = logging.getLogger(__name__)
 
-# A worker whose authentication settings are refused exits with this code, before it touches the broker;
-# so does one whose schema registry is unreachable or refuses a schema.
+# A worker whose authentication settings or scheduler configuration are refused exits with this
+# code, before it touches the broker; so does one whose schema registry is unreachable or refuses a schema.
 CONFIG_ERROR = 2
 
 
@@ -29,10 +30,11 @@ def run_worker(settings: Settings) -> int:
     asyncio.set_event_loop(loop)
     try:
         print(f"API access: {describe_access(settings)}", flush=True)
-        plane = create_control_plane(settings)  # fetches the OIDC key set, if one is configured
-    except AuthConfigError as exc:
+        plane = create_control_plane(settings)  # reads the scheduler configuration, fetches the OIDC key set
+    except (AuthConfigError, ConfigFileError) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return CONFIG_ERROR
+    print(plane.configuration.describe(settings.scheduler_config), flush=True)
     try:
         use_configured_framing(settings)
     except SchemaError as exc:

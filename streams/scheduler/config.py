@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from streams.scheduler.algorithm.model import PriorityClass, SchedulingConfig
@@ -21,11 +22,16 @@ def default_priority_classes() -> dict[str, PriorityClass]:
 @dataclass(frozen=True)
 class CycleConfig:
     scheduling: SchedulingConfig = field(default_factory=lambda: SchedulingConfig(priority_classes=default_priority_classes()))
+    # Pools with settings of their own; a pool not named here is scheduled with `scheduling`.
+    pools: Mapping[str, SchedulingConfig] = field(default_factory=dict)
     # An executor whose last report is older than this has its leases expired...
     executor_timeout_ms: int = 10_000
     # ...once this many cycles also passed without a report from it. Time alone would expire
     # every lease after one long cycle, which holds back the reports queued behind it.
     missed_cycles: int = 3
+    # An executor silent this long (and as many cycles) is stale: its leases stand, but no new
+    # job is placed on its nodes (Armada's scheduling.executorTimeout).
+    stale_executor_ms: int = 10_000
     # A run an executor should hold but has not reported for this long after the fold accepted
     # its lease (and sent the command) is treated as returned. Much longer than the timeout:
     # under load the command and the executor's reports wait behind other work.
@@ -34,3 +40,8 @@ class CycleConfig:
     max_attempts: int = 3
     # Unschedulable jobs named in a cycle record, so that a million queued jobs stay one message.
     max_unschedulable_recorded: int = 200
+    # The hash of the configuration file this was read from, recorded with every cycle.
+    config_hash: str = ""
+
+    def for_pool(self, pool: str) -> SchedulingConfig:
+        return self.pools.get(pool, self.scheduling)

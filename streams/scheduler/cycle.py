@@ -5,10 +5,10 @@ feed decides the same:
 1. answers cancel and preempt requests and announces job-set reprioritisations;
 2. expires the leases of executors that stopped reporting, and takes back runs an executor
    returned or no longer holds: the job is requeued (avoiding a node that returned it) until
-   `max_attempts` runs came back, then it fails;
+   `max_attempts` runs came back, then it fails; a fail-fast job (every gang member) fails at once;
 3. tells executors to stop runs the control plane no longer wants (orphans);
-4. runs `streams.scheduler.algorithm.schedule` once per pool of live executors and turns its leases and
-   preemptions into events.
+4. runs `streams.scheduler.algorithm.schedule` once per pool of live executors that are not stale,
+   with that pool's settings, and turns its leases and preemptions into events.
 Ids of events, commands and the cycle come from a generator seeded with the tick's offset on the
 feed, so the same cycle over the same index produces the same events, which the fold then
 de-duplicates. A new run's id is its job's id and attempt number (``streams.domain.ids.run_id_for``),
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from streams.domain import events
+from streams.domain.gangs import FAIL_FAST
 from streams.domain.ids import new_id, run_id_for
 from streams.scheduler.algorithm.model import CycleInput, CycleResult, Job, RunningJob
 from streams.scheduler.algorithm.preempting import schedule
@@ -71,11 +72,15 @@ class Cycle:
         self.outcome.changed.append(index.start_cycle())
         # Decisions change entries, never which jobs the index holds: one sort serves the cycle.
         self.job_ids = sorted(index.jobs)
-        self.live = {
-            name: state
-            for name, state in sorted(index.executors.items())
-            if self.now - index.heard[name] <= config.executor_timeout_ms or index.cycles_without_report(name) <= config.missed_cycles
-        }
+        self.live = {name: state for name, state in sorted(index.executors.items()) if self.heard_within(name, config.executor_timeout_ms)}
+        # Stale executors keep their leases, but get no new job.
+        self.schedulable = [state for name, state in self.live.items() if self.heard_within(name, config.stale_executor_ms)]
+
+    def heard_within(self, executor: str, timeout_ms: int) -> bool:
+        """Heard from within ``timeout_ms``, or within the last few cycles: time alone would
+        condemn every executor after one long cycle, which holds back the reports behind it."""
+        index = self.index
+        return self.now - index.heard[executor] <= timeout_ms or index.cycles_without_report(executor) <= self.config.missed_cycles
 
     # -- output -----------------------------------------------------------------------------
     def emit(self, delta: JobDelta, kind: str, payload: dict[str, Any]) -> None:
@@ -147,8 +152,12 @@ class Cycle:
         self.requeue_or_fail(entry, taken, f"{reason}: {message}")
 
     def requeue_or_fail(self, entry: Entry, d: JobDelta, reason: str) -> None:
-        if d.returned_runs >= self.config.max_attempts:
-            message = f"{d.returned_runs} runs were returned or expired (limit {self.config.max_attempts})"
+        if d.fail_fast or d.returned_runs >= self.config.max_attempts:
+            message = (
+                f"{reason}; the job is fail-fast (annotation {FAIL_FAST}, as every gang member), so it is not retried"
+                if d.fail_fast
+                else f"{d.returned_runs} runs were returned or expired (limit {self.config.max_attempts})"
+            )
             self.emit(d, "JobFailed", {"reason": "max_runs_exceeded", "message": message, "exit_code": None})
             self.decide(entry, END, d)
             self.outcome.ended += 1
@@ -191,10 +200,11 @@ class Cycle:
     # -- 4: placement -------------------------------------------------------------------------
     def place(self) -> None:
         queues = {q.name: q for q in self.tick.queues}
-        pools = sorted({state.pool for state in self.live.values()})
+        pools = sorted({state.pool for state in self.schedulable})
         leased: set[str] = set()
         for pool in pools:
-            executors = [state for state in self.live.values() if state.pool == pool]
+            config = self.config.for_pool(pool)
+            executors = [state for state in self.schedulable if state.pool == pool]
             where = {node_id(s.executor, n.name): (s.executor, n.name) for s in executors for n in s.nodes}
             running, queued, unmanaged = self.pool_jobs(where, leased, queues)
             active = sorted({job.queue for job in queued} | {r.job.queue for r in running})
@@ -207,9 +217,11 @@ class Cycle:
                 seed=self.outcome.seed,
                 limiters=self.index.limiters,
             )
-            result = schedule(inputs, self.config.scheduling)
+            result = schedule(inputs, config)
             self.apply(pool, result, where, leased)
-            self.outcome.changed += self.index.set_limiters(result.limiters)
+            # The result holds the buckets of the pool's active queues only: the others keep theirs.
+            limiters = replace(result.limiters, per_queue={**self.index.limiters.per_queue, **result.limiters.per_queue})
+            self.outcome.changed += self.index.set_limiters(limiters)
 
     def nodes(self, executors: Iterable[ExecutorState], unmanaged: dict[str, dict[str, int]]) -> Iterable[Any]:
         """``unmanaged``: per node, what runs the cycle cannot schedule around hold, counted as
@@ -324,6 +336,7 @@ class Cycle:
             "seed": self.outcome.seed,
             "feed_offsets": {"0": self.outcome.seed},
             "decisions": decisions,
+            "config_hash": self.config.config_hash,
         }
         record = events.event(new_id(self.now, self.rng), self.now, None, events.payload("SchedulingCycle", payload))
         (sequence,) = events.sequences(CYCLES_QUEUE, CYCLES_JOB_SET, SCHEDULER_USER, (), [record])

@@ -17,6 +17,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from streams.domain.gangs import FAIL_FAST
 from streams.domain.queues import queue_weight
 from streams.domain.resources import job_resource_request
 from streams.domain.states import ACTIVE, JOB_TERMINAL
@@ -60,6 +61,8 @@ class JobDelta:
     cancel_requested: bool = False
     preempt_requested: bool = False
     grace_period_s: int = 1
+    # armadaproject.io/failFast (set on every gang member): a run that comes back fails the job.
+    fail_fast: bool = False
 
     @property
     def terminal(self) -> bool:
@@ -232,6 +235,7 @@ def spec_fields(spec: dict[str, Any]) -> dict[str, Any]:
         "affinity": tuple(tuple(dict(e) for e in term["match_expressions"]) for term in affinity),
         "gang": {k: v for k, v in (spec.get("annotations") or {}).items() if k.startswith(GANG_ANNOTATION_PREFIX)},
         "grace_period_s": int(pod.get("termination_grace_period_seconds") or 1),
+        "fail_fast": (spec.get("annotations") or {}).get(FAIL_FAST) == "true",
     }
 
 

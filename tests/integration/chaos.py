@@ -30,7 +30,11 @@ from streams.domain.states import JOB_TERMINAL
 from tests.integration.helpers import create_queue, submission, submit_record
 from tests.integration.log import Record, latest_values
 from tests.integration.pipeline import Executors, fake_item
-from tests.integration.workers import Worker, poll, remove_tree
+from tests.integration.workers import Worker, expiring_after, poll, remove_tree
+
+# The worker's scheduler configuration: leases expire 6 s after an executor stops reporting, and no
+# rate limit holds the run back (Armada's 50 jobs/s per queue would; its one queue runs ~250 jobs/s).
+CHAOS_CONFIG = expiring_after(6, maximumSchedulingRate=1000.0, maximumPerQueueSchedulingRate=1000.0)
 
 PER_REQUEST = 100
 # The kills, in order: how much of the run has succeeded before each, and whether the worker's data directory goes with it.

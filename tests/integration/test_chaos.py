@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ops.broker import EmbeddedBroker
-from tests.integration.chaos import run_chaos
+from tests.integration.chaos import CHAOS_CONFIG, run_chaos
 from tests.integration.workers import Worker, running_worker
 
 pytestmark = pytest.mark.integration
@@ -27,7 +27,7 @@ SEED = int(os.environ.get("FLOTILLA_CHAOS_SEED", "21"))
 
 @pytest.fixture
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    with running_worker(broker, tmp_path_factory, "chaos", FLOTILLA_EXECUTOR_TIMEOUT_S="6", FLOTILLA_SCHEDULE_PERIOD_S="0.5") as started:
+    with running_worker(broker, tmp_path_factory, "chaos", CHAOS_CONFIG, FLOTILLA_SCHEDULE_PERIOD_S="0.5") as started:
         yield started
 
 

@@ -110,9 +110,13 @@ def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     web_port, grpc_port = free_port(), free_port()
     url = f"http://127.0.0.1:{web_port}"
     state = tmp_path / "state"
+    config = tmp_path / "scheduler.yaml"
+    config.write_text("scheduling:\n  maxRetries: 2\n")
     process = subprocess.Popen(
         [
             str(ROOT / "ops" / "run"),
+            "--config",
+            str(config),
             "--web-port",
             str(web_port),
             "--grpc-port",
@@ -145,6 +149,11 @@ def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         assert f"gRPC API       127.0.0.1:{grpc_port}" in output.text, output.text
         assert listening(grpc_port), "the gRPC API does not accept connections"
         assert Client(url).call("GET", "/health") == {"status": "ok"}
+        printed = re.search(rf"scheduler configuration \({re.escape(str(config))}; hash (\w+)\):", output.text)
+        assert printed, f"ops/run did not print the scheduler configuration:\n{output.text}"
+        assert "    maxRetries: 2" in output.lines and "    maxQueueLookback: 100000" in output.lines, "resolved: defaults shown too"
+        served = Client(url).call("GET", "/api/v1/config")
+        assert (served["hash"], served["file"], served["config"]["scheduling"]["maxRetries"]) == (printed.group(1), str(config), 2)
         found = re.search(r"broker\s+\w+://127\.0\.0\.1:(\d+)", output.text)
         assert found, f"ops/run did not say where the broker is:\n{output.text}"
         broker_port = int(found.group(1))

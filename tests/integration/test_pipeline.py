@@ -13,12 +13,10 @@ import pytest
 
 from ops.broker import EmbeddedBroker
 from schemas.codec import encode
-from streams.config import Settings
-from streams.plane import cycle_config
 from streams.scheduler import feed
-from streams.scheduler.algorithm.model import CycleInput, Job, Node, Queue, SchedulingConfig
+from streams.scheduler.algorithm.model import CycleInput, Job, Node, Queue
 from streams.scheduler.algorithm.preempting import schedule
-from streams.scheduler.config import default_priority_classes
+from streams.scheduler.config_file import parse
 from streams.scheduler.replay import decisions, replay
 from tests.integration.pipeline import (
     ACTIVE,
@@ -33,21 +31,20 @@ from tests.integration.pipeline import (
     submit_jobs,
     wait_states,
 )
-from tests.integration.workers import Worker, new_worker, poll
+from tests.integration.workers import Worker, expiring_after, poll, running_worker
 
 pytestmark = pytest.mark.integration
 
 EXECUTOR_TIMEOUT_S = 4
 
 
+CONFIG = expiring_after(EXECUTOR_TIMEOUT_S)
+
+
 @pytest.fixture(scope="module")
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    started = new_worker(broker, tmp_path_factory.mktemp("pipeline"), "pipeline")
-    started.extra_env = {"FLOTILLA_EXECUTOR_TIMEOUT_S": str(EXECUTOR_TIMEOUT_S), "FLOTILLA_SCHEDULE_PERIOD_S": "0.5"}
-    try:
-        yield started.start()
-    finally:
-        started.stop()
+    with running_worker(broker, tmp_path_factory, "pipeline", CONFIG, FLOTILLA_SCHEDULE_PERIOD_S="0.5") as started:
+        yield started
 
 
 @pytest.fixture
@@ -75,7 +72,7 @@ def predicted_fair_shares(weights: dict[str, float], nodes: int, cpu: int, jobs_
             queued=queued,
             now=0.0,
         ),
-        SchedulingConfig(priority_classes=default_priority_classes()),
+        parse(CONFIG).cycle.scheduling,
     )
     by_id = {job.id: job.queue for job in queued}
     shares: dict[str, int] = {name: 0 for name in weights}
@@ -139,7 +136,7 @@ def test_the_two_node_example_preempts_exactly_one_node_of_a_for_b(worker: Worke
     wait_states(worker, [*a_jobs, b_job], {"preempted", "cancelled"}, 30, "the test's jobs to end")
 
 
-def test_a_gang_runs_all_or_nothing(worker: Worker, executors: Executors) -> None:
+def test_a_gang_runs_all_or_nothing_and_in_one_cluster(worker: Worker, executors: Executors) -> None:
     queue = new_queue(worker, "gang")
     executors.fake("gang-c1", nodes=3)
     gang = {"armadaproject.io/gangId": "g1", "armadaproject.io/gangCardinality": "4"}
@@ -149,10 +146,15 @@ def test_a_gang_runs_all_or_nothing(worker: Worker, executors: Executors) -> Non
     assert count_by(states(worker, members), "state", frozenset({"queued"})) == {"queued": 4}, "3 nodes cannot hold a gang of 4"
 
     executors.fake("gang-c2", nodes=1)
+    settle(3)  # 4 nodes now, but in two clusters: a gang runs in one (Armada: one gang, one executor)
+    assert count_by(states(worker, members), "state", frozenset({"queued"})) == {"queued": 4}, "the gang must not span two clusters"
+
+    executors.fake("gang-c3", nodes=4)
     leased = wait_states(worker, members, ACTIVE | {"succeeded"}, 30, "the whole gang leased")
     cycles = {payload["cycle_id"] for kind, job_id, _, payload in events(worker, queue) if kind == "JobLeased" and job_id in members}
     assert len(cycles) == 1, "all members leased by one cycle"
-    assert len({(job["runs"][-1]["executor"], job["runs"][-1]["node"]) for job in leased.values()}) == 4
+    assert {job["runs"][-1]["executor"] for job in leased.values()} == {"gang-c3"}
+    assert len({job["runs"][-1]["node"] for job in leased.values()}) == 4
     wait_states(worker, members, {"succeeded"}, 30, "the gang to succeed")
 
 
@@ -207,7 +209,7 @@ def test_reports_between_full_states_reach_the_scheduler_as_heartbeats(worker: W
 def test_replaying_the_feed_repeats_every_recorded_cycle(worker: Worker) -> None:
     """Runs last: the cycles of every test above, decided again from the feed alone."""
     feed_records = sorted(worker.read(worker.topic("scheduler-feed")), key=lambda r: r.offset)
-    config = cycle_config(Settings(executor_timeout_s=EXECUTOR_TIMEOUT_S))
+    config = parse(CONFIG).cycle
     replayed = [
         (outcome.cycle_id, decisions(outcome))
         for outcome in replay(((r.offset, r.value) for r in feed_records if r.value is not None), config)

@@ -14,14 +14,14 @@ import pytest
 
 from ops.broker import EmbeddedBroker, free_port
 from tests.integration.pipeline import Executors, events, fake_item, new_queue, states, submit_jobs, wait_states
-from tests.integration.workers import Worker, poll, running_worker
+from tests.integration.workers import Worker, expiring_after, poll, running_worker
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    with running_worker(broker, tmp_path_factory, "takeover", FLOTILLA_EXECUTOR_TIMEOUT_S="6", FLOTILLA_SCHEDULE_PERIOD_S="0.5") as started:
+    with running_worker(broker, tmp_path_factory, "takeover", expiring_after(6), FLOTILLA_SCHEDULE_PERIOD_S="0.5") as started:
         yield started
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import yaml
 
 from ops.broker import EmbeddedBroker, free_port
 from ops.worker import WorkerProcess
@@ -181,10 +182,27 @@ def new_worker(broker: EmbeddedBroker, tmp_path: Path, label: str) -> Worker:
     return worker
 
 
+def scheduler_config(directory: Path, document: dict[str, Any]) -> dict[str, str]:
+    """The FLOTILLA_* setting that gives a worker ``document`` as its scheduler configuration file."""
+    path = directory / "scheduler.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return {"FLOTILLA_SCHEDULER_CONFIG": str(path)}
+
+
+def expiring_after(seconds: float, **scheduling: Any) -> dict[str, Any]:
+    """A scheduler configuration whose executors are stale, and their leases expire, after ``seconds``."""
+    return {"executorTimeout": f"{seconds:g}s", "scheduling": {"executorTimeout": f"{seconds:g}s", **scheduling}}
+
+
 @contextmanager
-def running_worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, label: str, **env: str) -> Iterator[Worker]:
-    """A started worker with more FLOTILLA_* settings (``env``), stopped on leaving."""
-    started = new_worker(broker, tmp_path_factory.mktemp(label), label)
+def running_worker(
+    broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, label: str, config: dict[str, Any] | None = None, **env: str
+) -> Iterator[Worker]:
+    """A started worker with a scheduler configuration (``config``) and more FLOTILLA_* settings (``env``), stopped on leaving."""
+    directory = tmp_path_factory.mktemp(label)
+    started = new_worker(broker, directory, label)
+    if config is not None:
+        started.extra_env.update(scheduler_config(directory, config))
     started.extra_env.update(env)
     try:
         yield started.start()

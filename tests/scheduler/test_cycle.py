@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from streams.config import Settings
 from streams.domain.ids import run_id_for
-from streams.plane import cycle_config
 from streams.scheduler.config import CycleConfig
+from streams.scheduler.config_file import parse
 from streams.scheduler.cycle import MAX_DECISIONS_PER_RECORD, CycleOutcome, run_cycle
 from streams.scheduler.feed import JobSetAction, QueueInfo, queue_info
 from streams.scheduler.index import LEASE, SchedulerIndex
@@ -680,13 +679,109 @@ def test_a_large_cycle_is_recorded_in_records_of_bounded_size() -> None:
     assert [d["job_id"] for d in decisions(outcome)] == sorted(f"j{i:05}" for i in range(5_000))
 
 
-def test_the_control_plane_caps_the_leases_of_one_cycle() -> None:
-    """The settings' token bucket: a backlog is leased in steps of the burst, then at the rate."""
-    config = cycle_config(Settings(scheduling_rate=50.0, scheduling_burst=100, executor_timeout_s=10))
-    assert (config.executor_timeout_ms, config.missing_run_grace_ms) == (10_000, 60_000)
+def test_the_configured_token_bucket_caps_the_leases_of_one_cycle() -> None:
+    """The configuration file's token bucket: a backlog is leased in steps of the burst, then at the rate."""
+    config = parse({"scheduling": {"maximumSchedulingRate": 50.0, "maximumSchedulingBurst": 100}}).cycle
     index = SchedulerIndex()
     for i in range(500):
         index.apply(delta(f"j{i:03}", cpu=1))
     index.apply(executor("ex1", 1_500, nodes(count=20, cpu=32)))
     assert run_cycle(index, tick(2_000, "a"), 1, config).leased == 100
     assert run_cycle(index, tick(3_000, "a"), 2, config).leased == 50
+
+
+# -- the configuration file's settings in a cycle ------------------------------------------------
+
+
+def test_a_fail_fast_job_whose_run_comes_back_fails_at_once() -> None:
+    loop = Loop(CycleConfig(max_attempts=3))
+    loop.submit("lone")
+    loop.submit("fast", annotations={"armadaproject.io/failFast": "true"})
+    loop.report("ex1", 1_000, nodes(4))
+    loop.cycle(2_000)
+    loop.return_run("lone", 2_100)
+    loop.return_run("fast", 2_100)
+    loop.report("ex1", 2_500, nodes(4))
+    outcome = loop.cycle(3_000)
+    assert "JobRequeued" in kinds(outcome, "lone")
+    assert kinds(outcome, "fast") == ["JobFailed"]
+    failed = next(p for j, kind, p in events(outcome) if kind == "JobFailed")
+    assert failed["reason"] == "max_runs_exceeded" and "fail-fast" in failed["message"]
+    assert loop.job("fast")["state"] == "failed" and len(loop.job("fast")["runs"]) == 1
+
+
+def test_every_gang_member_is_fail_fast() -> None:
+    """Submission marks gang members fail-fast: one member is never re-run alone."""
+    loop = Loop()
+    gang = {GANG[0]: "g", GANG[1]: "2"}
+    loop.submit("g0", annotations=gang)
+    loop.submit("g1", annotations=gang)
+    loop.report("ex1", 1_000, nodes(4))
+    assert loop.cycle(2_000).leased == 2
+    loop.return_run("g0", 2_100)
+    loop.report("ex1", 2_500, nodes(4))
+    outcome = loop.cycle(3_000)
+    assert kinds(outcome, "g0") == ["JobFailed"] and loop.job("g1")["state"] == "leased"
+
+
+def test_each_pool_is_scheduled_with_its_own_settings() -> None:
+    """The per-queue class limit of the pool: a queue may take a quarter of pool small's cpus, all of big's."""
+    configuration = parse(
+        {
+            "scheduling": {
+                "priorityClasses": {
+                    "armada-default": {"priority": 1000},
+                    "armada-preemptible": {
+                        "priority": 1000,
+                        "preemptible": True,
+                        "maximumResourceFractionPerQueueByPool": {"small": {"cpu": 0.25}},
+                    },
+                }
+            }
+        }
+    )
+    loop = Loop(configuration.cycle)
+    for i in range(40):
+        loop.submit(f"j{i:02d}", cpu="1", at=1_000 + i)
+    loop.report("small-ex", 1_500, nodes(1, cpu=16, prefix="s"), pool="small")
+    loop.report("big-ex", 1_500, nodes(1, cpu=16, prefix="b"), pool="big")
+    loop.cycle(2_000)
+    by_executor = Counter(lease_of(loop, f"j{i:02d}")[0] for i in range(40) if loop.job(f"j{i:02d}")["runs"])
+    assert by_executor == {"big-ex": 16, "small-ex": 4}
+
+
+def test_a_stale_executor_keeps_its_leases_but_gets_no_new_job() -> None:
+    loop = Loop(CycleConfig(stale_executor_ms=5_000, executor_timeout_ms=60_000, missed_cycles=0))
+    loop.submit("first")
+    loop.report("ex1", 1_000)
+    loop.cycle(2_000)
+    loop.submit("second", at=3_000)
+    outcome = loop.cycle(8_000)  # 7 s since ex1 was heard: stale, not expired
+    assert outcome.leased == 0 and outcome.requeued == 0
+    assert loop.job("first")["state"] == "leased" and loop.job("second")["state"] == "queued"
+    loop.report("ex1", 8_500)
+    assert set(leases(loop.cycle(9_000))) == {"second"}
+
+
+def test_queues_keep_their_rate_limit_buckets_while_another_pool_is_scheduled() -> None:
+    config = parse({"scheduling": {"maximumPerQueueSchedulingRate": 1, "maximumPerQueueSchedulingBurst": 2}}).cycle
+    loop = Loop(config)
+    loop.submit("j0", at=1_000)
+    loop.submit("j1", at=1_001)
+    loop.report("ex1", 1_500, pool="one")
+    loop.report("ex2", 1_500, nodes(2, prefix="m"), pool="two")
+    assert loop.cycle(2_000).leased == 2  # the burst, in pool one; queue a has no job left for pool two
+    loop.submit("j2", at=2_100)
+    loop.submit("j3", at=2_101)
+    assert loop.cycle(2_500).leased == 0, "half a token since the burst was spent: pool two's cycle must not have refilled it"
+    assert loop.cycle(3_000).leased == 1
+
+
+def test_every_cycle_record_carries_the_configuration_hash() -> None:
+    configuration = parse({"scheduling": {"maxRetries": 5}})
+    loop = Loop(configuration.cycle)
+    loop.submit("j1")
+    loop.report("ex1", 1_000)
+    outcome = loop.cycle(2_000)
+    assert outcome.records
+    assert {r["events"][0]["payload"][1]["config_hash"] for r in outcome.records} == {configuration.hash}

@@ -46,6 +46,18 @@ def register(plane: ControlPlane, ops: Operations) -> None:
         async def get(self, request: web.Request) -> web.Response:
             return self.bytes(plane.metrics.exposition(), content_type=CONTENT_TYPE)
 
+    @app.page("/api/v1/config")
+    class Configuration(web.View):
+        """The scheduler configuration in force, every setting resolved; read-only, for any authenticated caller."""
+
+        @answers_errors
+        async def get(self, request: web.Request) -> web.Response:
+            caller(plane.auth, request)
+            configuration = plane.configuration
+            return self.json(
+                {"hash": configuration.hash, "file": plane.settings.scheduler_config or None, "config": configuration.resolved}
+            )
+
     @app.page("/api/v1/queues")
     class Queues(web.View):
         @answers_errors

@@ -26,6 +26,7 @@ def register(commands: Any) -> None:
     up.add_argument("--web-port", type=int, default=8080, help="REST API port on 127.0.0.1 (default 8080)")
     up.add_argument("--grpc-port", type=int, default=50051, help="Armada gRPC API port on 127.0.0.1 (default 50051)")
     up.add_argument("--state-dir", type=Path, default=Path(".flotilla"), help="worker data, executor runs and logs (default .flotilla)")
+    up.add_argument("--config", type=Path, help=CONFIG_HELP)
     up.set_defaults(func=_up)
 
     worker = commands.add_parser("worker", help="run one control-plane worker (Faust) against a broker")
@@ -38,7 +39,14 @@ def register(commands: Any) -> None:
     worker.add_argument("--web-host", help="REST and gRPC API address (default 127.0.0.1)")
     worker.add_argument("--data-dir", type=Path, help="table data directory (default .flotilla/data)")
     worker.add_argument("--partitions", type=int, help="partitions of the partitioned topics (default 1)")
+    worker.add_argument("--config", type=Path, help=CONFIG_HELP)
     worker.set_defaults(func=_worker)
+
+
+CONFIG_HELP = (
+    "scheduler configuration file (YAML, as Armada's scheduler and server configuration; example: ops/scheduler.yaml;"
+    " default $FLOTILLA_SCHEDULER_CONFIG, else Armada's production defaults)"
+)
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -51,6 +59,7 @@ def _worker(args: argparse.Namespace) -> int:
         web_host=args.web_host,
         data_dir=args.data_dir,
         partitions=args.partitions,
+        scheduler_config=str(args.config) if args.config else None,
     )
     return run_worker(settings)
 
@@ -61,13 +70,19 @@ def _up(args: argparse.Namespace) -> int:
     from ops.worker import WorkerError, WorkerProcess
     from streams.auth import AuthConfigError
     from streams.auth.setup import describe_access
+    from streams.scheduler.config_file import ConfigFileError
+    from streams.scheduler.config_file import load as load_scheduler_config
 
-    # The worker inherits FLOTILLA_* from this environment: refuse its authentication settings before starting anything.
+    # The worker inherits FLOTILLA_* from this environment: refuse its authentication settings and
+    # its scheduler configuration before starting anything.
+    config_path = str(args.config.resolve()) if args.config else Settings.from_env().scheduler_config
     try:
         access = describe_access(Settings.from_env())
-    except AuthConfigError as exc:
+        configuration = load_scheduler_config(config_path)
+    except (AuthConfigError, ConfigFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    print(configuration.describe(config_path), flush=True)
     _stop_on_sigterm()
     state = args.state_dir.resolve()
     data_dir = state / "data"
@@ -94,6 +109,7 @@ def _up(args: argparse.Namespace) -> int:
         "FLOTILLA_WEB_PORT": str(args.web_port),
         "FLOTILLA_GRPC_PORT": str(args.grpc_port),
         "FLOTILLA_DATA_DIR": str(data_dir),
+        "FLOTILLA_SCHEDULER_CONFIG": config_path and str(Path(config_path).resolve()),
     }
     worker = WorkerProcess(env=env, log_path=state / "worker.log", web_port=args.web_port)
     # `flotilla job logs` finds a run's output under <state-dir>/executors/<executor id>/.
