@@ -6,6 +6,7 @@ README (sections 2 and 3); this module is their executable form.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,16 +24,20 @@ from streams.scheduler.algorithm.model import (
     LimiterState,
     Node,
     NodeAllocation,
+    PreemptedJob,
     PriorityClass,
     Queue,
     RateLimit,
     RunningJob,
+    ScheduledJob,
     SchedulingConfig,
     Taint,
     Toleration,
+    Unscheduled,
     WellKnownNodeType,
 )
 from streams.scheduler.algorithm.preempting import schedule
+from streams.scheduler.config_file import parse_duration
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 NODE_ID_LABEL = "armadaproject.io/nodeId"
@@ -53,6 +58,15 @@ _FIXTURE_NODE_TYPES = (
     WellKnownNodeType("large", (Taint("largeJobsOnly", "true", "NoSchedule"),)),
 )
 _FIXTURE_INDEXED_LABELS = ("largeJobsOnly", "gpu", "cluster", "pool", "nodetype")
+HARNESSES = frozenset(
+    {
+        "queue_scheduler_single_round",
+        "preempting_multi_round",
+        "gang_scheduler_sequential",
+        "queue_scheduler_with_evicted_running_jobs",
+        "scheduling_algo",
+    }
+)
 # Keys of `config` that only document the Go test set-up and need no emulation here.
 _DESCRIPTIVE_CONFIG = {"base", "queue_demand", "queue_weights_direct", "priority_classes_used"}
 
@@ -140,6 +154,8 @@ def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
         "indexed_node_labels_add",
         "fairshare_preemption_rate_limit",
         "pool",
+        "executor_timeout",
+        "max_unacknowledged_jobs_per_executor",
     }
     unknown = set(raw) - known
     if unknown:
@@ -182,8 +198,9 @@ def build_nodes(doc: Mapping[str, Any]) -> tuple[Node, ...]:
     return tuple(nodes)
 
 
-def build_queues(doc: Mapping[str, Any]) -> tuple[Queue, ...]:
-    pool = _pool(doc)
+def build_queues(doc: Mapping[str, Any], pool: str | None = None) -> tuple[Queue, ...]:
+    """The queues, with their per-class limits for ``pool`` (the scenario's pool if not given)."""
+    pool = pool or _pool(doc)
     queues = []
     for spec in doc["queues"]:
         limits: dict[str, dict[str, float]] = {}
@@ -247,21 +264,42 @@ def _outcome(number: int, result: CycleResult, submitted: Sequence[Job]) -> Roun
     )
 
 
-def run(doc: Mapping[str, Any]) -> ScenarioOutcome:
-    """Replay every round of a scenario document under its harness."""
-    harness = doc["harness"]
-    unsupported = {"initial_allocation", "executors"} & set(doc)
-    if unsupported or harness == "scheduling_algo":
-        raise ScenarioError(f"harness {harness} / keys {sorted(unsupported)} are not supported")
-    config, default_class = build_config(doc)
-    nodes, queues = build_nodes(doc), build_queues(doc)
-    running: list[RunningJob] = []
+def build_allocation(doc: Mapping[str, Any]) -> dict[str, dict[str, dict[str, int]]]:
+    """``initial_allocation``: per queue and priority class, resources held but placed on no node."""
+    return {
+        queue: {pc: {name: to_milli(amount) for name, amount in resources.items()} for pc, resources in by_class.items()}
+        for queue, by_class in (doc.get("initial_allocation") or {}).items()
+    }
+
+
+def _initial_running(doc: Mapping[str, Any], config: SchedulingConfig, default_class: str) -> list[tuple[RunningJob, bool]]:
+    """The jobs running at the start, each with whether its executor has acknowledged it."""
+    running = []
     submitted_count = 0
     for group in doc.get("initial_running") or ():
         for spec in group["jobs"]:
             job = build_job(spec, default_class, float(submitted_count))
             submitted_count += 1
-            running.append(RunningJob(job, group["node"], config.priority_classes[job.priority_class].priority))
+            held = RunningJob(job, group["node"], config.priority_classes[job.priority_class].priority)
+            running.append((held, bool(group.get("acknowledged", True))))
+    return running
+
+
+def run(doc: Mapping[str, Any]) -> ScenarioOutcome:
+    """Replay every round of a scenario document under its harness."""
+    harness = doc["harness"]
+    if harness not in HARNESSES:
+        raise ScenarioError(f"unknown harness {harness!r} (known: {', '.join(sorted(HARNESSES))})")
+    if "executors" in doc and harness != "scheduling_algo":
+        raise ScenarioError(f"executors are given to the scheduling_algo harness only, not to {harness}")
+    config, default_class = build_config(doc)
+    if harness == "scheduling_algo":
+        return _run_algo(doc, config, default_class)
+    nodes, queues = build_nodes(doc), build_queues(doc)
+    initial = _initial_running(doc, config, default_class)
+    running = [held for held, _ in initial]
+    submitted_count = len(running)
+    allocated = build_allocation(doc)
     demand: dict[str, dict[str, int]] = {q.name: {} for q in queues}
     limiters = LimiterState()
     outcomes = []
@@ -289,6 +327,7 @@ def run(doc: Mapping[str, Any]) -> ScenarioOutcome:
             seed=number,
             limiters=limiters,
             demand=round_demand,
+            allocated=allocated,
         )
         result = schedule(inputs, config)
         outcomes.append(_outcome(number, result, submitted))
@@ -298,6 +337,101 @@ def run(doc: Mapping[str, Any]) -> ScenarioOutcome:
         running = [r for r in running if r.job.id not in preempted]
         running += [RunningJob(by_id[s.job_id], s.node, s.priority, float(number)) for s in result.scheduled]
     return ScenarioOutcome(name=doc["name"], rounds=tuple(outcomes))
+
+
+def _run_algo(doc: Mapping[str, Any], config: SchedulingConfig, default_class: str) -> ScenarioOutcome:
+    """The `scheduling_algo` harness: Armada's whole FairSchedulingAlgo over executors, as the
+    running scheduler does. Each pool of executors is scheduled on its own (a job leased in one
+    pool is not offered to the next); executors whose last update is older than the executor
+    timeout, or that hold more unacknowledged jobs than allowed, get no new job; the queues of a
+    pool are those with jobs in it; jobs left unscheduled stay queued for the next round."""
+    raw_config = doc.get("config") or {}
+    timeout_s = _seconds(raw_config.get("executor_timeout", "15m"), "config.executor_timeout")
+    max_unacknowledged = raw_config.get("max_unacknowledged_jobs_per_executor")
+    specs = {spec["id"]: spec for spec in doc["nodes"]}
+    nodes: dict[str, Node] = {}
+    executors = []
+    for executor in doc["executors"]:
+        missing = [n for n in executor["nodes"] if n not in specs]
+        if missing:
+            raise ScenarioError(f"executor {executor['id']} lists unknown nodes {missing}")
+        pool = executor.get("pool", DEFAULT_POOL)
+        executors.append((executor["id"], pool, tuple(executor["nodes"]), _seconds(executor.get("last_update", 0), "last_update")))
+        for built in build_nodes({"nodes": [specs[n] for n in executor["nodes"]]}):
+            nodes[built.id] = replace(built, executor=executor["id"])
+    executor_of = {node_id: name for name, _, node_ids, _ in executors for node_id in node_ids}
+    initial = _initial_running(doc, config, default_class)
+    running = [held for held, _ in initial]
+    unacknowledged = Counter(executor_of.get(held.node, "") for held, acknowledged in initial if not acknowledged)
+    submitted_count = len(running)
+    allocated = build_allocation(doc)
+    queued: list[Job] = []
+    limiters = LimiterState()
+    outcomes = []
+    for round_spec in doc["rounds"]:
+        number = int(round_spec["round"])
+        now = float(number)
+        submitted = []
+        for spec in round_spec.get("submit") or ():
+            submitted.append(build_job(spec, default_class, float(submitted_count)))
+            submitted_count += 1
+        queued += submitted
+        usable = [
+            (name, pool, node_ids)
+            for name, pool, node_ids, last_update in executors
+            if now - last_update <= timeout_s and (max_unacknowledged is None or unacknowledged[name] <= int(max_unacknowledged))
+        ]
+        scheduled: list[ScheduledJob] = []
+        preempted: list[PreemptedJob] = []
+        left: dict[str, Unscheduled] = {}
+        for pool in sorted({pool for _, pool, _ in usable}):
+            pool_nodes = tuple(nodes[n] for _, p, node_ids in usable if p == pool for n in node_ids)
+            here = {node.id for node in pool_nodes}
+            pool_running = tuple(r for r in running if r.node in here)
+            taken = {s.job_id for s in scheduled}
+            pool_queued = tuple(j for j in queued if j.id not in taken)
+            active = {j.queue for j in pool_queued} | {r.job.queue for r in pool_running}
+            inputs = CycleInput(
+                queues=tuple(q for q in build_queues(doc, pool) if q.name in active),
+                nodes=pool_nodes,
+                running=pool_running,
+                queued=pool_queued,
+                now=now,
+                seed=number,
+                limiters=limiters,
+                allocated=allocated,
+            )
+            result = schedule(inputs, config)
+            limiters = replace(result.limiters, per_queue={**limiters.per_queue, **result.limiters.per_queue})
+            scheduled += result.scheduled
+            preempted += result.preempted
+            left.update(result.left_queued())
+        placed = {s.job_id for s in scheduled}
+        combined = CycleResult(
+            scheduled=tuple(scheduled),
+            preempted=tuple(preempted),
+            unscheduled=tuple({id(group): group for job_id, group in left.items() if job_id not in placed}.values()),
+            limiters=limiters,
+            shares=(),
+        )
+        outcomes.append(_outcome(number, combined, submitted))
+        gone = {p.job_id for p in preempted}
+        by_id = {j.id: j for j in queued}
+        running = [r for r in running if r.job.id not in gone] + [RunningJob(by_id[s.job_id], s.node, s.priority, now) for s in scheduled]
+        queued = [j for j in queued if j.id not in placed]
+    return ScenarioOutcome(name=doc["name"], rounds=tuple(outcomes))
+
+
+def _seconds(raw: Any, where: str) -> float:
+    """A number of seconds, or a duration such as 15m or -1h (relative to the harness's start)."""
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return float(raw)
+    text = str(raw).strip()
+    sign = -1.0 if text.startswith("-") else 1.0
+    seconds = parse_duration(text.lstrip("+-"))
+    if seconds is None:
+        raise ScenarioError(f"{where}: {raw!r} is neither a number of seconds nor a duration such as 15m or -1h")
+    return sign * seconds
 
 
 def expected_counts(doc: Mapping[str, Any]) -> list[Mapping[str, Any] | None]:

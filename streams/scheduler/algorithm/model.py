@@ -206,6 +206,8 @@ class CycleInput:
 
     `demand`, when given, replaces the per-queue demand otherwise derived from the queued and
     running jobs passed in (callers that know of jobs outside this cycle, e.g. in other pools).
+    `allocated` is what queues hold outside this cycle's nodes, per queue and priority class:
+    counted in their costs and per-class limits, placed on no node.
     """
 
     queues: tuple[Queue, ...]
@@ -216,6 +218,7 @@ class CycleInput:
     seed: int = 0
     limiters: LimiterState = field(default_factory=LimiterState)
     demand: Mapping[str, Resources] | None = None
+    allocated: Mapping[str, Mapping[str, Resources]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,6 +156,13 @@ class _PreemptingScheduler:
             for js in members:
                 js.gang_size = len(members)
         self.running_gangs = dict(gang_members)
+        for queue, by_class in inputs.allocated.items():
+            if queue in self.queues:
+                for class_name, resources in by_class.items():
+                    held = [(self.pos[name], amount) for name, amount in resources.items() if name in self.pos]
+                    for i, amount in held:
+                        self.allocation[queue][i] += amount
+                        self.class_allocation[(queue, class_name)][i] += amount
         groups = []
         for (queue, class_name, *_), jobs in grouped.items():
             pc = classes.get(class_name)
