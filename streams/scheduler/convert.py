@@ -58,11 +58,15 @@ def scheduling_node(executor: ExecutorState, node: NodeState, held_priority: int
         id=ident,
         resources=node.resources,
         labels={**node.labels, NODE_ID_LABEL: ident},
-        taints=tuple(Taint(t["key"], t.get("value") or "", t.get("effect") or "NoSchedule") for t in node.taints),
+        taints=node_taints(node),
         unschedulable=node.unschedulable,
         allocated=(NodeAllocation(held_priority, used),) if used else (),
         executor=executor.executor,
     )
+
+
+def node_taints(node: NodeState) -> tuple[Taint, ...]:
+    return tuple(Taint(t["key"], t.get("value") or "", t.get("effect") or "NoSchedule") for t in node.taints)
 
 
 def scheduling_queue(queue: QueueInfo, pool: str) -> Queue:

@@ -27,11 +27,12 @@ from typing import Any
 from streams.domain import events
 from streams.domain.gangs import FAIL_FAST
 from streams.domain.ids import new_id, run_id_for
-from streams.scheduler.algorithm.model import CycleInput, CycleResult, Job, RunningJob
+from streams.scheduler.algorithm.matching import held_priority
+from streams.scheduler.algorithm.model import CycleInput, CycleResult, Job, RunningJob, SchedulingConfig, Taint
 from streams.scheduler.algorithm.preempting import schedule
 from streams.scheduler.commands import command
 from streams.scheduler.config import CycleConfig
-from streams.scheduler.convert import scheduling_node, scheduling_queue
+from streams.scheduler.convert import node_taints, scheduling_node, scheduling_queue
 from streams.scheduler.feed import ExecutorState, JobDelta, Tick, node_id
 from streams.scheduler.index import END, LEASE, REQUEUE, Entry, SchedulerIndex, job_key
 
@@ -206,7 +207,8 @@ class Cycle:
             config = self.config.for_pool(pool)
             executors = [state for state in self.schedulable if state.pool == pool]
             where = {node_id(s.executor, n.name): (s.executor, n.name) for s in executors for n in s.nodes}
-            running, queued, unmanaged = self.pool_jobs(where, leased, queues)
+            taints = {node_id(s.executor, n.name): node_taints(n) for s in executors for n in s.nodes}
+            running, queued, unmanaged = self.pool_jobs(where, leased, queues, taints, config)
             active = sorted({job.queue for job in queued} | {r.job.queue for r in running})
             inputs = CycleInput(
                 queues=tuple(scheduling_queue(queues[name], pool) for name in active),
@@ -235,12 +237,19 @@ class Cycle:
                 yield scheduling_node(state, node, held)
 
     def pool_jobs(
-        self, where: dict[str, tuple[str, str]], leased: set[str], queues: dict[str, Any]
+        self,
+        where: dict[str, tuple[str, str]],
+        leased: set[str],
+        queues: dict[str, Any],
+        taints: dict[str, tuple[Taint, ...]],
+        config: SchedulingConfig,
     ) -> tuple[list[RunningJob], list[Job], dict[str, dict[str, int]]]:
         """Running and queued jobs of the pool, and per node the resources of runs whose queue
         (not in the tick) or priority class (not configured) the cycle does not know: they are
-        neither scheduled nor preempted, but their resources stay taken."""
-        classes = self.config.scheduling.priority_classes
+        neither scheduled nor preempted, but their resources stay taken. A running job holds its
+        node at its class's priority, or at a lower one where it runs away (on a node type its
+        class may use but whose taints it does not tolerate itself)."""
+        classes = config.priority_classes
         running: list[RunningJob] = []
         queued: list[Job] = []
         unmanaged: dict[str, dict[str, int]] = defaultdict(dict)
@@ -254,7 +263,9 @@ class Cycle:
                 node = node_id(d.executor or "", d.node or "")
                 if node in where and known:
                     started = (d.leased_at or 0) / 1000.0
-                    running.append(RunningJob(entry.job, node, classes[d.priority_class].priority, started))
+                    pc, node_taints_ = classes[d.priority_class], taints[node]
+                    priority = held_priority(entry.job, node_taints_, pc, config.well_known_node_types) if node_taints_ else pc.priority
+                    running.append(RunningJob(entry.job, node, priority, started))
                 elif node in where:
                     for name, amount in d.requests.items():
                         unmanaged[node][name] = unmanaged[node].get(name, 0) + amount

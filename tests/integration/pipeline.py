@@ -26,8 +26,9 @@ RUNTIME_ANNOTATION = "flotilla.io/fake-runtime-seconds"
 TEST_LABEL = "flotilla.io/test"
 
 
-def cluster_file(path: Path, nodes: int, cpu: str, memory: str, labels: dict[str, str]) -> Path:
-    path.write_text(yaml.safe_dump({"nodes": [{"count": nodes, "prefix": "node", "cpu": cpu, "memory": memory, "labels": labels}]}))
+def cluster_file(path: Path, groups: list[dict[str, Any]], pool: str | None = None) -> Path:
+    """A fake backend's cluster spec: groups of nodes (executor/cluster.py), in ``pool`` if given."""
+    path.write_text(yaml.safe_dump({"nodes": groups, **({"pool": pool} if pool else {})}))
     return path
 
 
@@ -60,8 +61,16 @@ class Executors:
         self.started.append(process)
         return process.start()
 
-    def fake(self, executor_id: str, nodes: int, cpu: str = "8", memory: str = "32Gi") -> ExecutorProcess:
-        spec = cluster_file(self.directory / f"{executor_id}.yaml", nodes, cpu, memory, self.selector)
+    def fake(
+        self, executor_id: str, nodes: int, cpu: str = "8", memory: str = "32Gi", pool: str | None = None, **group: Any
+    ) -> ExecutorProcess:
+        """A fake executor of ``nodes`` identical nodes (``group``: more of a group's fields, e.g. taints)."""
+        return self.cluster(executor_id, [{"count": nodes, "prefix": "node", "cpu": cpu, "memory": memory, **group}], pool)
+
+    def cluster(self, executor_id: str, groups: list[dict[str, Any]], pool: str | None = None) -> ExecutorProcess:
+        """A fake executor with groups of nodes, each labelled with the test's selector besides its own labels."""
+        labelled = [{**group, "labels": {**group.get("labels", {}), **self.selector}} for group in groups]
+        spec = cluster_file(self.directory / f"{executor_id}.yaml", labelled, pool)
         return self.start(executor_id, "fake", "--cluster", str(spec))
 
     def stop_all(self) -> None:
@@ -75,11 +84,18 @@ def fake_item(
     memory: str = "1Gi",
     runtime_s: float = 2.0,
     priority_class: str | None = None,
+    priority: float = 0.0,
+    tolerations: list[dict[str, str]] | None = None,
     **annotations: str,
 ) -> dict[str, Any]:
     """A job for the fake backend, which runs it for ``runtime_s``, on nodes matching ``selector``."""
-    spec = {"containers": [container(cpu=cpu, memory=memory)], "priority_class_name": priority_class, "node_selector": selector}
-    return {"priority": 0.0, "annotations": {RUNTIME_ANNOTATION: str(runtime_s), **annotations}, "pod_spec": spec}
+    spec = {
+        "containers": [container(cpu=cpu, memory=memory)],
+        "priority_class_name": priority_class,
+        "node_selector": selector,
+        "tolerations": tolerations or [],
+    }
+    return {"priority": priority, "annotations": {RUNTIME_ANNOTATION: str(runtime_s), **annotations}, "pod_spec": spec}
 
 
 def submit_jobs(worker: Worker, queue: str, job_set: str, items: list[dict[str, Any]]) -> list[str]:

@@ -51,6 +51,8 @@ def decisions(outcome: CycleOutcome) -> list[dict[str, Any]]:
 @dataclass
 class Loop:
     config: CycleConfig = field(default_factory=CycleConfig)
+    # The submission rules jobs are validated by (the configuration file's, when a test has one).
+    policy: SubmitPolicy = field(default_factory=SubmitPolicy)
     table: dict[str, bytes] = field(default_factory=dict)
     index: SchedulerIndex = field(default_factory=SchedulerIndex)
     offset: int = 0
@@ -103,10 +105,16 @@ class Loop:
         job_set: str = "s",
         pc: str = PREEMPTIBLE,
         annotations: dict[str, str] | None = None,
+        tolerations: list[dict[str, str]] | None = None,
     ) -> None:
         payload, reason = validate_item(
-            item(annotations=annotations or {}, pod_spec__priority_class_name=pc, pod_spec__containers=[container(cpu=cpu, memory="1Gi")]),
-            SubmitPolicy(),
+            item(
+                annotations=annotations or {},
+                pod_spec__priority_class_name=pc,
+                pod_spec__containers=[container(cpu=cpu, memory="1Gi")],
+                pod_spec__tolerations=tolerations or [],
+            ),
+            self.policy,
         )
         assert reason is None, reason
         self.event(job_id, "JobSubmitted", at, queue, job_set, **payload)

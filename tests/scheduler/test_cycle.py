@@ -785,3 +785,32 @@ def test_every_cycle_record_carries_the_configuration_hash() -> None:
     outcome = loop.cycle(2_000)
     assert outcome.records
     assert {r["events"][0]["payload"][1]["config_hash"] for r in outcome.records} == {configuration.hash}
+
+
+def test_a_job_running_away_is_displaced_by_a_home_job_of_the_same_class_priority() -> None:
+    """Away on a gpu node it does not tolerate, a job holds the node at its away priority (500),
+    so a job of priority 1000 that tolerates the node displaces it, a cycle later as on the log."""
+    gpu = {"key": "gpu", "value": "true", "effect": "NoSchedule"}
+    configuration = parse(
+        {
+            "scheduling": {
+                "wellKnownNodeTypes": [{"name": "gpu", "taints": [gpu]}],
+                "priorityClasses": {
+                    "armada-default": {"priority": 1000},
+                    "armada-preemptible": {"priority": 1000, "preemptible": True},
+                    "away": {"priority": 1000, "preemptible": True, "awayNodeTypes": [{"priority": 500, "wellKnownNodeTypeName": "gpu"}]},
+                },
+            },
+            "submission": {"allowedPriorityClassNames": {"armada-default": True, "armada-preemptible": True, "away": True}},
+        }
+    )
+    loop = Loop(configuration.cycle, policy=configuration.policy)
+    tainted = (replace(nodes(1, cpu=8)[0], taints=(gpu,)),)
+    loop.submit("visitor", cpu="8", pc="away")
+    loop.report("ex1", 1_000, tainted)
+    first = loop.cycle(2_000)
+    assert leases(first)["visitor"]["scheduled_at_priority"] == 500
+    loop.submit("owner", cpu="8", at=2_100, tolerations=[gpu])
+    loop.report("ex1", 2_500, tainted)
+    second = loop.cycle(3_000)
+    assert preempted(second) == {"visitor"} and set(leases(second)) == {"owner"}

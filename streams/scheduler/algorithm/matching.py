@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from streams.scheduler.algorithm.model import Job, Node, NodeSelectorRequirement, Taint, Toleration
+from streams.scheduler.algorithm.model import Job, Node, NodeSelectorRequirement, PriorityClass, Taint, Toleration, WellKnownNodeType
 
 # PreferNoSchedule is a soft preference; Armada (like kube-scheduler filtering) ignores it.
 _HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -56,3 +56,21 @@ def static_mismatch(
     if job.affinity and not any(all(_requirement_met(node.labels, r) for r in term) for term in job.affinity):
         return "required node affinity not matched"
     return None
+
+
+def held_priority(job: Job, taints: Iterable[Taint], pc: PriorityClass, node_types: Mapping[str, WellKnownNodeType]) -> int:
+    """The priority a running job holds its node at: its class's, or, on a node whose taints it
+    does not tolerate itself, that of the first away node type of its class that lets it on (the
+    order in which the node index tries them). Armada records it with the run; here it follows
+    from the job, the node and the configuration, so a cycle needs nothing more on the log."""
+    taints = tuple(taints)
+    if untolerated_taint(taints, job.tolerations) is None:
+        return pc.priority
+    for away in pc.away_node_types:
+        node_type = node_types.get(away.well_known_node_type)
+        if node_type is None:
+            continue
+        extra = tuple(Toleration(t.key, "Equal", t.value, t.effect) for t in node_type.taints)
+        if untolerated_taint(taints, job.tolerations + extra) is None:
+            return away.priority
+    return pc.priority
