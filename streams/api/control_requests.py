@@ -7,11 +7,13 @@ puts on the log) are plain functions, tested without a server.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from streams.api.errors import ApiError
 from streams.domain.events import Payload
+from streams.domain.states import ACTIVE
 
 CANCEL_REQUESTED = "flotilla.JobCancelRequested"
 PREEMPT_REQUESTED = "flotilla.JobPreemptRequested"
@@ -79,3 +81,83 @@ JOB_SET_ACTIONS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     "cancel": cancel_payload,
     "reprioritize": reprioritise_payload,
 }
+
+
+# ---------------------------------------------------------------------------- many jobs at once
+
+# The states a queue-wide cancel may name, as Armada's active job states.
+CANCELLABLE_STATES = ("queued", "leased", "pending", "running")
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Which unfinished jobs a queue- or executor-wide request acts on; an empty set matches any.
+
+    A job's pool is its latest run's; a queued job may still go to any pool, so it is in every one.
+    """
+
+    states: frozenset[str]
+    queues: frozenset[str] = frozenset()
+    priority_classes: frozenset[str] = frozenset()
+    pools: frozenset[str] = frozenset()
+    executor: str | None = None
+
+    def matches(self, job: dict[str, Any]) -> bool:
+        if job["state"] not in self.states:
+            return False
+        if (self.queues and job["queue"] not in self.queues) or (
+            self.priority_classes and job["priority_class"] not in self.priority_classes
+        ):
+            return False
+        run = job["runs"][-1] if job["state"] in ACTIVE and job["runs"] else None
+        if self.executor is not None and (run is None or run["executor"] != self.executor):
+            return False
+        return not self.pools or run is None or run.get("pool") in self.pools
+
+
+def _names(body: dict[str, Any], field: str) -> frozenset[str]:
+    raw = body.get(field) or []
+    if not isinstance(raw, list) or not all(isinstance(name, str) and name for name in raw):
+        raise ApiError(400, f"{field} must be a list of names, not {raw!r}")
+    return frozenset(raw)
+
+
+def queue_filter(body: dict[str, Any], action: str) -> tuple[JobFilter, str]:
+    """A queue-wide cancel or preempt body: ``priority_classes``, ``pools`` (none: any), a cancel's
+    ``job_states`` (required, of queued, leased, pending, running) and a ``reason``."""
+    fields = ("priority_classes", "pools", "reason") + (("job_states",) if action == "cancel" else ())
+    _only(body, *fields)
+    reason = reason_of({"reason": body.get("reason")})
+    if action == "preempt":
+        return JobFilter(ACTIVE, priority_classes=_names(body, "priority_classes"), pools=_names(body, "pools")), reason
+    states = _names(body, "job_states")
+    if not states:
+        raise ApiError(400, f"job_states is required: the states of the jobs to cancel, of {', '.join(CANCELLABLE_STATES)}")
+    unknown = sorted(states - set(CANCELLABLE_STATES))
+    if unknown:
+        raise ApiError(400, f"job_states may name {', '.join(CANCELLABLE_STATES)} (unfinished jobs), not {', '.join(unknown)}")
+    return JobFilter(states, priority_classes=_names(body, "priority_classes"), pools=_names(body, "pools")), reason
+
+
+def executor_filter(body: dict[str, Any], executor: str, action: str) -> tuple[JobFilter, str]:
+    """An executor-wide cancel or preempt body: ``queues``, ``priority_classes``, ``pools`` (none: any) and a ``reason``."""
+    _only(body, "queues", "priority_classes", "pools", "reason")
+    reason = reason_of({"reason": body.get("reason")})
+    found = JobFilter(
+        ACTIVE,
+        queues=_names(body, "queues"),
+        priority_classes=_names(body, "priority_classes"),
+        pools=_names(body, "pools"),
+        executor=executor,
+    )
+    return found, reason
+
+
+def bulk_payload(action: str, reason: str, source: str) -> Payload:
+    """The event a queue- or executor-wide request writes for each job it matches."""
+    why = reason or f"{'cancelled' if action == 'cancel' else 'preempted'} by {source}"
+    return (CANCEL_REQUESTED if action == "cancel" else PREEMPT_REQUESTED), {"reason": why}
+
+
+def matching(jobs: Iterable[dict[str, Any]], job_filter: JobFilter) -> list[dict[str, Any]]:
+    return sorted((job for job in jobs if job_filter.matches(job)), key=lambda job: job["job_id"])

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, encode
-from streams.api.control_requests import VERBS
+from streams.api.control_requests import VERBS, JobFilter, matching
 from streams.api.errors import ApiError
 from streams.auth import Permissions, Principal
 from streams.domain import events
@@ -240,6 +240,27 @@ class Operations:
                 await self._write_control(principal, queue, job_set_id, job["job_id"], payload)
                 cancelled.append(job["job_id"])
         return cancelled
+
+    async def control_matching(self, principal: Principal, job_filter: JobFilter, payload: Payload, what: str) -> list[str]:
+        """Cancel or preempt every job this worker holds that ``job_filter`` matches (Armada's
+        CancelOnQueue, PreemptOnQueue, CancelOnExecutor, PreemptOnExecutor): an administrator's
+        call, as Armada's cancel-any-jobs and preempt-any-jobs permissions. One event per job, the
+        events of a job set in one sequence; returns the ids of the jobs, each acted on at the
+        scheduler's next cycle. Jobs submitted a moment ago and not in the table yet are left alone."""
+        self.permissions.check_admin(principal, what)
+        for queue in job_filter.queues:
+            self.queue(principal, queue)
+        chosen = matching(self._all_jobs(), job_filter)
+        by_job_set: dict[tuple[str, str], list[str]] = {}
+        for job in chosen:
+            by_job_set.setdefault((job["queue"], job["job_set_id"]), []).append(job["job_id"])
+        for (queue, job_set_id), job_ids in sorted(by_job_set.items()):
+            created = self.ids.clock_ms()
+            written = [events.event(new_id(created, self.ids.rng), created, job_id, payload) for job_id in job_ids]
+            for sequence in events.sequences(queue, job_set_id, principal.user, principal.groups, written):
+                sent = await self.topics.events.send(key=events.sequence_key(queue, job_set_id), value=encode("event_sequence", sequence))
+                await sent
+        return [job["job_id"] for job in chosen]
 
     def watchable(self, principal: Principal, queue: str) -> dict[str, Any]:
         """The queue whose job-set events the caller may stream."""

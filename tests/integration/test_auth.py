@@ -113,6 +113,10 @@ def queue_admin_writes() -> list[tuple[str, str, Any]]:
         ("POST", "/api/v1/queues", {"name": f"{REFUSED_PREFIX}-queue"}),
         ("PUT", f"/api/v1/queues/{QUEUE}", {"priority_factor": 5.0, "user_owners": ["bob"]}),
         ("DELETE", f"/api/v1/queues/{QUEUE}", None),
+        # Armada's cancel-any-jobs and preempt-any-jobs: even for the queue's owner
+        ("POST", f"/api/v1/queues/{QUEUE}/preempt", {}),
+        ("POST", f"/api/v1/queues/{QUEUE}/cancel", {"job_states": ["queued"]}),
+        ("POST", "/api/v1/executors/any/cancel", {}),
     ]
 
 

@@ -16,9 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
+from armada_client.armada import submit_pb2, submit_pb2_grpc
 
 from ops.broker import EmbeddedBroker
+from streams.client.cli import main
 from tests.integration.pipeline import (
     ACTIVE,
     Executors,
@@ -259,3 +262,39 @@ def test_an_away_job_runs_on_a_node_type_of_its_class_until_a_home_job_needs_it(
     assert states(worker, [away])[away]["state"] == "preempted"
     for job_set in ("plain", "home"):
         cancel_job_set(worker, queue, job_set)
+
+
+def test_armadas_queue_and_executor_operations_act_on_the_jobs_they_match(
+    worker: Worker, executors: Executors, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """gRPC PreemptOnQueue / CancelOnQueue (QueueService, as Armada's client calls them) and the
+    command line's `preempt executor` and `cordon queues`, on running and queued jobs."""
+    queue = new_queue(worker, "operations")
+    executors.fake("operations-c", nodes=1, pool="operations")
+    background = submit_jobs(worker, queue, "bg", [fake_item(executors.selector, "1", "1Gi", 600, "background") for _ in range(3)])
+    preemptible = submit_jobs(
+        worker, queue, "pre", [fake_item(executors.selector, "1", "1Gi", 600, "armada-preemptible") for _ in range(2)]
+    )
+    waiting = submit_jobs(worker, queue, "wait", [fake_item({"flotilla.io/nowhere": "true"}) for _ in range(2)])
+    wait_states(worker, background + preemptible, {"running"}, 60, "five jobs running")
+
+    with grpc.insecure_channel(worker.grpc_target) as channel:
+        service = submit_pb2_grpc.QueueServiceStub(channel)
+        service.PreemptOnQueue(submit_pb2.QueuePreemptRequest(name=queue, priorityClasses=["background"]))
+        wait_states(worker, background, {"preempted"}, 30, "the background jobs preempted")
+        service.CancelOnQueue(submit_pb2.QueueCancelRequest(name=queue, jobStates=[submit_pb2.QUEUED]))
+        wait_states(worker, waiting, {"cancelled"}, 30, "the queued jobs cancelled")
+        with pytest.raises(grpc.RpcError) as refused:
+            service.CancelOnQueue(submit_pb2.QueueCancelRequest(name=queue, jobStates=[submit_pb2.SUCCEEDED]))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert {job["state"] for job in states(worker, preemptible).values()} == {"running"}, "other classes and states are left alone"
+
+    url = ["--url", worker.url]
+    assert main(["preempt", "executor", "operations-c", "--all-priority-classes", "--pools", "elsewhere", *url]) == 0
+    assert "preempt requested for 0 job(s) on executor operations-c" in capsys.readouterr().out
+    assert main(["preempt", "executor", "operations-c", "--all-priority-classes", "--reason", "drain", *url]) == 0
+    wait_states(worker, preemptible, {"preempted"}, 30, "the executor's jobs preempted")
+    requested = {job_id: payload["reason"] for kind, job_id, _, payload in events(worker, queue) if kind == "JobPreemptRequested"}
+    assert requested == {**dict.fromkeys(background, "preempted by PreemptOnQueue"), **dict.fromkeys(preemptible, "drain")}
+    assert main(["cordon", "queues", queue, *url]) == 0
+    assert worker.client.call("GET", f"/api/v1/queues/{queue}")["cordoned"] is True

@@ -2,6 +2,9 @@
 
 A batch call (CreateQueues, UpdateQueues) answers each queue's refusal in its list of failures,
 as Armada does, instead of failing the call; only an unauthenticated caller fails it.
+PreemptOnQueue and CancelOnQueue (QueueService only, for administrators) ask for every matching
+job of the queue to be preempted or cancelled, as Armada: no priority classes or pools match any,
+and a cancel acts on the job states it names (none: no job).
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ import grpc
 from armada_client.armada import submit_pb2, submit_pb2_grpc
 from google.protobuf import empty_pb2
 
+from streams.api.control_requests import JobFilter, bulk_payload
 from streams.api.grpc.calls import Api
-from streams.api.grpc.convert import queue_message, queue_record
+from streams.api.grpc.convert import CANCELLABLE_BY_FILTER, queue_message, queue_record
 from streams.api.grpc.errors import answers_errors, status_of, streams_errors
 from streams.auth import Principal
+from streams.domain.states import ACTIVE
 
 
 class QueueCalls:
@@ -99,3 +104,31 @@ class QueueService(QueueCalls, submit_pb2_grpc.QueueServiceServicer):
     async def _cordon(self, context: grpc.aio.ServicerContext, name: str, *, cordoned: bool) -> None:
         principal = self.api.caller(context)
         await self.api.ops.update_queue(principal, {**self.api.ops.queue(principal, name), "cordoned": cordoned})
+
+    @answers_errors
+    async def PreemptOnQueue(self, request: submit_pb2.QueuePreemptRequest, context: grpc.aio.ServicerContext) -> empty_pb2.Empty:
+        job_filter = JobFilter(ACTIVE, frozenset({_named(request.name)}), frozenset(request.priorityClasses), frozenset(request.pools))
+        await self._on_queue(context, job_filter, "preempt")
+        return empty_pb2.Empty()
+
+    @answers_errors
+    async def CancelOnQueue(self, request: submit_pb2.QueueCancelRequest, context: grpc.aio.ServicerContext) -> empty_pb2.Empty:
+        refused = [submit_pb2.JobState.Name(s) for s in request.jobStates if s not in CANCELLABLE_BY_FILTER]
+        if refused:
+            raise ValueError(f"provided job states must be non-terminal (QUEUED, LEASED, PENDING, RUNNING), not {', '.join(refused)}")
+        states = frozenset().union(*(CANCELLABLE_BY_FILTER[s] for s in request.jobStates))
+        job_filter = JobFilter(states, frozenset({_named(request.name)}), frozenset(request.priorityClasses), frozenset(request.pools))
+        await self._on_queue(context, job_filter, "cancel")
+        return empty_pb2.Empty()
+
+    async def _on_queue(self, context: grpc.aio.ServicerContext, job_filter: JobFilter, action: str) -> None:
+        (queue,) = job_filter.queues
+        source = "CancelOnQueue" if action == "cancel" else "PreemptOnQueue"
+        what = f"{action} the jobs of queue {queue!r}"
+        await self.api.ops.control_matching(self.api.caller(context), job_filter, bulk_payload(action, "", source), what)
+
+
+def _named(name: str) -> str:
+    if not name:
+        raise ValueError("the queue's name is required")
+    return name

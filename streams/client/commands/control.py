@@ -1,4 +1,6 @@
-"""`flotilla cancel|preempt|reprioritize`: ask for a change to one job or to every unfinished job of a job set.
+"""`flotilla cancel|preempt|reprioritize`: ask for a change to one job, to every unfinished job of a
+job set, or (armadactl's `cancel|preempt queues` and `cancel|preempt executor`, for administrators)
+to the jobs of queues or of an executor that match filters.
 
 Each prints what was asked and the id of the event it wrote; the change itself happens when the
 scheduler acts on it (follow it with `flotilla watch`). A job is named by its id, or as armadactl
@@ -17,6 +19,7 @@ from urllib.parse import quote
 
 from streams.client.commands import CommandError
 from streams.client.commands.connection import add_connection_options, client_for
+from streams.client.commands.queues import add_queue_selection, names, select_queues
 from streams.client.rest import Client
 
 
@@ -67,6 +70,26 @@ def register(commands: Any) -> None:
     preempt = _targets(commands, "preempt", "preempt a running job (it is not retried)")
     _job(preempt, "preempt one job", reason=True).set_defaults(func=_preempt_job)
 
+    for targets, action in ((cancel, "cancel"), (preempt, "preempt")):
+        queues = targets.add_parser("queues", aliases=["queue"], help=f"{action} the matching jobs of queues")
+        add_queue_selection(queues)
+        if action == "cancel":
+            queues.add_argument(
+                "--job-states",
+                "-s",
+                type=names,
+                required=True,
+                metavar="STATE,...",
+                help="jobs in these states: queued, leased, pending, running",
+            )
+        _filters(queues)
+        _common(queues, reason=True).set_defaults(func=_on_queues, action=action)
+        executor = targets.add_parser("executor", help=f"{action} the matching jobs running on an executor")
+        executor.add_argument("executor")
+        executor.add_argument("--queues", "-q", type=names, metavar="QUEUE,...", help="only jobs of these queues (default: all)")
+        _filters(executor)
+        _common(executor, reason=True).set_defaults(func=_on_executor, action=action)
+
     reprioritize = _targets(commands, "reprioritize", "change the priority of a job, or of every unfinished job of a job set")
     _job(reprioritize, "change one job's priority", priority=True).set_defaults(func=_reprioritize_job)
     job_set = _job_set(reprioritize, "change the priority of every unfinished job of a job set")
@@ -105,9 +128,49 @@ def _job_set(targets: Any, help_text: str, *, reason: bool = False) -> argparse.
 def _common(parser: argparse.ArgumentParser, *, reason: bool) -> argparse.ArgumentParser:
     if reason:
         parser.add_argument("--reason", help="why; kept in the job's state and events")
-    parser.add_argument("--json", action="store_true", help='print the answer, {"event_ids": [...]}')
+    parser.add_argument("--json", action="store_true", help="print the answer as JSON")
     add_connection_options(parser)
     return parser
+
+
+def _filters(parser: argparse.ArgumentParser) -> None:
+    """armadactl's priority class and pool filters: classes must be named, or --all-priority-classes given."""
+    classes = parser.add_mutually_exclusive_group(required=True)
+    classes.add_argument("--priority-classes", "-p", type=names, metavar="CLASS,...", help="jobs of these priority classes")
+    classes.add_argument("--all-priority-classes", "-a", action="store_true", help="jobs of every priority class")
+    parser.add_argument(
+        "--pools", type=names, metavar="POOL,...", help="jobs running in these pools (default: all; a queued job is in every pool)"
+    )
+
+
+def _filter_body(args: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {"priority_classes": [] if args.all_priority_classes else args.priority_classes, "pools": args.pools or []}
+    if getattr(args, "job_states", None) is not None:
+        body["job_states"] = args.job_states
+    return {**body, **_reason(args)}
+
+
+def _on_queues(args: argparse.Namespace) -> int:
+    client = client_for(args)
+    chosen = [queue["name"] for queue in select_queues(args, client.call("GET", "/api/v1/queues")["queues"])]
+    body, done = _filter_body(args), {}
+    for queue in chosen:
+        if args.dry_run:
+            print(f"would {args.action} the jobs of queue {queue} matching {json.dumps(body)}")
+            continue
+        done[queue] = client.call("POST", f"/api/v1/queues/{quote(queue, safe='')}/{args.action}", body)["job_ids"]
+        if not args.json:
+            print(f"{args.action} requested for {len(done[queue])} job(s) of queue {queue}")
+    if args.json and not args.dry_run:
+        print(json.dumps({"job_ids": done}))
+    return 0
+
+
+def _on_executor(args: argparse.Namespace) -> int:
+    body = {**_filter_body(args), "queues": args.queues or []}
+    answer = client_for(args).call("POST", f"/api/v1/executors/{quote(args.executor, safe='')}/{args.action}", body)
+    print(json.dumps(answer) if args.json else f"{args.action} requested for {len(answer['job_ids'])} job(s) on executor {args.executor}")
+    return 0
 
 
 def _job_path(client: Client, target: JobTarget, action: str) -> str:

@@ -1,7 +1,8 @@
 """Queue commands in armadactl's verb-first spelling (`flotilla create|update|delete|get queue NAME`,
 `flotilla get queues`) and the noun-first one (`flotilla queue create|update|delete|get NAME`,
 `flotilla queue list`). Both spellings are built from one table below, so they take the same
-options and run the same handlers.
+options and run the same handlers. `flotilla cordon|uncordon queues` and the queue-wide cancel and
+preempt (`streams.client.commands.control`) pick their queues as armadactl does (`select_queues`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from streams.client.commands import CommandError
 from streams.client.commands.columns import aligned
 from streams.client.commands.connection import add_connection_options, client_for
 
@@ -66,6 +68,17 @@ COMMANDS = (
 
 
 def register(commands: Any) -> None:
+    for verb, cordoned in (("cordon", True), ("uncordon", False)):
+        targets = commands.add_parser(verb, help=f"{verb} queues (as armadactl {verb} queues)").add_subparsers(
+            dest="target", required=True, metavar="WHAT"
+        )
+        parser = targets.add_parser(
+            "queues", aliases=["queue"], help=f"{'pause' if cordoned else 'resume'} scheduling of new jobs on queues"
+        )
+        add_queue_selection(parser)
+        parser.add_argument("--json", action="store_true", help="print the queues changed, as JSON")
+        add_connection_options(parser)
+        parser.set_defaults(func=_cordon, cordoned=cordoned)
     verbs = {
         verb: commands.add_parser(verb, help=f"{verb} queues (as armadactl {verb})").add_subparsers(
             dest="noun", required=True, metavar="WHAT"
@@ -169,4 +182,54 @@ def _labels_text(found: dict[str, str]) -> str:
 
 def _show(args: argparse.Namespace, payload: Any, text: str) -> int:
     print(json.dumps(payload, indent=2) if args.json else text)
+    return 0
+
+
+# ---------------------------------------------------------------------------- picking queues as armadactl does
+
+
+def add_queue_selection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("queues", nargs="*", metavar="QUEUE", help="queues by name (or give --selector)")
+    parser.add_argument("--selector", type=labels, metavar="KEY=VALUE,...", help="the queues carrying all these labels")
+    parser.add_argument("--inverse", action="store_true", help="every queue but those selected")
+    parser.add_argument("--only-cordoned", action="store_true", help="only the cordoned queues among those selected")
+    parser.add_argument("--dry-run", action="store_true", help="say what would be done, and do nothing")
+
+
+def select_queues(args: argparse.Namespace, queues: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The queues named, or carrying every label of --selector (one of the two, never both), then
+    inverted and narrowed to cordoned ones as asked; a named queue that does not exist is an error."""
+    names, selector = list(dict.fromkeys(args.queues)), args.selector
+    if names and selector:
+        raise CommandError("queues can be selected either with a set of names or a set of labels, but not both")
+    if not names and not selector:
+        raise CommandError("queue selection must be narrowed down either by names or by --selector labels")
+    known = {queue["name"]: queue for queue in queues}
+    missing = [name for name in names if name not in known]
+    if missing:
+        raise CommandError(f"no such queue: {', '.join(missing)}")
+
+    def chosen(queue: dict[str, Any]) -> bool:
+        if names:
+            return queue["name"] in names
+        found = queue.get("labels") or {}
+        return all(found.get(key) == value for key, value in selector.items())
+
+    picked = [queue for queue in sorted(queues, key=lambda q: q["name"]) if chosen(queue) != args.inverse]
+    return [queue for queue in picked if queue["cordoned"] or not args.only_cordoned]
+
+
+def _cordon(args: argparse.Namespace) -> int:
+    client = client_for(args)
+    verb = "cordon" if args.cordoned else "uncordon"
+    changed = []
+    for queue in select_queues(args, client.call("GET", "/api/v1/queues")["queues"]):
+        if args.dry_run:
+            print(f"would {verb} queue {queue['name']}")
+            continue
+        changed.append(client.call("PUT", _path(queue["name"]), {**queue, "cordoned": args.cordoned}))
+        if not args.json:
+            print(f"{verb}ed queue {queue['name']}")
+    if args.json and not args.dry_run:
+        print(json.dumps(changed, indent=2))
     return 0
