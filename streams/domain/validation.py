@@ -34,7 +34,7 @@ class SubmitPolicy:
     default_active_deadline_s: int = 3 * DAY_S
     # A job requesting any of these resources gets the largest matching deadline instead.
     active_deadline_by_resource: Mapping[str, int] = field(default_factory=lambda: {"nvidia.com/gpu": 14 * DAY_S})
-    max_pod_spec_bytes: int = 64 * 1024
+    max_pod_spec_bytes: int = 65535
     # Off by default because with authentication off every caller is "anonymous".
     check_ownership: bool = False
 

@@ -256,11 +256,11 @@ def test_explicit_deadline_kept_and_non_positive_rejected():
 # --- size, services ---------------------------------------------------------------------------
 
 
-def test_pod_spec_over_64_kib_rejected_with_its_size():
+def test_pod_spec_over_armadas_limit_is_rejected_with_its_size():
     big = {**container(), "args": ["x" * 70_000]}
     reason = reason_of(item(pod_spec__containers=[big]))
     assert reason.startswith("pod spec is 70")
-    assert reason.endswith(" bytes serialized, over the limit of 65536 bytes")
+    assert reason.endswith(" bytes serialized, over the limit of 65535 bytes")
     size = int(reason.split()[3])
     assert 70_000 < size < 71_000
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from schemas.codec import encode
+from streams.scheduler.config_file import load as load_scheduler_config
 from tests.integration.helpers import call, container, create_queue, item, submission, submit, submit_record
 from tests.integration.workers import Worker, poll
 
@@ -85,7 +86,7 @@ ITEM_KINDS: dict[str, ItemKind] = {
     ),
     "pod spec over 64 KiB": (
         lambda c: [with_spec(c, containers=[{**container(), "args": ["x" * 70_000]}])],
-        ("pod spec is", "over the limit of 65536 bytes"),
+        ("pod spec is", f"over the limit of {load_scheduler_config(None).policy.max_pod_spec_bytes} bytes"),
     ),
     "gang members disagree on cardinality": (
         lambda c: [gang_member(f"{c}-a", f"g-{c}", "2"), gang_member(f"{c}-b", f"g-{c}", "3")],
