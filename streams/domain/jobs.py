@@ -137,6 +137,7 @@ def _leased(job: Job, at: int, payload: dict[str, Any]) -> bool:
             "run_id": payload["run_id"],
             "executor": payload["executor"],
             "node": payload["node"],
+            "pool": payload.get("pool") or "",
             "state": "leased",
             "exit_code": None,
             "reason": None,

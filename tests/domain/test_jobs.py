@@ -55,6 +55,7 @@ def test_lifecycle_to_succeeded(ev):
     job = fold(running(ev, "r1"))
     assert job["state"] == "running" and run_states(job) == [("r1", "running")]
     assert job["runs"][0]["started_at"] == 4000 and job["runs"][0]["node"] == "node-1"
+    assert job["runs"][0]["pool"] == "default", "the run keeps the pool it was leased in"
     job = fold([ev("JobRunSucceeded", run_id="r1")], job)
     assert job["state"] == "running" and run_states(job) == [("r1", "succeeded")]
     job = fold([ev("JobSucceeded", run_id="r1")], job)

@@ -216,9 +216,12 @@ def test_replaying_the_feed_repeats_every_recorded_cycle(worker: Worker) -> None
         if outcome.records
     ]
     by_cycle: dict[str, list[dict[str, object]]] = {}
+    hashes = set()
     for kind, _, _, payload in events(worker, "_scheduler"):
         if kind == "SchedulingCycle":
             by_cycle.setdefault(payload["cycle_id"], []).extend(payload["decisions"])
+            hashes.add(payload["config_hash"])
     recorded = list(by_cycle.items())
     assert recorded and any(d["kind"] == "leased" for _, found in recorded for d in found)
     assert replayed == recorded
+    assert hashes == {parse(CONFIG).hash}, "every cycle names the configuration that decided it"

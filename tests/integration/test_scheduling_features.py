@@ -292,7 +292,7 @@ def test_armadas_queue_and_executor_operations_act_on_the_jobs_they_match(
     url = ["--url", worker.url]
     assert main(["preempt", "executor", "operations-c", "--all-priority-classes", "--pools", "elsewhere", *url]) == 0
     assert "preempt requested for 0 job(s) on executor operations-c" in capsys.readouterr().out
-    assert main(["preempt", "executor", "operations-c", "--all-priority-classes", "--reason", "drain", *url]) == 0
+    assert main(["preempt", "executor", "operations-c", "--all-priority-classes", "--pools", "operations", "--reason", "drain", *url]) == 0
     wait_states(worker, preemptible, {"preempted"}, 30, "the executor's jobs preempted")
     requested = {job_id: payload["reason"] for kind, job_id, _, payload in events(worker, queue) if kind == "JobPreemptRequested"}
     assert requested == {**dict.fromkeys(background, "preempted by PreemptOnQueue"), **dict.fromkeys(preemptible, "drain")}

@@ -92,7 +92,7 @@ def release_v2(tmp_path: Path) -> codec.Registry:
     current = tmp_path / "schemas"
     shutil.copytree(codec.SCHEMA_DIR, current, ignore=shutil.ignore_patterns("frozen", "*.py", "*.md", "__pycache__"))
     frozen = tmp_path / "frozen"
-    shutil.copytree(codec.FROZEN_DIR / "v1", frozen / "v1")
+    shutil.copytree(codec.FROZEN_DIR, frozen)
     add_field(current / "job_state.avsc", "Run", {"name": "preemptible", "type": "boolean", "default": True})
     add_field(current / "pod_spec.avsc", "Container", {"name": "image_pull_policy", "type": ["null", "string"], "default": None})
     sequence = json.loads((current / "event_sequence.avsc").read_text())
@@ -131,15 +131,22 @@ def test_old_reader_refuses_data_of_a_newer_schema_loudly(release_v2: codec.Regi
 
 
 def test_next_change_needs_only_the_frozen_copy(release_v2: codec.Registry, tmp_path: Path) -> None:
-    """v2 frozen, then v3 changes job_state again: v1 and v2 data both read, found by fingerprint alone."""
+    """The change frozen as the next release, then another change of job_state: data of the latest
+    real release and of the frozen change both read, found by fingerprint alone."""
     current, frozen = release_v2.current_dir, release_v2.frozen_dir
-    v2_state = release_v2.encode("job_state", samples.job_state())
-    freeze(current, frozen, "v2")
+    existing = codec._default.releases()
+    following = f"v{len(existing) + 1}"
+    changed_state = release_v2.encode("job_state", samples.job_state())
+    freeze(current, frozen, following)
     add_field(current / "job_state.avsc", "JobState", {"name": "owner", "type": "string", "default": "nobody"})
     release_v3 = codec.Registry(current, frozen)
 
-    assert sorted(w.origin for w in release_v3.writers().values() if w.name == "job_state") == ["current", "frozen/v1", "frozen/v2"]
-    for data, origin in [(codec.encode("job_state", samples.job_state()), "frozen/v1"), (v2_state, "frozen/v2")]:
+    origins = sorted(w.origin for w in release_v3.writers().values() if w.name == "job_state")
+    assert origins == sorted(["current", *(f"frozen/{release}" for release in existing), f"frozen/{following}"])
+    for data, origin in [
+        (codec.encode("job_state", samples.job_state()), f"frozen/{existing[-1]}"),
+        (changed_state, f"frozen/{following}"),
+    ]:
         assert release_v3.writer_of("job_state", data)[0].origin == origin
         state = release_v3.decode("job_state", data)
         samples.assert_contains(samples.job_state(), state)

@@ -17,7 +17,7 @@ from streams.api.grpc.convert import EXTERNAL_JOB_URI, job_details, job_error, j
 from streams.api.grpc.errors import answers_errors
 from streams.auth import Principal
 
-# Job states do not record the pool of a run, so every active queue is reported in one pool.
+# A queued job may go to any pool (only its runs have one), so every active queue is reported in one pool.
 POOL = "default"
 
 
