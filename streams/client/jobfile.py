@@ -1,8 +1,8 @@
 """Armada job files (YAML: `queue`, `jobSetId`, `jobs:` with camelCase pod specs) to submit requests.
 
 The job file is the user's format; the submit request (snake_case, the Avro contract) is the wire
-format. Fields Flotilla does not carry are refused by name rather than dropped, so a job never runs
-without something its author asked for.
+format. A job's pod spec goes whole, as its manifest: the cluster gets every field its author wrote.
+Fields of the job outside the contract are refused by name rather than dropped.
 """
 
 from __future__ import annotations
@@ -12,21 +12,11 @@ from typing import Any
 
 import yaml
 
+from streams.domain.podspec import PodSpecError, read_fields
+
 
 class JobFileError(ValueError):
     """A job file that cannot be turned into a submit request; the message names the field."""
-
-
-def _quantities(where: str, value: Any) -> dict[str, str]:
-    """YAML writes `cpu: 1` as a number; the contract carries quantity strings."""
-    mapping = _mapping(where, value)
-    return {str(k): v if isinstance(v, str) else _number_text(f"{where}.{k}", v) for k, v in mapping.items()}
-
-
-def _number_text(where: str, value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise JobFileError(f"{where}: {value!r} is not a quantity")
-    return str(value)
 
 
 def _strings(where: str, value: Any) -> dict[str, str]:
@@ -70,56 +60,6 @@ def _records(spec: Mapping[str, tuple[str, Callable[[str, Any], Any]]]) -> Calla
     return convert
 
 
-def _record(spec: Mapping[str, tuple[str, Callable[[str, Any], Any]]]) -> Callable[[str, Any], dict[str, Any] | None]:
-    def convert(where: str, value: Any) -> dict[str, Any] | None:
-        return None if value is None else _fields(where, value, spec)
-
-    return convert
-
-
-_RESOURCES = {"requests": ("requests", _quantities), "limits": ("limits", _quantities)}
-_CONTAINER = {
-    "name": ("name", _same),
-    "image": ("image", _same),
-    "command": ("command", _same),
-    "args": ("args", _same),
-    "env": ("env", _records({"name": ("name", _same), "value": ("value", _same)})),
-    "workingDir": ("working_dir", _same),
-    "resources": ("resources", _record(_RESOURCES)),
-    "ports": (
-        "ports",
-        _records({"containerPort": ("container_port", _same), "protocol": ("protocol", _same), "name": ("name", _same)}),
-    ),
-    "imagePullPolicy": ("image_pull_policy", _same),
-}
-_TOLERATION = {
-    "key": ("key", _same),
-    "operator": ("operator", _same),
-    "value": ("value", _same),
-    "effect": ("effect", _same),
-    "tolerationSeconds": ("toleration_seconds", _same),
-}
-_EXPRESSION = {"key": ("key", _same), "operator": ("operator", _same), "values": ("values", _same)}
-_NODE_AFFINITY = {
-    "requiredDuringSchedulingIgnoredDuringExecution": (
-        "required",
-        lambda where, value: _fields(
-            where, value, {"nodeSelectorTerms": ("terms", _records({"matchExpressions": ("match_expressions", _records(_EXPRESSION))}))}
-        ).get("terms", []),
-    ),
-}
-_POD_SPEC = {
-    "containers": ("containers", _records(_CONTAINER)),
-    "initContainers": ("init_containers", _records(_CONTAINER)),
-    "nodeSelector": ("node_selector", _strings),
-    "tolerations": ("tolerations", _records(_TOLERATION)),
-    "affinity": ("affinity", _record({"nodeAffinity": ("node_affinity", _record(_NODE_AFFINITY))})),
-    "terminationGracePeriodSeconds": ("termination_grace_period_seconds", _same),
-    "activeDeadlineSeconds": ("active_deadline_seconds", _same),
-    "priorityClassName": ("priority_class_name", _same),
-    "restartPolicy": ("restart_policy", _same),
-    "serviceAccountName": ("service_account_name", _same),
-}
 _SERVICE = {"type": ("type", _same), "ports": ("ports", _same), "name": ("name", _same)}
 _INGRESS = {
     "ports": ("ports", _same),
@@ -131,16 +71,25 @@ _INGRESS = {
 
 
 def _pod_spec(where: str, job: dict[str, Any]) -> dict[str, Any] | None:
+    """The job's pod spec, whole: it travels as its manifest, and the server reads what it needs
+    from it (``streams.domain.podspec``), which is also run here to name a malformed field at once."""
     if "podSpec" in job and "podSpecs" in job:
         raise JobFileError(f"{where}: give podSpec or podSpecs, not both")
     if "podSpecs" in job:
         specs = _list(f"{where}.podSpecs", job["podSpecs"])
         if len(specs) != 1:
             raise JobFileError(f"{where}.podSpecs: exactly one pod spec per job is supported, got {len(specs)}")
-        return _fields(f"{where}.podSpecs[0]", specs[0], _POD_SPEC)
-    if job.get("podSpec") is None:
+        where, spec = f"{where}.podSpecs[0]", specs[0]
+    elif job.get("podSpec") is None:
         return None
-    return _fields(f"{where}.podSpec", job["podSpec"], _POD_SPEC)
+    else:
+        where, spec = f"{where}.podSpec", job["podSpec"]
+    manifest = _mapping(where, spec)
+    try:
+        read_fields(manifest)
+    except PodSpecError as exc:
+        raise JobFileError(f"{where}.{str(exc).removeprefix('pod spec: ')}") from exc
+    return {"manifest": manifest}
 
 
 _JOB = {

@@ -2,13 +2,15 @@
 
 Items decoded by fastavro already carry every field, but items built by the REST API, the CLI or
 tests often omit defaults. Validation works on the completed form so that the ``JobSubmitted``
-payload it emits always has every field the Avro schema needs, and fields not in the contract are
-dropped rather than smuggled onto the log.
+payload it emits always has every field the Avro schema needs. A pod spec given whole travels as
+its `manifest` (``streams.domain.podspec``); the fields beside it are the contract's typed subset.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from streams.domain.podspec import manifest_text
 
 
 def _list(source: dict[str, Any], key: str) -> list[Any]:
@@ -74,6 +76,7 @@ def pod_spec(raw: dict[str, Any]) -> dict[str, Any]:
         "priority_class_name": raw.get("priority_class_name"),
         "restart_policy": raw.get("restart_policy"),
         "service_account_name": raw.get("service_account_name"),
+        "manifest": manifest_text(raw.get("manifest")),
     }
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.domain import jobspec
+from streams.domain import jobspec, podspec
 from streams.domain.gangs import FAIL_FAST, GangMembership, gang_conflicts, parse_gang
 from streams.domain.quantity import QuantityError, to_milli
 from streams.domain.queues import is_owner
@@ -35,6 +35,8 @@ class SubmitPolicy:
     # A job requesting any of these resources gets the largest matching deadline instead.
     active_deadline_by_resource: Mapping[str, int] = field(default_factory=lambda: {"nvidia.com/gpu": 14 * DAY_S})
     max_pod_spec_bytes: int = 65535
+    # Pods in the node's network, process or IPC namespace (hostNetwork, hostPID, hostIPC).
+    allow_host_namespaces: bool = False
     # Off by default because with authentication off every caller is "anonymous".
     check_ownership: bool = False
 
@@ -128,6 +130,16 @@ def _check_item(raw: Any, policy: SubmitPolicy) -> _Check:
         return _Check(["pod_spec is missing"])
 
     problems: list[str] = []
+    manifest = spec["manifest"]
+    if manifest is not None:
+        # A pod spec given whole: the fields Flotilla reads come from it, whatever stood beside it.
+        try:
+            whole = podspec.parse_manifest(manifest)
+            spec = {**jobspec.pod_spec(podspec.read_fields(whole)), "manifest": manifest}
+        except podspec.PodSpecError as exc:
+            return _Check([str(exc)])
+        item = {**item, "pod_spec": spec}
+        problems += podspec.refusals(whole, policy.allow_host_namespaces)
     problems += _priority_problems(item["priority"])
     problems += _container_problems(spec)
     problems += _string_map_problems(item)
@@ -138,7 +150,11 @@ def _check_item(raw: Any, policy: SubmitPolicy) -> _Check:
         problems.append(f"priority class {priority_class!r} is not one of: {known}")
     grace, problem = _grace_period(spec["termination_grace_period_seconds"], policy)
     problems += problem
-    size = len(json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
+    size = (
+        len(manifest.encode())
+        if manifest is not None
+        else len(json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
+    )
     if size > policy.max_pod_spec_bytes:
         problems.append(f"pod spec is {size} bytes serialized, over the limit of {policy.max_pod_spec_bytes} bytes")
     gang = None

@@ -4,7 +4,8 @@ Armada splits its settings between the scheduler's configuration (priority class
 rate and round limits, node indexing, pools, timeouts) and the server's (which classes a job may
 name, grace period and deadline bounds, pod spec size); Flotilla reads both from one file with
 the same names, under ``scheduling:`` and ``submission:``, plus the top-level ``executorTimeout``
-(leases of an executor silent this long expire). Every setting not given takes Armada's
+(leases of an executor silent this long expire). ``submission.allowHostNamespaces`` is Flotilla's
+own (Armada passes host namespaces through; here they are refused unless allowed). Every setting not given takes Armada's
 production default, so an empty file (or none) runs Flotilla as Armada's default deployment.
 
 A setting that is wrong is refused with its dotted path and the reason, all problems at once, so
@@ -120,6 +121,7 @@ def parse(raw: Any, source: str = "scheduler configuration") -> SchedulerConfigu
     deadline = submission.duration("defaultActiveDeadline", 72 * 3600.0, whole_seconds=True)
     deadline_by_resource = submission.durations("defaultActiveDeadlineByResourceRequest", {"nvidia.com/gpu": 336 * 3600.0})
     max_pod_spec = submission.integer("maxPodSpecSizeBytes", 65535, minimum=1)
+    host_namespaces = submission.boolean("allowHostNamespaces", False)
     submission.done()
     root.done()
 
@@ -179,6 +181,7 @@ def parse(raw: Any, source: str = "scheduler configuration") -> SchedulerConfigu
         default_active_deadline_s=int(deadline),
         active_deadline_by_resource={name: int(seconds) for name, seconds in deadline_by_resource.items()},
         max_pod_spec_bytes=max_pod_spec,
+        allow_host_namespaces=host_namespaces,
     )
     return SchedulerConfiguration(cycle=cycle, policy=policy, resolved=resolved, hash=digest)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import grpc
@@ -9,6 +10,7 @@ import pytest
 from armada_client.armada import job_pb2, submit_pb2
 from armada_client.k8s.io.api.core.v1 import generated_pb2 as core
 from armada_client.k8s.io.apimachinery.pkg.api.resource.generated_pb2 import Quantity
+from armada_client.k8s.io.apimachinery.pkg.util.intstr import generated_pb2 as intstr
 
 from schemas.codec import encode
 from streams.api.errors import ApiError
@@ -28,8 +30,11 @@ from streams.api.grpc.errors import status_of
 from streams.api.grpc.submit import convert_items
 from streams.api.operations import JobFinished, QueueExists
 from streams.auth import PermissionDenied, Unauthenticated
+from streams.domain import jobspec
+from streams.domain.podspec import read_fields
 from streams.domain.queues import validate_queue
 from streams.domain.states import JOB_STATES, RUN_STATES
+from streams.domain.validation import SubmitPolicy, validate_item
 
 
 def quantities(**amounts: str) -> dict[str, Quantity]:
@@ -91,7 +96,7 @@ def test_a_request_item_becomes_the_avro_item_with_quantities_as_strings() -> No
     assert converted["annotations"] == {"armadaproject.io/gangId": "g", EXTERNAL_JOB_URI: "airflow://dag/task"}
     assert converted["services"] == [{"type": "Headless", "ports": [80], "name": "svc"}]
     assert converted["ingresses"] == [{"ports": [443], "annotations": {}, "tls_enabled": True, "cert_name": "cert", "use_cluster_ip": True}]
-    pod_spec = converted["pod_spec"]
+    pod_spec = jobspec.pod_spec(read_fields(json.loads(converted["pod_spec"]["manifest"])))  # what submission reads, as for every way in
     main = pod_spec["containers"][0]
     assert main["resources"] == {"requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}
     assert main["env"] == [{"name": "A", "value": "1"}] and main["working_dir"] == "/tmp"
@@ -112,17 +117,58 @@ def test_a_request_item_becomes_the_avro_item_with_quantities_as_strings() -> No
     )
 
 
+def manifest(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
+    return json.loads(job_item(item)["pod_spec"]["manifest"])
+
+
+def test_the_pod_spec_travels_whole_in_kubernetes_json_shape() -> None:
+    """Fields Flotilla does not read reach the manifest as the Kubernetes API writes them: embedded
+    structs inlined, quantities, int-or-strings and 64-bit integers as plain values."""
+    probe = core.Probe(handler=core.ProbeHandler(httpGet=core.HTTPGetAction(path="/ready", port=intstr.IntOrString(type=0, intVal=8080))))
+    main = container()
+    main.env.append(core.EnvVar(name="POD", valueFrom=core.EnvVarSource(fieldRef=core.ObjectFieldSelector(fieldPath="metadata.name"))))
+    main.volumeMounts.append(core.VolumeMount(name="scratch", mountPath="/scratch"))
+    main.readinessProbe.CopyFrom(probe)
+    main.securityContext.CopyFrom(core.SecurityContext(runAsUser=1000, readOnlyRootFilesystem=True))
+    spec = core.PodSpec(
+        restartPolicy="Never",
+        containers=[main],
+        volumes=[
+            core.Volume(
+                name="scratch", volumeSource=core.VolumeSource(emptyDir=core.EmptyDirVolumeSource(sizeLimit=Quantity(string="1Gi")))
+            )
+        ],
+        securityContext=core.PodSecurityContext(fsGroup=2000),
+        terminationGracePeriodSeconds=5,
+    )
+    found = manifest(submit_pb2.JobSubmitRequestItem(pod_spec=spec))
+    assert found["volumes"] == [{"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}}]
+    assert found["securityContext"] == {"fsGroup": 2000} and found["terminationGracePeriodSeconds"] == 5
+    (only,) = found["containers"]
+    assert only["env"] == [{"name": "A", "value": "1"}, {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    assert only["volumeMounts"] == [{"name": "scratch", "mountPath": "/scratch"}]
+    assert only["readinessProbe"] == {"httpGet": {"path": "/ready", "port": 8080}}
+    assert only["securityContext"] == {"runAsUser": 1000, "readOnlyRootFilesystem": True}
+    assert only["resources"] == {"requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}
+    named_port = core.Probe(handler=core.ProbeHandler(tcpSocket=core.TCPSocketAction(port=intstr.IntOrString(type=1, strVal="http"))))
+    spec.containers[0].livenessProbe.CopyFrom(named_port)
+    assert manifest(submit_pb2.JobSubmitRequestItem(pod_spec=spec))["containers"][0]["livenessProbe"] == {"tcpSocket": {"port": "http"}}
+
+
 def test_unset_fields_take_flotillas_defaults() -> None:
     converted = job_item(submit_pb2.JobSubmitRequestItem(pod_spec=pod()))
     assert converted["client_id"] is None and converted["namespace"] == "default" and converted["priority"] == 0.0
-    spec = converted["pod_spec"]
-    assert spec["termination_grace_period_seconds"] is None and spec["affinity"] is None and spec["priority_class_name"] is None
+    assert set(json.loads(converted["pod_spec"]["manifest"])) == {"restartPolicy", "containers"}
+    payload, _ = validate_item(converted, SubmitPolicy())
+    assert payload is not None
+    spec = payload["pod_spec"]
+    assert spec["termination_grace_period_seconds"] == 1 and spec["affinity"] is None and spec["priority_class_name"] == "armada-default"
     assert job_item(submit_pb2.JobSubmitRequestItem())["pod_spec"] is None  # refused by validation, with its reason
 
 
 def test_required_node_labels_join_the_node_selector_which_wins() -> None:
     item = submit_pb2.JobSubmitRequestItem(pod_spec=pod(nodeSelector={"zone": "a"}), required_node_labels={"zone": "b", "disk": "ssd"})
-    assert job_item(item)["pod_spec"]["node_selector"] == {"zone": "a", "disk": "ssd"}
+    assert manifest(item)["nodeSelector"] == {"zone": "a", "disk": "ssd"}
 
 
 def test_items_flotilla_cannot_run_are_answered_per_item() -> None:
@@ -217,11 +263,8 @@ def test_queue_grants_flotilla_cannot_hold_are_refused() -> None:
 
 
 def stored_job(state: str, **fields: Any) -> dict[str, Any]:
-    item = job_item(submit_pb2.JobSubmitRequestItem(pod_specs=[pod()], namespace="ns", priority=1))
-    spec = {
-        **{k: item[k] for k in ("client_id", "priority", "namespace", "labels", "annotations", "pod_spec", "services", "ingresses")},
-        "priority_class": "armada-default",
-    }
+    spec, reason = validate_item(job_item(submit_pb2.JobSubmitRequestItem(pod_specs=[pod()], namespace="ns", priority=1)), SubmitPolicy())
+    assert spec is not None, reason
     run = {
         "run_id": "run-1",
         "executor": "local",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from schemas.codec import encode
@@ -55,10 +57,8 @@ def test_a_full_job_file_becomes_a_valid_encodable_request() -> None:
     body = load_job_file(FULL)
     assert (body["queue"], body["job_set_id"]) == ("demo", "nightly")
     item = body["items"][0]
-    spec = item["pod_spec"]
-    assert spec["containers"][0]["resources"]["requests"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}
-    assert spec["affinity"]["node_affinity"]["required"][0]["match_expressions"][0]["operator"] == "NotIn"
-    assert spec["tolerations"][0]["effect"] == "NoSchedule"
+    spec = item["pod_spec"]["manifest"]  # the pod spec as written: the server reads what it needs from it
+    assert spec["containers"][0]["resources"]["requests"] == {"cpu": 2, "memory": "4Gi", "nvidia.com/gpu": 1}
     assert item["annotations"]["armadaproject.io/gangCardinality"] == "1"
     assert item["ingresses"][0]["tls_enabled"] is True
 
@@ -67,12 +67,43 @@ def test_a_full_job_file_becomes_a_valid_encodable_request() -> None:
     [result] = validate_request(request, QUEUE, SubmitPolicy())
     assert result.accepted, result.reason
     assert result.job["priority_class"] == "armada-preemptible"
-    assert result.job["pod_spec"]["termination_grace_period_seconds"] == 30
+    read = result.job["pod_spec"]
+    assert read["termination_grace_period_seconds"] == 30
+    assert read["containers"][0]["resources"]["requests"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}
+    assert read["affinity"]["node_affinity"]["required"][0]["match_expressions"][0]["operator"] == "NotIn"
+    assert read["tolerations"][0]["effect"] == "NoSchedule"
+
+
+def test_fields_flotilla_does_not_read_travel_with_the_job() -> None:
+    text = """
+queue: demo
+jobSetId: s
+jobs:
+  - podSpec:
+      volumes: [{name: data, persistentVolumeClaim: {claimName: datasets}}]
+      securityContext: {runAsNonRoot: true}
+      initContainers:
+        - {name: fetch, image: busybox, command: [true], securityContext: {readOnlyRootFilesystem: true}}
+      containers:
+        - name: main
+          image: busybox
+          env: [{name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]
+          volumeMounts: [{name: data, mountPath: /data}]
+          resources: {requests: {cpu: 1, memory: 1Gi}, limits: {cpu: 1, memory: 1Gi}}
+"""
+    body = load_job_file(text)
+    request = {"request_id": "r1", "user": "u", "groups": [], **body, "items": [jobspec.job_item(i) for i in body["items"]]}
+    [result] = validate_request(request, QUEUE, SubmitPolicy())
+    assert result.accepted, result.reason
+    manifest = json.loads(result.job["pod_spec"]["manifest"])
+    assert manifest["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}]
+    assert manifest["containers"][0]["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
+    assert result.job["pod_spec"]["containers"][0]["env"] == [], "a valueFrom variable exists in the cluster only"
 
 
 def test_pod_specs_list_with_one_spec_is_accepted() -> None:
     body = load_job_file("queue: q\njobSetId: s\njobs:\n  - podSpecs:\n      - containers: []\n")
-    assert body["items"][0]["pod_spec"] == {"containers": []}
+    assert body["items"][0]["pod_spec"] == {"manifest": {"containers": []}}
 
 
 @pytest.mark.parametrize(
@@ -81,7 +112,8 @@ def test_pod_specs_list_with_one_spec_is_accepted() -> None:
         ("queue: q\njobs: []\n", "missing jobSetId"),
         ("queue: q\njobSetId: s\njobs: []\n", "missing jobs"),
         ("queue: q\njobSetId: s\nextra: 1\njobs: [{}]\n", "unsupported field(s) extra"),
-        ("queue: q\njobSetId: s\njobs:\n  - podSpec: {volumes: []}\n", "jobs[0].podSpec: unsupported field(s) volumes"),
+        ("queue: q\njobSetId: s\njobs:\n  - podSpec: {containers: {main: {}}}\n", "jobs[0].podSpec.containers: expected a list, got dict"),
+        ("queue: q\njobSetId: s\njobs:\n  - podSpec: [1]\n", "jobs[0].podSpec: expected a mapping, got list"),
         ("queue: q\njobSetId: s\njobs:\n  - podSpecs: [{}, {}]\n", "exactly one pod spec per job"),
         (
             "queue: q\njobSetId: s\njobs:\n  - podSpec:\n      containers:\n        - resources: {requests: {cpu: [1]}}\n",

@@ -22,6 +22,7 @@ from executor.backend import Lease, RunStatus
 from executor.backends.kubernetes.backend import KubernetesBackend
 from executor.backends.kubernetes.manifests import label_value, pod_manifest, pod_name
 from executor.backends.kubernetes.status import milli_quantity, run_status
+from streams.domain.validation import SubmitPolicy, validate_item
 from tests.executor.driving import Clock
 from tests.executor.kube_server import FakeKubeApi
 
@@ -253,6 +254,50 @@ async def test_launch_creates_the_pod_bound_to_the_leased_node_with_services_and
 
         await until(lambda: h.states() == ["pending"], "pending reported")
         assert h.changes[0].node == "node-1" and h.changes[0].queue == "Team A/ML"
+
+
+WHOLE_POD_SPEC = {
+    "nodeSelector": {"disk": "ssd"},
+    "priorityClassName": "armada-preemptible",
+    "securityContext": {"runAsNonRoot": True, "fsGroup": 2000},
+    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}, {"name": "scratch", "emptyDir": {}}],
+    "initContainers": [
+        {"name": "fetch", "image": "busybox:1.36", "command": ["true"], "volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+    ],
+    "containers": [
+        {
+            "name": "main",
+            "image": "busybox:1.36",
+            "command": ["sh", "-c", "sleep 5"],
+            "env": [{"name": "MODE", "value": "fast"}, {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+            "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+            "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 5},
+            "securityContext": {"readOnlyRootFilesystem": True},
+            "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "500m", "memory": "1Gi"}},
+        }
+    ],
+}
+
+
+@run
+async def test_a_pod_spec_given_whole_reaches_the_cluster_whole() -> None:
+    """Every field the user wrote reaches the pod; Flotilla puts in only what it decides."""
+    spec, problem = validate_item({"priority": 0.0, "pod_spec": {"manifest": WHOLE_POD_SPEC}}, SubmitPolicy())
+    assert spec is not None, problem
+    async with cluster() as h:
+        await h.start()
+        await h.backend.launch(Lease(job_id="job-W", run_id=RUN, queue="ml", job_set_id="nightly", node="node-1", spec=spec))
+        pod = h.api.pod("default", POD)
+        assert pod is not None
+        created = pod["spec"]
+        assert created["volumes"] == WHOLE_POD_SPEC["volumes"] and created["securityContext"] == WHOLE_POD_SPEC["securityContext"]
+        assert created["initContainers"] == WHOLE_POD_SPEC["initContainers"]
+        [main] = created["containers"]
+        for field_name in ("env", "volumeMounts", "readinessProbe", "securityContext", "resources", "command"):
+            assert main[field_name] == WHOLE_POD_SPEC["containers"][0][field_name], field_name
+        assert (created["nodeName"], created["restartPolicy"], created["nodeSelector"]) == ("node-1", "Never", {"disk": "ssd"})
+        assert created["terminationGracePeriodSeconds"] == 1 and created["activeDeadlineSeconds"] == 3 * 24 * 3600  # settled at submission
+        assert "priorityClassName" not in created, "Flotilla's priority classes are not the cluster's"
 
 
 @run

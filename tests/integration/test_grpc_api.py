@@ -8,6 +8,7 @@ leave nothing on the log.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -162,6 +163,31 @@ def test_twenty_jobs_are_queued_and_details_describe_them(client: ArmadaClient) 
     assert dict(client.get_job_run_details(["no-such-run"]).job_run_details) == {}
     active = client.job_stub.GetActiveQueues(job_pb2.GetActiveQueuesRequest())
     assert QUEUE in active.active_queues_by_pool["default"].queues
+
+
+def test_a_pod_spec_reaches_the_job_whole(client: ArmadaClient, worker: Worker) -> None:
+    """Volumes, security contexts and env.valueFrom travel with the job; nodeName is refused with the reason."""
+    spec = pod(
+        volumes=[core.Volume(name="scratch", volumeSource=core.VolumeSource(emptyDir=core.EmptyDirVolumeSource()))],
+        securityContext=core.PodSecurityContext(runAsNonRoot=True),
+    )
+    spec.containers[0].env.append(
+        core.EnvVar(name="NODE", valueFrom=core.EnvVarSource(fieldRef=core.ObjectFieldSelector(fieldPath="spec.nodeName")))
+    )
+    spec.containers[0].volumeMounts.append(core.VolumeMount(name="scratch", mountPath="/scratch"))
+    pinned = pod(nodeName="node-7")
+    answer = client.submit_jobs(QUEUE, "whole", [client.create_job_request_item(priority=1, pod_spec=p) for p in (spec, pinned)])
+    whole, refused = answer.job_response_items
+    assert whole.job_id and not whole.error
+    assert not refused.job_id and "pod spec field nodeName is refused" in refused.error
+
+    def stored() -> dict[str, Any] | None:
+        return worker.job_states().get(whole.job_id)
+
+    manifest = json.loads(poll(stored, 30, "the job on job-states")["spec"]["pod_spec"]["manifest"])
+    assert manifest["volumes"] == [{"name": "scratch", "emptyDir": {}}] and manifest["securityContext"] == {"runAsNonRoot": True}
+    assert manifest["containers"][0]["env"][-1] == {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    assert manifest["containers"][0]["volumeMounts"] == [{"name": "scratch", "mountPath": "/scratch"}]
 
 
 def test_a_client_id_submits_once(client: ArmadaClient) -> None:

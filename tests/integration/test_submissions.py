@@ -6,6 +6,7 @@ Against the real embedded broker and a real control-plane worker (see conftest.p
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -153,3 +154,41 @@ def test_metrics_count_what_the_pipeline_did(worker: Worker, submitted: dict[str
     assert value("flotilla_jobs_rejected", queue=QUEUE) == 0
     assert value("flotilla_events", outcome="applied") >= len(states)
     assert value("flotilla_submissions", outcome="malformed") == 0
+
+
+WHOLE = {
+    "restartPolicy": "Never",
+    "securityContext": {"runAsNonRoot": True},
+    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}],
+    "containers": [
+        {
+            "name": "main",
+            "image": "busybox:1.36",
+            "command": ["sh", "-c", "true"],
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+        }
+    ],
+}
+
+
+def test_a_pod_spec_given_whole_is_kept_whole_over_rest_and_from_a_producer(worker: Worker) -> None:
+    """Runs last (its jobs are not counted above). The scheduler reads what it needs, the rest travels."""
+    create_queue(worker.client, "whole")
+    status, body = submit(worker.client, "whole", "rest", [{"priority": 1.0, "pod_spec": {"manifest": WHOLE}}])
+    assert status == 200, body
+    status, refused = submit(worker.client, "whole", "rest", [{"priority": 1.0, "pod_spec": {"manifest": {**WHOLE, "hostPID": True}}}])
+    assert status == 422 and "pod spec field hostPID is refused" in refused["items"][0]["error"], refused
+    # A producer of the submissions topic gives the manifest alone: what Flotilla reads is derived from it.
+    worker.produce(
+        "submissions", [submission(submit_record("whole", "direct", [{"client_id": "whole-1", "pod_spec": {"manifest": WHOLE}}]))]
+    )
+
+    def both() -> list[dict[str, Any]] | None:
+        found = [job for job in worker.job_states().values() if job["queue"] == "whole"]
+        return found if len(found) == 2 else None
+
+    for job in poll(both, 30, "both jobs on job-states"):
+        spec = job["spec"]["pod_spec"]
+        assert json.loads(spec["manifest"]) == WHOLE, job["job_set_id"]
+        assert spec["containers"][0]["resources"]["requests"] == {"cpu": "100m", "memory": "64Mi"}, job["job_set_id"]

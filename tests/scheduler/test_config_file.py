@@ -51,6 +51,7 @@ submission:
   defaultActiveDeadline: 1h
   defaultActiveDeadlineByResourceRequest: {nvidia.com/gpu: 4h}
   maxPodSpecSizeBytes: 1000
+  allowHostNamespaces: true
 """
 
 
@@ -82,7 +83,7 @@ def test_no_file_is_armadas_production_defaults() -> None:
     assert policy.priority_classes == {"armada-default", "armada-preemptible"} and policy.default_priority_class == "armada-default"
     assert (policy.min_termination_grace_period_s, policy.max_termination_grace_period_s) == (1, 300)
     assert (policy.default_active_deadline_s, dict(policy.active_deadline_by_resource)) == (72 * 3600, {"nvidia.com/gpu": 336 * 3600})
-    assert policy.max_pod_spec_bytes == 65535
+    assert policy.max_pod_spec_bytes == 65535 and policy.allow_host_namespaces is False
     assert cycle.config_hash == configuration.hash and len(configuration.hash) == 16
     assert load("") == configuration == parse({}) == parse(None)
 
@@ -120,7 +121,7 @@ def test_every_setting_reaches_the_scheduler_and_the_submission_rules() -> None:
     assert (policy.priority_classes, policy.default_priority_class) == ({"batch", "urgent"}, "batch")
     assert (policy.min_termination_grace_period_s, policy.max_termination_grace_period_s) == (2, 600)
     assert (policy.default_active_deadline_s, dict(policy.active_deadline_by_resource)) == (3600, {"nvidia.com/gpu": 4 * 3600})
-    assert policy.max_pod_spec_bytes == 1000
+    assert policy.max_pod_spec_bytes == 1000 and policy.allow_host_namespaces is True
 
 
 def test_the_resolved_document_names_every_setting_and_reads_back_to_the_same_hash() -> None:

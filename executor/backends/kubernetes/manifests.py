@@ -2,14 +2,16 @@
 
 Pure functions from a ``Lease`` (whose spec is the JobSubmitted payload, snake_case as in
 ``schemas/``) to API manifests (camelCase dicts, as on the wire), so what Flotilla asks of a
-cluster can be read and tested without one. Names derive from the run id only, which makes a
-replayed lease create the same objects again, and the API server's 409 Conflict tells the
-backend it already did.
+cluster can be read and tested without one. A pod spec given whole (its ``manifest``) becomes the
+pod as given, with what Flotilla decides put in; only a spec without one is built from the fields.
+Names derive from the run id only, which makes a replayed lease create the same objects again,
+and the API server's 409 Conflict tells the backend it already did.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any
 
@@ -138,6 +140,7 @@ def pod_manifest(lease: Lease, executor_id: str, namespace: str) -> dict[str, An
     spec = lease.spec
     pod = spec.get("pod_spec") or {}
     labels, originals = identity(lease, executor_id)
+    given = pod.get("manifest")
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -147,7 +150,9 @@ def pod_manifest(lease: Lease, executor_id: str, namespace: str) -> dict[str, An
             "labels": {**(spec.get("labels") or {}), **labels},
             "annotations": {**(spec.get("annotations") or {}), **originals},
         },
-        "spec": _without_none(
+        "spec": _whole(json.loads(given), pod, lease.node)
+        if given
+        else _without_none(
             {
                 "nodeName": lease.node,
                 "restartPolicy": "Never",
@@ -162,6 +167,20 @@ def pod_manifest(lease: Lease, executor_id: str, namespace: str) -> dict[str, An
             }
         ),
     }
+
+
+def _whole(given: dict[str, Any], pod: dict[str, Any], node: str) -> dict[str, Any]:
+    """The pod spec as the user gave it (every field: volumes, security contexts, probes...), with
+    what Flotilla decides put in: the node, no restarts, the grace period and deadline submission
+    settled, and no priority class (Flotilla's classes are not Kubernetes')."""
+    decided = {
+        "nodeName": node,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": pod.get("termination_grace_period_seconds"),
+        "activeDeadlineSeconds": pod.get("active_deadline_seconds"),
+    }
+    whole = {key: value for key, value in given.items() if key != "priorityClassName"}
+    return {**whole, **{key: value for key, value in decided.items() if value is not None}}
 
 
 def _owned_metadata(name: str, namespace: str, lease: Lease, executor_id: str, owner: tuple[str, str]) -> dict[str, Any]:

@@ -2,19 +2,19 @@
 
 Pure: what an Armada client sends becomes the snake_case shape of schemas/ (completed by
 `streams.domain.jobspec`), and what Flotilla stores goes back as Armada's messages (a job's spec
-through `job_message`, which the event stream shares). Pod-spec fields
-outside Flotilla's Avro subset (volumes, security contexts, probes, ...) are dropped, as the REST
-API drops them. A request Flotilla cannot express raises `ValueError` with the reason.
+through `job_message`, which the event stream shares). A pod spec travels whole, in Kubernetes'
+JSON shape (`kubernetes`), and submission reads what Flotilla needs from it as it does for every
+way in (`streams.domain.podspec`). A request Flotilla cannot express raises `ValueError` with the
+reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 from armada_client.armada import job_pb2, submit_pb2
-from armada_client.k8s.io.api.core.v1 import generated_pb2 as core
-from armada_client.k8s.io.apimachinery.pkg.api.resource.generated_pb2 import Quantity
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -91,64 +91,54 @@ def _present(message: Message, name: str) -> Any:
     return getattr(message, name) if message.HasField(name) else None
 
 
-def _quantities(quantities: Mapping[str, Quantity]) -> dict[str, str]:
-    return {name: quantity.string for name, quantity in quantities.items()}
-
-
-def _container(container: core.Container) -> dict[str, Any]:
-    resources = container.resources
-    return {
-        "name": container.name,
-        "image": container.image,
-        "command": list(container.command),
-        "args": list(container.args),
-        "env": [{"name": env.name, "value": env.value} for env in container.env],
-        "working_dir": _present(container, "workingDir"),
-        "resources": {"requests": _quantities(resources.requests), "limits": _quantities(resources.limits)},
-        "ports": [
-            {"container_port": port.containerPort, "protocol": _present(port, "protocol"), "name": _present(port, "name")}
-            for port in container.ports
-        ],
+# Go structs that Kubernetes' protobufs give a field of their own and its JSON shape inlines.
+_EMBEDDED = frozenset(
+    {
+        ("k8s.io.api.core.v1.Volume", "volumeSource"),
+        ("k8s.io.api.core.v1.Probe", "handler"),
+        ("k8s.io.api.core.v1.EphemeralContainer", "ephemeralContainerCommon"),
     }
+)
+_QUANTITY = "k8s.io.apimachinery.pkg.api.resource.Quantity"
+_INT_OR_STRING = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
+_TIMES = frozenset({"k8s.io.apimachinery.pkg.apis.meta.v1.Time", "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime"})
 
 
-def _affinity(affinity: core.Affinity) -> dict[str, Any]:
-    if not affinity.HasField("nodeAffinity"):
-        return {"node_affinity": None}
-    required = affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
-    return {
-        "node_affinity": {
-            "required": [
-                {"match_expressions": [{"key": e.key, "operator": e.operator, "values": list(e.values)} for e in term.matchExpressions]}
-                for term in required.nodeSelectorTerms
-            ]
-        }
-    }
+def kubernetes(message: Message) -> dict[str, Any]:
+    """A Kubernetes object (a PodSpec) in its API's JSON shape, as kubectl and the API server take it,
+    from the generated protobuf message: every field set, with quantities, int-or-strings and times
+    as Kubernetes writes them and embedded structs inlined (protobuf's own JSON mapping differs)."""
+    found: dict[str, Any] = {}
+    owner = message.DESCRIPTOR.full_name
+    for field, value in message.ListFields():
+        converted = _field_value(field, value)
+        if (owner, field.name) in _EMBEDDED:
+            found.update(converted)
+        else:
+            found[field.json_name] = converted
+    return found
 
 
-def pod_spec(spec: core.PodSpec) -> dict[str, Any]:
-    """The PodSpec in the snake_case shape `jobspec.pod_spec` completes."""
-    return {
-        "containers": [_container(c) for c in spec.containers],
-        "init_containers": [_container(c) for c in spec.initContainers],
-        "node_selector": dict(spec.nodeSelector),
-        "tolerations": [
-            {
-                "key": _present(t, "key"),
-                "operator": _present(t, "operator"),
-                "value": _present(t, "value"),
-                "effect": _present(t, "effect"),
-                "toleration_seconds": _present(t, "tolerationSeconds"),
-            }
-            for t in spec.tolerations
-        ],
-        "affinity": _affinity(spec.affinity) if spec.HasField("affinity") else None,
-        "termination_grace_period_seconds": _present(spec, "terminationGracePeriodSeconds"),
-        "active_deadline_seconds": _present(spec, "activeDeadlineSeconds"),
-        "priority_class_name": _present(spec, "priorityClassName"),
-        "restart_policy": _present(spec, "restartPolicy"),
-        "service_account_name": _present(spec, "serviceAccountName"),
-    }
+def _field_value(field: Any, value: Any) -> Any:
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        entry = field.message_type.fields_by_name["value"]
+        return {key: _single(entry, item) for key, item in value.items()}
+    if field.is_repeated:
+        return [_single(field, item) for item in value]
+    return _single(field, value)
+
+
+def _single(field: Any, value: Any) -> Any:
+    if field.message_type is None:
+        return value
+    name = field.message_type.full_name
+    if name == _QUANTITY:
+        return value.string
+    if name == _INT_OR_STRING:
+        return value.strVal if value.type == 1 else value.intVal
+    if name in _TIMES:
+        return datetime.fromtimestamp(value.seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return kubernetes(value)
 
 
 def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
@@ -160,10 +150,14 @@ def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
         specs = [item.pod_spec]
     if len(specs) > 1:
         raise ValueError(f"a job runs exactly one pod, but this item has {len(specs)} pod specs")
-    spec = pod_spec(specs[0]) if specs else None
-    if spec is not None and item.required_node_labels:
-        # The deprecated field means what PodSpec.nodeSelector means; the pod spec's own entries win.
-        spec["node_selector"] = {**item.required_node_labels, **spec["node_selector"]}
+    spec = None
+    if specs:
+        # The whole pod spec travels as its manifest; submission derives what Flotilla reads from it.
+        manifest = kubernetes(specs[0])
+        if item.required_node_labels:
+            # The deprecated field means what PodSpec.nodeSelector means; the pod spec's own entries win.
+            manifest["nodeSelector"] = {**item.required_node_labels, **manifest.get("nodeSelector", {})}
+        spec = {"manifest": manifest}
     annotations = dict(item.annotations)
     if item.external_job_uri:
         annotations[EXTERNAL_JOB_URI] = item.external_job_uri
