@@ -13,6 +13,7 @@ and follow job states with nothing of Flotilla but its schemas.
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import uuid
@@ -25,6 +26,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from fastavro import schemaless_writer
 
 from ops.broker import EmbeddedBroker
 from schemas import codec
@@ -126,11 +128,18 @@ def test_node_consumer_reads_job_states(worker: Worker, submitted: dict[str, dic
         assert state["spec"]["pod_spec"]["containers"][0]["resources"]["requests"] == {"cpu": "100m", "memory": "64Mi"}
 
 
+def first_framing(record: dict[str, Any]) -> bytes:
+    """A submit request as written before single-object encoding: f1, release 1, the body in
+    release v1's schema (the only one that framing ever carried)."""
+    buffer = io.BytesIO()
+    schemaless_writer(buffer, codec.parse_directory(codec.FROZEN_DIR / "v1")["submit_request"], record)
+    return b"\xf1\x01" + buffer.getvalue()
+
+
 def test_wrongly_framed_and_malformed_messages_are_rejected_and_nothing_else_is_lost(worker: Worker, submitted: dict) -> None:
     third_party = ThirdParty()
     valid = request("around-bad-ones", ["before"])
-    legacy = request("around-bad-ones", ["first-framing"])
-    body = codec.encode("submit_request", legacy)[10:]
+    body = first_framing(request("around-bad-ones", ["first-framing"]))[2:]
     bad = {
         b"bad-json": (json.dumps({"queue": QUEUE}).encode(), "unknown framing, first byte 0x7b"),
         b"bad-no-header": (body, "unknown framing, first byte"),
@@ -207,7 +216,7 @@ def test_with_a_schema_registry_confluent_kafkas_avro_serde_talks_to_flotilla(
         [
             (QUEUE.encode(), serializer(confluent, context)),
             (QUEUE.encode(), ThirdParty().encode("submit_request", request("with-registry", ["single-object"]))),
-            (QUEUE.encode(), b"\xf1\x01" + codec.encode("submit_request", request("with-registry", ["first-framing"]))[10:]),
+            (QUEUE.encode(), first_framing(request("with-registry", ["first-framing"]))),
         ],
     )
     deserializer = AvroDeserializer(client)
