@@ -8,21 +8,28 @@ from __future__ import annotations
 
 from streams.agents import executor_reports, ingest, job_state, scheduler
 from streams.api.grpc.server import GrpcServer
+from streams.api.job_queries import JobQueries
 from streams.api.operations import Operations
 from streams.api.rest import routes
 from streams.config import Settings
 from streams.domain.ids import IdFactory
 from streams.domain.validation import SubmitPolicy
+from streams.metrics import ObservedCollector
+from streams.observing import observed
 from streams.plane import ControlPlane, build_plane
 
 
 def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None) -> ControlPlane:
     plane = build_plane(settings, policy)
     plane.app.service(plane.queues)  # type: ignore[arg-type]  # Faust types only classes; it takes instances too
+    plane.app.on_partitions_assigned.connect(plane.job_index.forget)
+    plane.app.on_partitions_revoked.connect(plane.job_index.forget)
     ingest.register(plane)
     job_state.register(plane)
     executor_reports.register(plane)
-    scheduler.register(plane)
+    scheduling = scheduler.register(plane)
+    plane.cluster.index = lambda: scheduling.index
+    plane.metrics.registry.register(ObservedCollector(observed(plane)))
     ops = Operations(
         queues=plane.queues,
         jobs=plane.jobs,
@@ -32,6 +39,13 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
         ids=IdFactory.system(),
         submit_timeout_s=settings.submit_timeout_s,
     )
-    routes.register(plane, ops)
+    queries = JobQueries(
+        index=plane.job_index,
+        queues=plane.queues,
+        permissions=plane.permissions,
+        partitions_total=settings.partitions,
+        ready=lambda: plane.ready,
+    )
+    routes.register(plane, ops, queries)
     plane.app.service(GrpcServer.for_plane(plane, ops))  # type: ignore[arg-type]  # an instance, as above
     return plane

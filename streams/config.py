@@ -64,6 +64,10 @@ class Settings:
     scheduling_rate: float = 10_000.0
     scheduling_burst: int = 10_000
     log_level: str = "info"
+    # text, or json: one JSON object a line with job, run, queue and executor fields where they apply.
+    log_format: str = "text"
+    # Where executors serve their HTTP API (run logs): "id=http://host:port,id=...".
+    executor_urls: str = ""
 
     @property
     def bootstrap(self) -> str:

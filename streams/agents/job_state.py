@@ -74,6 +74,7 @@ async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
         outcomes.update(folded.outcomes)
         forwarded += folded.feed
         commands += folded.commands
+    await plane.job_index.write_pending(plane.jobs, plane.batch_producer)  # first: see streams/tables/job_index.py
     await plane.jobs.write_pending(plane.batch_producer)
     for record in feed_records(forwarded):
         await plane.topics.scheduler_feed.send(value=feed.encode(record))

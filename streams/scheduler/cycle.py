@@ -208,6 +208,8 @@ class Cycle:
                 limiters=self.index.limiters,
             )
             result = schedule(inputs, self.config.scheduling)
+            if self.config.observe is not None:
+                self.config.observe(pool, inputs, result)
             self.apply(pool, result, where, leased)
             self.outcome.changed += self.index.set_limiters(result.limiters)
 
