@@ -153,7 +153,7 @@ class ObservedCollector(Collector):
             ("flotilla_executor_schedulable_nodes", "Nodes of the executor that take new runs", ["executor", "pool"]),
             ("flotilla_executor_capacity", "Allocatable resources of the executor's nodes", ["executor", "pool", "resource"]),
             ("flotilla_executor_allocated", "Resources requested by the executor's active runs", ["executor", "pool", "resource"]),
-            ("flotilla_executor_runs", "Active runs on the executor, by state", ["executor", "pool", "state"]),
+            ("flotilla_executor_active_runs", "Runs the scheduler holds active on the executor, from lease to end", ["executor", "pool"]),
             ("flotilla_executor_report_age_seconds", "Time since the executor's last report reached the scheduler", ["executor", "pool"]),
             (
                 "flotilla_consumer_lag_messages",
@@ -196,8 +196,7 @@ class ObservedCollector(Collector):
                 families["flotilla_executor_capacity"].add_metric([*labels, resource], _units(amount))
             for resource, amount in sorted(executor["allocated"].items()):
                 families["flotilla_executor_allocated"].add_metric([*labels, resource], _units(amount))
-            for state, count in executor["runs"].items():
-                families["flotilla_executor_runs"].add_metric([*labels, state], count)
+            families["flotilla_executor_active_runs"].add_metric(labels, executor["active_runs"])
             families["flotilla_executor_report_age_seconds"].add_metric(labels, executor["report_age_s"])
 
     def _pipeline(self, families: dict[str, GaugeMetricFamily]) -> None:

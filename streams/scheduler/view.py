@@ -94,17 +94,21 @@ class ClusterView:
         return None
 
     def executors(self, now_ms: int) -> list[dict[str, Any]]:
-        """Per executor: pool, nodes, capacity and allocation per resource, runs by state, report age."""
+        """Per executor: pool, nodes, capacity and allocation per resource, active runs, report age.
+
+        Runs are counted as the scheduler holds them: active from their lease until they end (a
+        run's pending and running reports reach the scheduler only when they matter to it, so the
+        executor's own metrics count runs by state)."""
         index = self.index()
         if index is None:
             return []
         allocated: dict[str, Counter[str]] = {name: Counter() for name in index.executors}
-        runs: dict[str, Counter[str]] = {name: Counter() for name in index.executors}
+        runs: Counter[str] = Counter()
         for entry in index.jobs.values():
             delta = entry.delta
             if delta.executor in allocated and delta.run_state in ACTIVE:
                 allocated[delta.executor].update(delta.requests)
-                runs[delta.executor][delta.run_state or ""] += 1
+                runs[delta.executor] += 1
         report = []
         for name, state in sorted(index.executors.items()):
             capacity: Counter[str] = Counter()
@@ -118,7 +122,7 @@ class ClusterView:
                     "schedulable_nodes": sum(1 for node in state.nodes if not node.unschedulable),
                     "capacity": dict(capacity),
                     "allocated": dict(allocated[name]),
-                    "runs": {run_state: runs[name].get(run_state, 0) for run_state in ("leased", "pending", "running")},
+                    "active_runs": runs[name],
                     "report_age_s": max(0.0, (now_ms - index.heard.get(name, state.time)) / 1000.0),
                 }
             )

@@ -53,8 +53,9 @@ const stateBadge = (state) => h("span", { class: `state state-${state}` }, state
 const jobLink = (id) => h("a", { href: `#/job/${encodeURIComponent(id)}` }, id);
 const jobSetLink = (queue, jobSet) => h("a", { href: `#/jobset/${encodeURIComponent(queue)}/${encodeURIComponent(jobSet)}` }, jobSet);
 
+// Quantities come in milli-units (1000 = one core, one byte, one device).
 function amount(resource, value) {
-  if (resource === "memory") return `${(value / 2 ** 30).toFixed(2)} GiB`;
+  if (resource === "memory") return `${(value / 1000 / 2 ** 30).toFixed(2)} GiB`;
   if (resource === "cpu") return `${(value / 1000).toFixed(2)} cpu`;
   return `${(value / 1000).toFixed(2)} ${resource}`;
 }
@@ -68,7 +69,7 @@ function table(caption, headings, rows) {
 }
 
 function show(...nodes) {
-  main.replaceChildren(...nodes);
+  main.replaceChildren(...nodes.filter((node) => node !== null));
 }
 
 // ------------------------------------------------------------------ queues
@@ -102,14 +103,14 @@ async function queuesPage(live) {
   const executors = cluster.executors.map((e) => h("tr", {},
     h("th", { scope: "row" }, e.executor), h("td", {}, e.pool), h("td", { class: "num" }, e.nodes),
     h("td", {}, resources(e.capacity)), h("td", {}, resources(e.allocated)),
-    h("td", {}, `${e.runs.leased} leased, ${e.runs.pending} pending, ${e.runs.running} running`),
+    h("td", { class: "num" }, e.active_runs),
     h("td", { class: "num" }, `${e.report_age_s.toFixed(1)} s`)));
   show(
     h("h1", {}, "Queues"),
     table("Queues: weight, shares of the last scheduling cycle, usage and jobs",
       ["Queue", "Weight", "Cordon", "Fair share", "Adjusted fair share", "Current share", "Usage", "Queued", "Active", "Succeeded", "Ended otherwise"], rows),
     cluster.scheduler_here ? null : h("p", {}, "Shares and executors are shown by the worker that schedules; this one does not."),
-    table("Executors", ["Executor", "Pool", "Nodes", "Capacity", "Allocated", "Runs", "Last report"], executors));
+    table("Executors", ["Executor", "Pool", "Nodes", "Capacity", "Allocated", "Active runs", "Last report"], executors));
 }
 
 // ------------------------------------------------------------------ jobs
@@ -280,7 +281,7 @@ function route() {
   return (live) => queuesPage(live);
 }
 
-async function render() {
+async function render(clearStatus) {
   const token = ++pageToken;
   clearTimeout(refreshTimer);
   const page = route();
@@ -293,7 +294,7 @@ async function render() {
     }
     if (token === pageToken) refreshTimer = setTimeout(() => run(true), REFRESH_MS);
   };
-  say("");
+  if (clearStatus) say("");
   await run(false);
 }
 
@@ -303,7 +304,7 @@ document.getElementById("token-form").addEventListener("submit", (event) => {
   if (value) sessionStorage.setItem("flotilla-token", value);
   else sessionStorage.removeItem("flotilla-token");
   say(value ? "token in use for this session" : "no token", "ok");
-  render();
+  render(false);
 });
-window.addEventListener("hashchange", render);
-render();
+window.addEventListener("hashchange", () => render(true));
+render(true);

@@ -156,6 +156,20 @@ class KubernetesBackend:
         self._forget_expired()
         return list(self._statuses.values())
 
+    async def logs(self, run_id: str, limit_bytes: int) -> bytes | None:
+        """The pod's log while the pod exists (Kubernetes keeps it no longer)."""
+        where = self._pods.get(run_id)
+        if where is None:
+            return None
+        namespace, name = where
+        try:
+            text = await asyncio.to_thread(self._core.read_namespaced_pod_log, name, namespace, limit_bytes=limit_bytes)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return str(text).encode()
+
     async def nodes(self) -> list[NodeInfo]:
         nodes, pods = await asyncio.gather(
             asyncio.to_thread(self._core.list_node),
