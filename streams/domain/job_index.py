@@ -309,7 +309,7 @@ class JobIndex:
 
     def _sources(self, query: JobQuery, visible: Callable[[str], bool]) -> list[SortedList]:
         """The narrowest lists that hold every job the query can match."""
-        queues = [q for q in (query.queues or sorted({q for q, _ in self.counts})) if visible(q)]
+        queues = [q for q in dict.fromkeys(query.queues or sorted({q for q, _ in self.counts})) if visible(q)]
         if query.job_set is not None:
             return [self.by_job_set[(q, query.job_set)] for q in queues if (q, query.job_set) in self.by_job_set]
         narrow: list[SortedList] = []
@@ -318,7 +318,7 @@ class JobIndex:
         narrow += [self.by_label.get(pair, SortedList()) for pair in query.labels]
         if narrow:
             return [min(narrow, key=len)]
-        states = query.states or STATE_ORDER
+        states = dict.fromkeys(query.states or STATE_ORDER)  # a state named twice is walked once
         return [self.by_state[(q, s)] for q in queues for s in states if (q, s) in self.by_state]
 
     def group_counts(self, group_by: str, queues: tuple[str, ...], visible: Callable[[str], bool]) -> list[dict[str, Any]]:

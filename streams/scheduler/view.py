@@ -15,16 +15,8 @@ from typing import Any
 
 from streams.domain.states import ACTIVE
 from streams.scheduler.algorithm.model import CycleInput, CycleResult
+from streams.scheduler.algorithm.reasons import reason_kind
 from streams.scheduler.index import SchedulerIndex
-
-# Reasons name gangs, queues and amounts; a metric label takes the part before the first colon
-# or parenthesis, so the number of label values stays small.
-_REASON_CUT = (":", "(", ";")
-
-
-def reason_class(reason: str) -> str:
-    cut = min((i for i in (reason.find(c) for c in _REASON_CUT) if i > 0), default=len(reason))
-    return reason[:cut].strip()
 
 
 @dataclass
@@ -60,10 +52,10 @@ class PoolCycle:
         ]
 
     def unschedulable(self) -> dict[str, int]:
-        """Jobs left queued, by class of reason."""
+        """Jobs left queued, by kind of reason."""
         counts: Counter[str] = Counter()
         for group in self.result.unscheduled:
-            counts[reason_class(group.reason)] += len(group.job_ids)
+            counts[reason_kind(group.reason)] += len(group.job_ids)
         return dict(sorted(counts.items()))
 
     def capacity(self) -> dict[str, int]:
