@@ -125,6 +125,24 @@ def wait_counted(client: Client, jobs: int) -> float:
         time.sleep(0.5)
 
 
+def states(client: Client) -> dict[str, int]:
+    by_state: dict[str, int] = {}
+    for group in client.job_counts():
+        for state, count in group.counts.items():
+            by_state[state] = by_state.get(state, 0) + count
+    return by_state
+
+
+def wait_cancelled(client: Client, jobs: int) -> dict[str, int]:
+    """Jobs by state once the cancelled job set's ``jobs`` (at least most of them) show as cancelled."""
+    deadline = time.monotonic() + 120
+    while (found := states(client))["cancelled"] < jobs * 0.9:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {found['cancelled']:,} of {jobs:,} jobs cancelled after 120 s")
+        time.sleep(0.5)
+    return found
+
+
 def queries(client: Client, queue: str, cursor_depth: int) -> dict[str, Callable[[], Any]]:
     def deep_page() -> Any:
         page = client.list_jobs(queues=[queue])
@@ -157,7 +175,9 @@ def pages(worker_url: str, directory: Path, queue: str, job_id: str, repeat: int
         "jobs_one_job_set": (f"/jobs?queue={queue}&job_set=set-1", "tr[data-job]"),
         "jobs_running": ("/jobs?state=running", "tr[data-job]"),
         "job_set": (f"/jobset/{queue}/set-1", "tr[data-job]"),
-        "job_page_with_events": (f"/job/{job_id}", "section[aria-label=Events] table tbody tr"),
+        "job_page": (f"/job/{job_id}", "#job-state .state"),
+        # Its events are read from the events topic (the job set's key, from the start), after the rest is shown.
+        "job_page_events": (f"/job/{job_id}", "section[aria-label=Events] table tbody tr"),
     }
     found: dict[str, dict[str, float]] = {}
     with chromium(directory / "chromium-profile", directory / "chromedriver.log") as driver:
@@ -229,12 +249,7 @@ def run(args: argparse.Namespace, directory: Path, children: Children) -> dict[s
     asyncio.run(fill(broker.bootstrap, records))
     fill_s = (time.monotonic() - started) + wait_counted(client, args.jobs)
     client.call("POST", f"/api/v1/queues/{queues[0]}/jobsets/set-2/cancel", {"reason": "bench"})
-    time.sleep(3.0)  # the cancel applies at the next cycle
-    counts = client.job_counts()
-    by_state: dict[str, int] = {}
-    for group in counts:
-        for state, count in group.counts.items():
-            by_state[state] = by_state.get(state, 0) + count
+    by_state = wait_cancelled(client, args.jobs // (args.queues * args.job_sets))
     log(f"fill: {args.jobs:,} jobs listed after {fill_s:.1f}s; by state {by_state}")
     rss_full = rss_mib(worker)
 

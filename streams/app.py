@@ -30,6 +30,13 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
     scheduling = scheduler.register(plane)
     plane.cluster.index = lambda: scheduling.index
     plane.metrics.registry.register(ObservedCollector(observed(plane)))
+    queries = JobQueries(
+        index=plane.job_index,
+        queues=plane.queues,
+        permissions=plane.permissions,
+        partitions_total=settings.partitions,
+        ready=lambda: plane.ready,
+    )
     ops = Operations(
         queues=plane.queues,
         jobs=plane.jobs,
@@ -37,14 +44,8 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
         topics=plane.topics,
         replies=plane.replies,
         ids=IdFactory.system(),
+        queries=queries,
         submit_timeout_s=settings.submit_timeout_s,
-    )
-    queries = JobQueries(
-        index=plane.job_index,
-        queues=plane.queues,
-        permissions=plane.permissions,
-        partitions_total=settings.partitions,
-        ready=lambda: plane.ready,
     )
     routes.register(plane, ops, queries)
     plane.app.service(GrpcServer.for_plane(plane, ops))  # type: ignore[arg-type]  # an instance, as above

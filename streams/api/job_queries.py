@@ -15,7 +15,7 @@ from typing import Any
 
 from streams.api.errors import ApiError
 from streams.auth import Permissions, Principal
-from streams.domain.job_index import JobQuery, decode_cursor, encode_cursor
+from streams.domain.job_index import JobIndex, JobQuery, decode_cursor, encode_cursor
 from streams.tables.job_index import JobIndexStore
 from streams.tables.queues import QueueReplica
 
@@ -117,13 +117,14 @@ class JobQueries:
     def _answer(self, **body: Any) -> dict[str, Any]:
         return {**body, "partitions": self.index.partitions(), "partitions_total": self.partitions_total}
 
-    def _index(self) -> Any:
+    def current(self) -> JobIndex:
+        """The index of this worker's partitions; 503 while its tables are being recovered."""
         if not self.ready():
             raise ApiError(503, "this worker is recovering its tables; retry shortly")
         return self.index.current()
 
     def list_jobs(self, principal: Principal, query: JobQuery) -> dict[str, Any]:
-        page = self._index().query(query, self.visible(principal))
+        page = self.current().query(query, self.visible(principal))
         return self._answer(
             jobs=[row.view() for row in page.rows],
             next_cursor=None if page.next_after is None else encode_cursor(page.next_after),
@@ -135,7 +136,7 @@ class JobQueries:
             raise ApiError(400, f"unknown parameter(s) {', '.join(unknown)}; parameters are group_by, queue")
         group_by = _one(params, "group_by") or "queue"
         try:
-            groups = self._index().group_counts(group_by, _values(params, "queue"), self.visible(principal))
+            groups = self.current().group_counts(group_by, _values(params, "queue"), self.visible(principal))
         except ValueError as exc:
             raise ApiError(400, str(exc)) from exc
         return self._answer(group_by=group_by, groups=groups)

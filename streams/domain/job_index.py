@@ -30,7 +30,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from streams.domain.states import JOB_STATES
+from streams.domain.states import ACTIVE, JOB_STATES
 
 # The order a list shows states in: a job's progress, then the ways it can end.
 STATE_ORDER = ("queued", "leased", "pending", "running", "succeeded", "failed", "cancelled", "preempted")
@@ -268,6 +268,15 @@ class JobIndex:
         self.rows[row.job_id] = row
 
     # ------------------------------------------------------------------ queries
+
+    def job_set(self, queue: str, job_set: str) -> list[JobRow]:
+        """The job set's rows, in submission order."""
+        keys = self.by_job_set.get((queue, job_set), ())
+        return [self.rows[key.rpartition("|")[2]] for key in keys]
+
+    def active_queues(self) -> set[str]:
+        """Queues with a job not yet finished."""
+        return {queue for (queue, _), counts in self.counts.items() if any(counts.get(state) for state in ACTIVE | {"queued"})}
 
     def query(self, query: JobQuery, visible: Callable[[str], bool]) -> Page:
         """The page of jobs ``query`` asks for among the queues ``visible`` lets the caller see."""

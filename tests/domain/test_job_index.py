@@ -183,3 +183,14 @@ def test_a_cursor_the_api_did_not_give_is_refused(cursor: str) -> None:
 def test_a_query_out_of_bounds_is_refused(fields: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         JobQuery(**fields)  # type: ignore[arg-type]
+
+
+def test_a_job_sets_rows_and_the_queues_with_unfinished_jobs() -> None:
+    index = JobIndex.of(
+        [row(1, queue="a", job_set="s"), row(2, queue="a", job_set="s", state="succeeded"), row(3, queue="b", state="cancelled")]
+    )
+    assert [r.job_id for r in index.job_set("a", "s")] == ["J0001", "J0002"]
+    assert index.job_set("a", "nothing") == []
+    assert index.active_queues() == {"a"}
+    index.put(row(1, queue="a", job_set="s", state="failed"))
+    assert index.active_queues() == set()

@@ -18,7 +18,7 @@ from streams.api.errors import ApiError
 from streams.api.job_queries import JobQueries, parse_query
 from streams.api.operations import Operations
 from streams.api.rest import job_control, job_details, job_set_events, openapi, ui
-from streams.api.rest.http import answers_errors, caller, json_body
+from streams.api.rest.http import answers_errors, caller, json_body, query_lists
 from streams.api.rest.route_errors import json_route_errors
 from streams.domain import jobspec
 from streams.domain.views import job_view
@@ -85,8 +85,7 @@ def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
         @answers_errors
         async def get(self, request: web.Request) -> web.Response:
             principal = caller(plane.auth, request)
-            params = {name: request.query.getall(name) for name in request.query}  # type: ignore[attr-defined]  # aiohttp's MultiDict
-            return self.json(queries.list_jobs(principal, parse_query(params)))
+            return self.json(queries.list_jobs(principal, parse_query(query_lists(request))))
 
         @answers_errors
         async def post(self, request: web.Request) -> web.Response:
@@ -108,8 +107,7 @@ def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
         @answers_errors
         async def get(self, request: web.Request) -> web.Response:
             principal = caller(plane.auth, request)
-            params = {name: request.query.getall(name) for name in request.query}  # type: ignore[attr-defined]  # aiohttp's MultiDict
-            return self.json(queries.counts(principal, params))
+            return self.json(queries.counts(principal, query_lists(request)))
 
     @app.page("/api/v1/jobs/{job_id}")
     class Job(web.View):
