@@ -230,17 +230,16 @@ class JobIndex:
                 lists.setdefault((name, where), []).append(key)
             index.counts.setdefault((row.queue, row.job_set), Counter())[row.state] += 1
         for (name, where), keys in lists.items():
-            index._lists(name)[where] = SortedList(keys)
+            index._kinds[name][where] = SortedList(keys)
         return index
 
-    def _lists(self, name: str) -> dict[Any, SortedList]:
-        lists: dict[str, dict[Any, SortedList]] = {
+    def __post_init__(self) -> None:
+        self._kinds: dict[str, dict[Any, SortedList]] = {
             "state": self.by_state,
             "job_set": self.by_job_set,
             "node": self.by_node,
             "label": self.by_label,
         }
-        return lists[name]
 
     def changed(self, row: JobRow) -> bool:
         return self.rows.get(row.job_id) != row
@@ -250,22 +249,30 @@ class JobIndex:
         before = self.rows.get(row.job_id)
         if before == row:
             return
+        self.rows[row.job_id] = row
         removed, added = entry_change(before, row)
         if before is not None:
+            old_key = before.key
             for name, where in removed:
-                lists = self._lists(name)
-                lists[where].remove(before.key)
+                lists = self._kinds[name]
+                lists[where].remove(old_key)
                 if not lists[where]:
                     del lists[where]
+        key = row.key
         for name, where in added:
-            self._lists(name).setdefault(where, SortedList()).add(row.key)
+            lists = self._kinds[name]
+            if where in lists:
+                lists[where].add(key)
+            else:
+                lists[where] = SortedList((key,))
         if before is not None:
+            if (before.queue, before.job_set, before.state) == (row.queue, row.job_set, row.state):
+                return
             counts = self.counts[(before.queue, before.job_set)]
             counts[before.state] -= 1
             if counts[before.state] == 0:
                 del counts[before.state]
         self.counts.setdefault((row.queue, row.job_set), Counter())[row.state] += 1
-        self.rows[row.job_id] = row
 
     # ------------------------------------------------------------------ queries
 
@@ -363,8 +370,10 @@ def entry_change(before: JobRow | None, after: JobRow) -> tuple[list[tuple[str, 
     """The lists a job leaves and the lists it joins when its row goes from ``before`` to ``after``.
 
     Its key (submission time, job id) never changes, so a list it stays in is left alone."""
-    old = [] if before is None else _entries(before)
     new = _entries(after)
-    if before is not None and before.key != after.key:
+    if before is None:
+        return [], new
+    old = _entries(before)
+    if before.key != after.key:
         return old, new
     return [e for e in old if e not in new], [e for e in new if e not in old]
