@@ -47,6 +47,9 @@ class Settings:
     session_timeout_s: float = 10.0
     rebalance_timeout_s: float = 10.0
     heartbeat_interval_s: float = 1.0
+    # Static group membership (Kafka's group.instance.id): a worker restarted under the same id takes
+    # its partitions back at once instead of waiting for the group to notice its earlier life is gone.
+    group_instance_id: str = ""
     submit_timeout_s: float = 30.0
     # Scheduling: one cycle per window of this length (a tick on the scheduler feed ends it).
     schedule_period_s: float = 1.0

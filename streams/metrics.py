@@ -75,6 +75,11 @@ class Metrics:
             ["kind"],
             registry=self.registry,
         )
+        self.cycles_diverged = Counter(
+            "flotilla_scheduling_cycles_diverged",
+            "Cycles that a worker taking the scheduler feed over ran again with another outcome than the one committed",
+            registry=self.registry,
+        )
         self.index_jobs = Gauge("flotilla_scheduler_index_jobs", "Unfinished jobs in the scheduler's index", registry=self.registry)
 
     def exposition(self) -> bytes:

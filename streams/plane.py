@@ -86,6 +86,7 @@ def create_app(settings: Settings) -> faust.App:
         broker_session_timeout=settings.session_timeout_s,
         broker_rebalance_timeout=settings.rebalance_timeout_s,
         broker_heartbeat_interval=settings.heartbeat_interval_s,
+        consumer_group_instance_id=settings.group_instance_id or None,
         consumer_auto_offset_reset="earliest",
         # Kafka transactions are optional (Tansu has none): handlers are idempotent instead.
         processing_guarantee="at_least_once",

@@ -22,13 +22,19 @@ from schemas.codec import SchemaError, decode
 from streams.domain.quantity import QuantityError, to_milli
 from streams.domain.states import ACTIVE
 from streams.scheduler import feed
+from streams.tables.batched import Outbox
 
 if TYPE_CHECKING:
+    from faust.types import Message
+
     from streams.plane import ControlPlane
 
 log = logging.getLogger(__name__)
 
 FULL_STATE_INTERVAL_MS = 5_000
+# Reports taken at once: their feed records go out in one produce batch.
+BATCH_MAX_MESSAGES = 500
+BATCH_WITHIN_S = 0.005
 
 
 @dataclass
@@ -46,27 +52,38 @@ class FullStates:
 
 def register(plane: ControlPlane) -> None:
     full_states = FullStates()
+    feed_topic = plane.topics.scheduler_feed.get_topic_name()
 
     @plane.app.agent(plane.topics.executor_reports, name="executor-reports", concurrency=1)
     async def forward(stream: Any) -> None:
-        async for event in stream.events():
-            message = event.message
-            time_ms = int(message.timestamp * 1000)
-            key = executor_key(message.key)
-            if key is not None and not full_states.due(key, time_ms):
-                plane.metrics.executor_reports.labels("heartbeat").inc()
-                await plane.topics.scheduler_feed.send(value=feed.encode(feed.Heartbeat(key, time_ms)))
-                continue
-            try:
-                state = executor_state(decode("executor_report", message.value), time_ms)
-            except (SchemaError, QuantityError, KeyError, TypeError) as exc:
-                plane.metrics.executor_reports.labels("malformed").inc()
-                log.error("skipping bad executor report %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
-                continue
-            if key is not None:
-                full_states.sent[key] = time_ms
-            plane.metrics.executor_reports.labels("forwarded").inc()
-            await plane.topics.scheduler_feed.send(value=feed.encode(state))
+        async for events in stream.take_events(BATCH_MAX_MESSAGES, within=BATCH_WITHIN_S):
+            outbox = Outbox(plane.batch_producer)
+            records = [feed.encode(record) for record in forwarded(plane, full_states, [event.message for event in events])]
+            await outbox.partition(feed_topic, 0, [(None, record) for record in records])
+            await outbox.delivered()
+
+
+def forwarded(plane: ControlPlane, full_states: FullStates, messages: list[Message]) -> list[feed.Heartbeat | feed.ExecutorState]:
+    """What a batch of reports tells the scheduler, in order: a heartbeat, or the executor's state in full."""
+    records: list[feed.Heartbeat | feed.ExecutorState] = []
+    for message in messages:
+        time_ms = int(message.timestamp * 1000)
+        key = executor_key(message.key)
+        if key is not None and not full_states.due(key, time_ms):
+            plane.metrics.executor_reports.labels("heartbeat").inc()
+            records.append(feed.Heartbeat(key, time_ms))
+            continue
+        try:
+            state = executor_state(decode("executor_report", message.value), time_ms)
+        except (SchemaError, QuantityError, KeyError, TypeError) as exc:
+            plane.metrics.executor_reports.labels("malformed").inc()
+            log.error("skipping bad executor report %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
+            continue
+        if key is not None:
+            full_states.sent[key] = time_ms
+        plane.metrics.executor_reports.labels("forwarded").inc()
+        records.append(state)
+    return records
 
 
 def executor_key(raw: bytes | str | None) -> str | None:

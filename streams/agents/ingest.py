@@ -16,7 +16,7 @@ from schemas.codec import SchemaError, decode, encode
 from streams.domain import events
 from streams.domain.ids import new_id
 from streams.domain.validation import ItemResult, SubmitPolicy, validate_request
-from streams.tables.batched import BatchProducer, TableBatch
+from streams.tables.batched import BatchProducer, Outbox, TableBatch
 from streams.tables.client_ids import client_id_key
 
 if TYPE_CHECKING:
@@ -80,9 +80,13 @@ class Ingest:
     _answers: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
 
     async def write(self) -> None:
-        """Send the batch's events and client ids, then answer its callers."""
-        if self._events:
-            await self.producer.send_keyed(self.events_topic, self._events)
+        """Send the batch's events, then (once the broker has them) its client ids, then answer its callers.
+
+        Client ids written before their events could outlive them in a kill: the submission
+        folded again after the restart would be taken for a duplicate and its jobs never exist."""
+        outbox = Outbox(self.producer)
+        await outbox.keyed(self.events_topic, self._events)
+        await outbox.delivered()
         written = TableBatch(self.client_ids, self.producer)
         for key, (partition, job_id) in self._client_ids.items():
             written.put(partition, key, job_id)

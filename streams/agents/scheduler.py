@@ -6,6 +6,15 @@ before its first record. Windows are tumbling and closed by tick records that a 
 owning worker produces into the feed itself: cycle boundaries, cycle clocks and queue
 definitions are on the log, so replaying the feed repeats every cycle.
 
+A cycle is committed once (Armada's scheduler, likewise, catches up on the log before it decides
+as a new leader): its outcome is appended to the feed as one `Committed` record before any of it
+is published, and the index stores the feed offset it has folded up to with every write. A worker
+that takes over rebuilds the index, skips what it already folded, runs the cycles of the ticks it
+reads again (the same inputs, so the same decisions) without publishing them, and publishes a
+committed outcome again only where the owner before it may have stopped half-way. A cycle that
+was never committed is committed by the new owner when it reads its own first tick. So no
+executor acts on a cycle that was not committed whole, and no cycle is recorded twice differently.
+
 The agent is thin: `streams.scheduler` decides, this module reads the feed, writes the table and
 publishes the events, commands and cycle record a cycle produced. It takes the feed records
 waiting (up to `BATCH_MAX_RECORDS`), folds them and runs the cycles among them in order, and
@@ -16,22 +25,20 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from faust.types import TP, TableT
 
-from schemas.codec import encode
-from streams.domain import events
 from streams.scheduler import feed
+from streams.scheduler.commit import committed as committed_record
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.cycle import CycleOutcome, run_cycle
-from streams.scheduler.index import SchedulerIndex
-from streams.tables.batched import TableBatch
+from streams.scheduler.index import POSITION_KEY, SchedulerIndex
+from streams.tables.batched import BatchProducer, Outbox, TableBatch
 
 if TYPE_CHECKING:
-    import faust
-
     from streams.metrics import Metrics
     from streams.plane import ControlPlane, Topics
 
@@ -79,21 +86,55 @@ class EarlyTicks:
 
 @dataclass
 class SchedulerState:
-    """Per-worker state of the agent; the index is None until (re)built from the table."""
+    """Per-worker state of the agent; the index is None until (re)built from the table.
+
+    ``owner`` is the token this worker puts in its ticks since it last got (or lost) the feed.
+    Until the agent reads one of them back it is catching up with what earlier owners appended:
+    it runs their ticks' cycles to keep the index what the log implies, but publishes nothing
+    of its own, for their outcomes may be committed further on (``uncommitted`` holds them until
+    then). At its own first tick, whatever is still uncommitted was never published, and is
+    committed and published before the tick's own cycle."""
 
     index: SchedulerIndex | None = None
+    owner: str = field(default_factory=lambda: uuid.uuid4().hex)
+    live: bool = False
+    uncommitted: dict[int, feed.Committed] = field(default_factory=dict)
     tick_sent_at: float | None = None  # monotonic time of the tick in flight
     early: EarlyTicks = field(default_factory=EarlyTicks)
+
+    def forget(self) -> None:
+        self.index, self.live, self.uncommitted, self.tick_sent_at = None, False, {}, None
+        self.owner = uuid.uuid4().hex
+
+
+@dataclass
+class Publisher:
+    """Where a cycle's outcome goes: first the record committing it, onto the feed, then its
+    messages, each step acknowledged before the next."""
+
+    producer: BatchProducer
+    topics: Topics
+
+    async def commit(self, record: feed.Committed) -> None:
+        outbox = Outbox(self.producer)
+        await outbox.partition(self.topics.scheduler_feed.get_topic_name(), 0, [(None, feed.encode(record))])
+        await outbox.delivered()
+
+    async def publish(self, record: feed.Committed) -> None:
+        outbox = Outbox(self.producer)
+        await outbox.keyed(self.topics.events.get_topic_name(), record.events)
+        await outbox.keyed(self.topics.executor_commands.get_topic_name(), record.commands)
+        await outbox.delivered()
 
 
 def register(plane: ControlPlane) -> SchedulerState:
     state = SchedulerState()
     app = plane.app
     feed_partition = TP(plane.topics.scheduler_feed.get_topic_name(), 0)
+    publisher = Publisher(plane.batch_producer, plane.topics)
 
     async def forget_index(*args: Any, **kwargs: Any) -> None:
-        state.index = None
-        state.tick_sent_at = None
+        state.forget()
 
     app.on_partitions_revoked.connect(forget_index)
     app.on_partitions_assigned.connect(forget_index)
@@ -105,39 +146,89 @@ def register(plane: ControlPlane) -> SchedulerState:
         queues = tuple(feed.queue_info(q) for q in sorted(plane.queues.values(), key=lambda q: q["name"]))
         state.tick_sent_at = time.monotonic()
         state.early.ticked(state.tick_sent_at)
-        await plane.topics.scheduler_feed.send(value=feed.encode(feed.Tick(time=int(time.time() * 1000), queues=queues)))
+        tick = feed.Tick(time=int(time.time() * 1000), queues=queues, owner=state.owner)
+        await plane.topics.scheduler_feed.send(value=feed.encode(tick))
 
     @app.agent(plane.topics.scheduler_feed, name="scheduler", concurrency=1)
     async def run(stream: Any) -> None:
         async for batch in stream.take_events(BATCH_MAX_RECORDS, within=BATCH_WITHIN_S):
             if state.index is None:
                 state.index = rebuild(plane.scheduler_index)
-                log.info("scheduler index rebuilt: %d jobs, %d executors", len(state.index.jobs), len(state.index.executors))
+                log.info(
+                    "scheduler index rebuilt: %d jobs, %d executors, feed folded up to offset %d",
+                    len(state.index.jobs),
+                    len(state.index.executors),
+                    state.index.offset,
+                )
+            index = state.index
             writes = TableBatch(plane.scheduler_index, plane.batch_producer)
             new_work = False
             for event in batch:
                 message = event.message
+                if message.offset <= index.offset:
+                    continue  # folded before the index was last stored
                 try:
                     record = feed.decode(message.value)
                 except ValueError as exc:
                     log.error("skipping scheduler-feed record at offset %s: %s", message.offset, exc)
-                    continue
+                    record = None
                 if isinstance(record, feed.Tick):
-                    state.tick_sent_at = None
                     started = time.perf_counter()
-                    outcome = await cycle(state.index, record, message.offset, plane.cycle_config, plane.topics, plane.metrics)
+                    outcome = await tick(record, message.offset)
                     state.early.cycled(outcome.left_waiting, time.perf_counter() - started)
-                    persist(writes, message.partition, state.index, outcome.changed)
-                else:
+                    persist(writes, message.partition, index, outcome.changed)
+                elif isinstance(record, feed.Committed):
+                    await committed(record)
+                elif record is not None:
                     new_work = new_work or brings_work(record)
-                    persist(writes, message.partition, state.index, state.index.apply(record))
+                    persist(writes, message.partition, index, index.apply(record))
+                index.offset = message.offset
+            persist(writes, 0, index, [POSITION_KEY])
             await writes.write()
             early = plane.settings.early_ticks and state.tick_sent_at is None and state.early.due(new_work, time.monotonic())
             if early and owner():
                 await send_tick()
 
+    async def tick(record: feed.Tick, offset: int) -> CycleOutcome:
+        """Run the tick's cycle; commit and publish its outcome unless still catching up."""
+        assert state.index is not None
+        if record.owner == state.owner:
+            state.tick_sent_at = None
+            if not state.live:
+                state.live = True
+                for earlier in sorted(state.uncommitted):
+                    log.info("committing the cycle of the tick at offset %d, which no earlier owner committed", earlier)
+                    await commit_and_publish(state.uncommitted[earlier])
+                state.uncommitted.clear()
+        outcome = cycle(state.index, record, offset, plane.cycle_config, plane.metrics)
+        commit = committed_record(offset, outcome)
+        if commit is None:
+            return outcome
+        if state.live:
+            await commit_and_publish(commit)
+        else:
+            state.uncommitted[offset] = commit
+        return outcome
+
+    async def commit_and_publish(record: feed.Committed) -> None:
+        assert state.index is not None
+        await publisher.commit(record)
+        await publisher.publish(record)
+        state.index.published = record.tick
+
+    async def committed(record: feed.Committed) -> None:
+        """A cycle committed on the feed: publish it again if its owner may not have finished."""
+        assert state.index is not None
+        ran = state.uncommitted.pop(record.tick, None)
+        if ran is not None and ran != record:
+            plane.metrics.cycles_diverged.inc()
+            log.error("the cycle of the tick at offset %d ran again differently from its committed record %s", record.tick, record.cycle_id)
+        if record.tick > state.index.published:
+            await publisher.publish(record)
+            state.index.published = record.tick
+
     @app.timer(plane.settings.schedule_period_s)
-    async def tick() -> None:
+    async def timer() -> None:
         """Close the window, from the worker that owns the feed, one tick in flight at a time."""
         if not owner():
             return
@@ -156,17 +247,11 @@ def brings_work(record: feed.FeedRecord) -> bool:
     return isinstance(record, feed.JobDelta) and record.state == "queued"
 
 
-async def cycle(index: SchedulerIndex, tick: feed.Tick, offset: int, config: CycleConfig, topics: Topics, metrics: Metrics) -> CycleOutcome:
-    """Run the cycle and publish what it decided; the index keys it changed are the caller's to persist."""
+def cycle(index: SchedulerIndex, tick: feed.Tick, offset: int, config: CycleConfig, metrics: Metrics) -> CycleOutcome:
+    """Run the cycle and count what it decided; publishing it and persisting the index keys it changed are the caller's."""
     started = time.perf_counter()
     outcome = run_cycle(index, tick, offset, config)
     decided = time.perf_counter() - started
-    for sequence in outcome.sequences:
-        await send_sequence(topics.events, sequence)
-    for command in outcome.commands:
-        await topics.executor_commands.send(key=command["executor"], value=encode("executor_command", command, validate_record=False))
-    for record in outcome.records:
-        await send_sequence(topics.events, record)
     metrics.cycles.inc()
     metrics.cycle_seconds.observe(decided)
     metrics.index_jobs.set(len(index.jobs))
@@ -185,11 +270,6 @@ async def cycle(index: SchedulerIndex, tick: feed.Tick, offset: int, config: Cyc
             len(index.jobs),
         )
     return outcome
-
-
-async def send_sequence(topic: faust.TopicT, sequence: dict[str, Any]) -> None:
-    key = events.sequence_key(sequence["queue"], sequence["job_set_id"])
-    await topic.send(key=key, value=encode("event_sequence", sequence, validate_record=False))
 
 
 def rebuild(table: TableT) -> SchedulerIndex:

@@ -131,6 +131,7 @@ def _leased(job: Job, at: int, payload: dict[str, Any]) -> bool:
     if job["state"] != "queued":
         raise TransitionRefused(f"job {job['job_id']}: new run {payload['run_id']} leased while {job['state']}")
     _move_job(job, "leased")
+    job["reason"] = None  # a new run: why the last one ended is no longer why the job is where it is
     job["runs"].append(
         {
             "run_id": payload["run_id"],
@@ -197,9 +198,9 @@ def _job_ending(target: str, run_target: str) -> Callable[[Job, int, dict[str, A
         requested = job["reason"] if target == "cancelled" and job["cancel_requested"] else None
         _move_job(job, target)
         _close_active_runs(job, run_target, at)
-        if "reason" in payload:
-            # The scheduler that ends a job on request does not know why it was asked; the job does.
-            job["reason"] = _with_message(payload["reason"], payload.get("message") or requested)
+        # The scheduler that ends a job on request does not know why it was asked; the job does.
+        # A job that succeeded has no reason, whatever was asked of it or happened to earlier runs.
+        job["reason"] = _with_message(payload["reason"], payload.get("message") or requested) if "reason" in payload else None
         latest = _latest_run(job)
         if latest is not None and latest["exit_code"] is None:
             latest["exit_code"] = payload.get("exit_code")

@@ -3,9 +3,9 @@
 The feed is internal (one partition, one reader), so its records are compact JSON rather than
 Avro: a job's scheduling view without its pod spec, an executor's nodes and held runs, an
 executor's heartbeat between those, a job-set action, the job deltas and job-set actions of one
-event sequence together, and the tick that closes a scheduling window. Each record is a complete
-statement (a job delta replaces what the scheduler knew of the job), so applying one twice
-changes nothing.
+event sequence together, the tick that closes a scheduling window, and the record that commits
+what a window's cycle decided. Each record is a complete statement (a job delta replaces what the
+scheduler knew of the job), so applying one twice changes nothing.
 
 Node ids seen by the scheduler are ``executor/node``: two clusters may both have a ``node-0``.
 """
@@ -13,6 +13,7 @@ Node ids seen by the scheduler are ``executor/node``: two clusters may both have
 from __future__ import annotations
 
 import json
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,13 +156,31 @@ def queue_info(queue: dict[str, Any]) -> QueueInfo:
 @dataclass(frozen=True, slots=True)
 class Tick:
     """Closes a scheduling window. Carries the cycle's clock and queue definitions so that
-    everything a cycle depends on is on the feed."""
+    everything a cycle depends on is on the feed, and the token of the worker that sent it: a
+    worker taking the feed over knows it has caught up with the log when it reads its own tick."""
 
     time: int
     queues: tuple[QueueInfo, ...] = ()
+    owner: str = ""
 
 
-FeedRecord = JobDelta | ExecutorState | Heartbeat | JobSetAction | Changes | Tick
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """What the cycle of the tick at feed offset ``tick`` publishes, committed as one record.
+
+    The scheduler appends it to the feed (one record on one partition: all of it or nothing)
+    before it publishes any of it, so a cycle is committed once, whole, and a worker taking the
+    feed over publishes again what a committed cycle's owner may not have finished publishing,
+    byte for byte. ``events`` and ``commands`` are the (key, value) messages for `events` and
+    `executor-commands`, encoded as they are sent."""
+
+    tick: int
+    cycle_id: str
+    events: tuple[tuple[bytes, bytes], ...] = ()
+    commands: tuple[tuple[bytes, bytes], ...] = ()
+
+
+FeedRecord = JobDelta | ExecutorState | Heartbeat | JobSetAction | Changes | Tick | Committed
 
 _KIND = {
     JobDelta: "job",
@@ -245,17 +264,58 @@ def state_fields(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# A committed cycle is binary, not JSON: it carries encoded messages, up to megabytes of them.
+_COMMITTED_MAGIC = b"\x00FC1"
+_COUNTS = struct.Struct(">qII")
+_LENGTHS = struct.Struct(">II")
+
+
 def encode(record: FeedRecord) -> bytes:
+    if isinstance(record, Committed):
+        return _encode_committed(record)
     return json.dumps(to_json(record), separators=(",", ":")).encode()
 
 
 def decode(raw: bytes) -> FeedRecord:
     """Raises ValueError for anything that is not a feed record."""
+    if raw[: len(_COMMITTED_MAGIC)] == _COMMITTED_MAGIC:
+        return _decode_committed(raw)
     try:
         body = json.loads(raw)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"not a scheduler-feed record: {exc}") from exc
     return from_json(body)
+
+
+def _encode_committed(record: Committed) -> bytes:
+    cycle_id = record.cycle_id.encode()
+    counts = _COUNTS.pack(record.tick, len(record.events), len(record.commands))
+    parts = [_COMMITTED_MAGIC, counts, struct.pack(">H", len(cycle_id)), cycle_id]
+    for key, value in (*record.events, *record.commands):
+        parts += (_LENGTHS.pack(len(key), len(value)), key, value)
+    return b"".join(parts)
+
+
+def _decode_committed(raw: bytes) -> Committed:
+    try:
+        at = len(_COMMITTED_MAGIC)
+        tick, events, commands = _COUNTS.unpack_from(raw, at)
+        at += _COUNTS.size
+        (id_length,) = struct.unpack_from(">H", raw, at)
+        at += 2
+        cycle_id = raw[at : at + id_length].decode()
+        at += id_length
+        messages = []
+        for _ in range(events + commands):
+            key_length, value_length = _LENGTHS.unpack_from(raw, at)
+            at += _LENGTHS.size
+            messages.append((raw[at : at + key_length], raw[at + key_length : at + key_length + value_length]))
+            at += key_length + value_length
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a committed-cycle record: {exc}") from exc
+    if at != len(raw):
+        raise ValueError(f"a committed-cycle record of {len(raw)} bytes ends at byte {at}")
+    return Committed(tick, cycle_id, tuple(messages[:events]), tuple(messages[events:]))
 
 
 def to_json(record: FeedRecord) -> dict[str, Any]:
@@ -288,7 +348,7 @@ def from_json(body: Any) -> FeedRecord:
         if kind == "changes":
             return Changes(records=tuple(_change(r) for r in body["records"]))
         if kind == "tick":
-            return Tick(time=body["time"], queues=tuple(QueueInfo(**q) for q in body.get("queues", ())))
+            return Tick(time=body["time"], queues=tuple(QueueInfo(**q) for q in body.get("queues", ())), owner=body.get("owner", ""))
     except (TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"not a scheduler-feed record: {exc}") from exc
     raise ValueError(f"unknown scheduler-feed record kind {kind!r}")
@@ -317,5 +377,6 @@ def _to_json(record: FeedRecord) -> dict[str, Any]:
             "nodes": [{name: getattr(n, name) for name in NodeState.__slots__} for n in record.nodes],
         }
     if isinstance(record, Tick):
-        return {"time": record.time, "queues": [{name: getattr(q, name) for name in QueueInfo.__slots__} for q in record.queues]}
+        queues = [{name: getattr(q, name) for name in QueueInfo.__slots__} for q in record.queues]
+        return {"time": record.time, "queues": queues, "owner": record.owner}
     return {name: getattr(record, name) for name in type(record).__slots__}

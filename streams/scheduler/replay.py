@@ -29,7 +29,7 @@ def replay(records: Iterable[tuple[int, bytes]], config: CycleConfig) -> Iterato
             continue
         if isinstance(record, feed.Tick):
             yield run_cycle(index, record, offset, config)
-        else:
+        elif not isinstance(record, feed.Committed):  # what a cycle published: the cycle itself is run at its tick
             index.apply(record)
 
 

@@ -38,8 +38,9 @@ class BatchProducer(Protocol):
         """Queue ``records`` for ``partition`` in order; the future gives the first one's offset once all are acknowledged."""
         ...
 
-    async def send_keyed(self, topic: str, records: Records) -> None:
-        """Queue ``records`` on the partitions their keys hash to (as `topic.send(key=...)` would), in order per partition."""
+    async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[None]:
+        """Queue ``records`` on the partitions their keys hash to (as `topic.send(key=...)` would), in
+        order per partition; the future is done once all are acknowledged."""
         ...
 
 
@@ -67,14 +68,21 @@ class KafkaBatchProducer:
             futures.append(await producer.send_batch(batch, topic, partition=partition))
         return _first_offset(futures)
 
-    async def send_keyed(self, topic: str, records: Records) -> None:
+    async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[None]:
         producer = self._producer()
         await producer.client._wait_on_metadata(topic)  # the partitioner needs the partition count
         by_partition: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
         for key, value in records:
             by_partition.setdefault(producer._partition(topic, None, None, None, key, value), []).append((key, value))
-        for partition, keyed in by_partition.items():
-            await self.send_partition(topic, partition, keyed)
+        sent = [await self.send_partition(topic, partition, keyed) for partition, keyed in by_partition.items()]
+        return _all_acknowledged(sent)
+
+
+def _all_acknowledged(futures: list[asyncio.Future[Any]]) -> asyncio.Future[None]:
+    async def wait() -> None:
+        await asyncio.gather(*futures)
+
+    return asyncio.ensure_future(wait())
 
 
 def _first_offset(futures: list[asyncio.Future[Any]]) -> asyncio.Future[int]:
@@ -85,6 +93,31 @@ def _first_offset(futures: list[asyncio.Future[Any]]) -> asyncio.Future[int]:
         return int(results[0].offset)
 
     return asyncio.ensure_future(wait())
+
+
+@dataclass
+class Outbox:
+    """The messages one batch of input sends: queued as they are made, acknowledged all together.
+
+    An agent awaits `delivered` before it writes its tables, so that a table never records an
+    input as applied while what the input caused may still be lost: a worker killed in between
+    folds the input again after its restart and sends the same messages once more (every reader
+    is idempotent), where the other order would leave them unsent for ever."""
+
+    producer: BatchProducer
+    _sent: list[asyncio.Future[Any]] = field(default_factory=list)
+
+    async def keyed(self, topic: str, records: Records) -> None:
+        if records:
+            self._sent.append(await self.producer.send_keyed(topic, records))
+
+    async def partition(self, topic: str, partition: int, records: Records) -> None:
+        if records:
+            self._sent.append(await self.producer.send_partition(topic, partition, records))
+
+    async def delivered(self) -> None:
+        sent, self._sent = self._sent, []
+        await asyncio.gather(*sent)
 
 
 @dataclass

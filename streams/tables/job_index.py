@@ -64,18 +64,13 @@ class JobIndexStore:
         batch = TableBatch(self.table, producer)
         rows = []
         for partition, job_id, _ in jobs.pending():
-            job = jobs.get(job_id)
+            job = jobs.latest(job_id)
             assert job is not None  # pending: written by this batch's fold
             row = row_of(job)
             if index.changed(row):
                 batch.put(partition, job_id, row.encode())
                 rows.append(row)
-        # Held at once, as the jobs store holds its pending writes: a caller told its jobs are in
-        # finds them in lists too. Should the write fail, the rows are read back from the table.
+        await batch.write()
+        # Held once written, before the jobs table is: a caller told its jobs are in finds them in lists too.
         for row in rows:
             index.put(row)
-        try:
-            await batch.write()
-        except BaseException:
-            self._index = None
-            raise

@@ -41,8 +41,9 @@ def jobs_table(app: faust.App, settings: Settings) -> TableT:
 class JobStore:
     """Typed access to the jobs table: dicts in and out, Avro bytes inside.
 
-    The fold writes a batch of jobs at once: `put` keeps each write pending (readable by `get` at
-    once) until the agent writes them with one `TableBatch` (`write_pending`).
+    The fold writes a batch of jobs at once: `put` keeps each write pending (the fold reads it back
+    with `latest`) until the agent writes them with one `TableBatch` (`write_pending`), once what
+    the batch sends is acknowledged; readers (`get`, `in`) see the table only.
 
     The jobs stored last are also kept decoded: a job's events come close together (leased,
     pending, running), and decoding the full spec again was a fifth of each fold. A cached job is
@@ -60,11 +61,18 @@ class JobStore:
     _pending: dict[str, tuple[int, bytes]] = field(default_factory=dict, repr=False)
 
     def __contains__(self, job_id: str) -> bool:
-        return job_id in self._pending or job_id in self.table
+        return job_id in self.table
 
     def get(self, job_id: str) -> dict[str, Any] | None:
+        """The job as the table holds it: what readers see (a batch's writes show once written)."""
+        return self._decoded_job(job_id, self.table.get(job_id))
+
+    def latest(self, job_id: str) -> dict[str, Any] | None:
+        """The job as the fold left it, its batch's pending write included: what the fold builds on."""
         pending = self._pending.get(job_id)
-        raw = pending[1] if pending is not None else self.table.get(job_id)
+        return self._decoded_job(job_id, pending[1] if pending is not None else self.table.get(job_id))
+
+    def _decoded_job(self, job_id: str, raw: bytes | None) -> dict[str, Any] | None:
         if raw is None:
             return None
         cached = self._decoded.get(job_id)

@@ -99,7 +99,7 @@ def test_reports_within_five_seconds_of_the_last_full_one_become_heartbeats(tmp_
             ("ex1", T_MS + 5_000),
         ]
         # everything the scheduler is sent goes to its one partition's feed, unkeyed
-        assert {(s.key, s.partition) for s in sent(reports, reports.topics.scheduler_feed)} == {(None, None)}
+        assert {(s.key, s.partition) for s in sent(reports, reports.topics.scheduler_feed)} == {(None, 0)}
 
     asyncio.run(scenario())
 

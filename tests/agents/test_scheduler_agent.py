@@ -1,6 +1,8 @@
 """The scheduling agent in Faust (`agent.test_context()` on the memory store, see `tests.kit.plane`):
 feed records fold into the index and its `scheduler-index` table, and a tick runs a cycle whose
-events, commands and cycle record are published."""
+events, commands and cycle record are committed on the feed, then published. A worker taking the
+feed over catches up without publishing, publishes again what was committed, and commits what
+was not."""
 
 from __future__ import annotations
 
@@ -41,12 +43,12 @@ def kinds(sequence: dict[str, Any]) -> list[tuple[str | None, str]]:
 
 def test_feed_records_and_a_tick_lease_jobs_publish_the_cycle_and_fill_the_index_table(tmp_path: Path) -> None:
     async def scenario() -> None:
-        sched, _ = plane(tmp_path)
+        sched, state = plane(tmp_path)
         async with running(sched, "scheduler") as agent:
             await put(
                 agent, delta("job-1", "a", submitted=T_MS - 2_000), delta("job-2", "a", submitted=T_MS - 1_000), executor("ex1", time=T_MS)
             )
-            await agent.put(feed.encode(tick(T_MS + 500, "a")), offset=3)
+            await agent.put(feed.encode(tick(T_MS + 500, "a", owner=state.owner)), offset=3)
 
         (leases_key, leases), (cycle_key, cycle) = published(sched)
         assert leases_key == "a/s" and (leases["queue"], leases["job_set_id"], leases["user"]) == ("a", "s", "scheduler")
@@ -89,9 +91,9 @@ def test_records_before_the_tick_decide_nothing(tmp_path: Path) -> None:
 
 def test_a_tick_with_nothing_to_decide_publishes_nothing_but_counts_the_cycle(tmp_path: Path) -> None:
     async def scenario() -> None:
-        sched, _ = plane(tmp_path)
+        sched, state = plane(tmp_path)
         async with running(sched, "scheduler") as agent:
-            await put(agent, executor("ex1", time=T_MS), tick(T_MS + 500, "a"))
+            await put(agent, executor("ex1", time=T_MS), tick(T_MS + 500, "a", owner=state.owner))
 
         assert published(sched) == []
         assert json.loads(sched.scheduler_index[CYCLES_KEY]) == 1
@@ -102,9 +104,9 @@ def test_a_tick_with_nothing_to_decide_publishes_nothing_but_counts_the_cycle(tm
 
 def test_a_run_the_index_does_not_hold_is_cancelled_on_its_executor(tmp_path: Path) -> None:
     async def scenario() -> None:
-        sched, _ = plane(tmp_path)
+        sched, state = plane(tmp_path)
         async with running(sched, "scheduler") as agent:
-            await put(agent, executor("ex1", time=T_MS, runs={"run-9": "gone-job"}), tick(T_MS + 500, "a"))
+            await put(agent, executor("ex1", time=T_MS, runs={"run-9": "gone-job"}), tick(T_MS + 500, "a", owner=state.owner))
 
         [command] = sent(sched, sched.topics.executor_commands)
         assert command.key == b"ex1"
@@ -123,7 +125,7 @@ def test_after_partitions_are_reassigned_the_index_is_rebuilt_from_the_table(tmp
             await put(agent, delta("job-1", "a"), executor("ex1", time=T_MS))
             await sched.app.on_partitions_assigned.send(set())
             assert state.index is None
-            await put(agent, tick(T_MS + 500, "a"))
+            await put(agent, tick(T_MS + 500, "a", owner=state.owner))
 
         assert state.index is not None and set(state.index.jobs) == {"job-1"}
         (_, leases), _ = published(sched)
@@ -134,14 +136,113 @@ def test_after_partitions_are_reassigned_the_index_is_rebuilt_from_the_table(tmp
 
 def test_an_unreadable_feed_record_is_skipped(tmp_path: Path) -> None:
     async def scenario() -> None:
-        sched, _ = plane(tmp_path)
+        sched, state = plane(tmp_path)
         async with running(sched, "scheduler") as agent:
             await agent.put(b"{not json")
             await agent.put(b'{"k": "no-such-kind"}')
             await agent.put(b'{"k": "job"}')  # a job delta without its fields
-            await put(agent, delta("job-1", "a"), executor("ex1", time=T_MS), tick(T_MS + 500, "a"))
+            await agent.put(b"\x00FC1\x00")  # a committed cycle cut short
+            await put(agent, delta("job-1", "a"), executor("ex1", time=T_MS), tick(T_MS + 500, "a", owner=state.owner))
 
         (_, leases), _ = published(sched)
         assert kinds(leases) == [("job-1", "JobLeased")]
+
+    asyncio.run(scenario())
+
+
+def committed_on_feed(plane: ControlPlane) -> list[feed.Committed]:
+    records = [feed.decode(s.body) for s in sent(plane, plane.topics.scheduler_feed)]
+    return [record for record in records if isinstance(record, feed.Committed)]
+
+
+def events_sent(plane: ControlPlane) -> list[tuple[bytes | None, bytes]]:
+    return [(s.key, s.body) for s in sent(plane, plane.topics.events)]
+
+
+WORK = (delta("job-1", "a", submitted=T_MS - 2_000), delta("job-2", "a", submitted=T_MS - 1_000), executor("ex1", time=T_MS))
+
+
+def test_a_cycle_is_committed_on_the_feed_whole_before_any_of_it_is_published(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        sched, state = plane(tmp_path)
+        async with running(sched, "scheduler") as agent:
+            await put(agent, *WORK, tick(T_MS + 500, "a", owner=state.owner))
+
+        [commit] = committed_on_feed(sched)
+        assert commit.tick == 3
+        order = [
+            s.topic for s in sent(sched) if s.topic in (sched.topics.scheduler_feed.get_topic_name(), sched.topics.events.get_topic_name())
+        ]
+        assert order == [sched.topics.scheduler_feed.get_topic_name()] + [sched.topics.events.get_topic_name()] * 2
+        assert list(commit.events) == events_sent(sched)  # the same bytes, in the same order
+        assert state.index is not None and (state.index.offset, state.index.published) == (3, 3)
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_catching_up_runs_earlier_ticks_and_publishes_what_was_committed_byte_for_byte(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        first, first_state = plane(tmp_path / "first")
+        async with running(first, "scheduler") as agent:
+            await put(agent, *WORK, tick(T_MS + 500, "a", owner=first_state.owner))
+        [commit] = committed_on_feed(first)
+
+        second, second_state = plane(tmp_path / "second")
+        async with running(second, "scheduler") as agent:
+            await put(agent, *WORK, tick(T_MS + 500, "a", owner=first_state.owner))
+            assert events_sent(second) == [] and committed_on_feed(second) == []  # not ours to publish (yet)
+            assert second_state.index is not None and second_state.index.jobs["job-1"].delta.state == "leased"
+            await put(agent, commit)
+            assert events_sent(second) == events_sent(first)  # what the first owner committed, again
+            await put(agent, tick(T_MS + 1_500, "a", owner=second_state.owner))
+
+        assert committed_on_feed(second) == []  # nothing left to commit, nothing new decided
+        assert second.metrics.registry.get_sample_value("flotilla_scheduling_cycles_diverged_total") == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_cycle_nobody_committed_is_committed_by_the_new_owner_at_its_first_tick(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        sched, state = plane(tmp_path)
+        async with running(sched, "scheduler") as agent:
+            await put(agent, *WORK, tick(T_MS + 500, "a", owner="an-owner-killed-before-committing"))
+            assert events_sent(sched) == []
+            await put(agent, tick(T_MS + 1_500, "a", owner=state.owner))
+
+        [commit] = committed_on_feed(sched)  # the earlier tick's; the new one leased nothing more
+        assert commit.tick == 3
+        (_, leases), _ = published(sched)
+        assert kinds(leases) == [("job-1", "JobLeased"), ("job-2", "JobLeased")]
+        assert {e["created"] for e in leases["events"]} == {T_MS + 500}  # decided at the earlier tick, from its inputs
+
+    asyncio.run(scenario())
+
+
+def test_a_rebuilt_index_skips_what_it_has_folded_so_a_redelivered_tick_decides_nothing_again(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        sched, state = plane(tmp_path)
+        async with running(sched, "scheduler") as agent:
+            await put(agent, *WORK, tick(T_MS + 500, "a", owner=state.owner))
+            commits = committed_on_feed(sched)
+            await sched.app.on_partitions_assigned.send(set())  # the index is rebuilt from the table
+            await agent.put(feed.encode(WORK[0]), offset=0)  # redelivered from an older committed offset
+            await put(agent, *WORK[1:], tick(T_MS + 500, "a", owner=state.owner), commits[0])
+
+        assert committed_on_feed(sched) == commits and len(published(sched)) == 2
+        assert sched.metrics.registry.get_sample_value("flotilla_scheduling_cycles_total") == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_rerun_that_differs_from_the_committed_cycle_is_counted_and_the_committed_one_wins(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        sched, _ = plane(tmp_path)
+        other = feed.Committed(tick=3, cycle_id="01OTHER", events=((b"a/s", b"not what this worker would decide"),))
+        async with running(sched, "scheduler") as agent:
+            await put(agent, *WORK, tick(T_MS + 500, "a", owner="someone-else"), other)
+
+        assert events_sent(sched) == list(other.events)
+        assert sched.metrics.registry.get_sample_value("flotilla_scheduling_cycles_diverged_total") == 1
 
     asyncio.run(scenario())

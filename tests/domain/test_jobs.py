@@ -126,6 +126,19 @@ def test_requeued_and_leased_again(ev):
     assert job["state"] == "queued" and run_states(job) == [("r1", "lease_returned")]
     job = fold([ev.leased("r2", node="node-2"), ev("JobRunRunning", run_id="r2", node=None), ev("JobSucceeded", run_id="r2")], job)
     assert job["state"] == "succeeded" and run_states(job) == [("r1", "lease_returned"), ("r2", "succeeded")]
+    assert job["reason"] is None  # the returned run's reason explained the requeue, not the success
+    assert job["runs"][0]["reason"] == "Error: exit code 1"  # the run keeps its own
+
+
+def test_the_reason_is_the_current_states(ev):
+    job = fold(
+        running(ev) + [ev.run_failed("r1", category="lease_returned", exit_code=None), ev("JobRequeued", run_id="r1", reason="taken back")]
+    )
+    assert job["reason"] == "taken back"
+    job = fold([ev.leased("r2", node="node-2")], job)
+    assert job["state"] == "leased" and job["reason"] is None
+    job = fold([ev("JobCancelRequested", reason="user asked"), ev("JobSucceeded", run_id="r2")], job)
+    assert job["state"] == "succeeded" and job["reason"] is None
 
 
 def test_requeue_without_run_report_returns_the_lease(ev):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ class Record:
     offset: int
     key: bytes | None
     value: bytes | None
+    timestamp: int = 0  # epoch ms, the broker's
 
 
 async def _read_all(bootstrap: str, topic: str, timeout: float) -> list[Record]:
@@ -53,7 +55,7 @@ async def _read_all(bootstrap: str, topic: str, timeout: float) -> list[Record]:
                 raise AssertionError(f"reading {topic}: did not reach the end offsets {ends} within {timeout:.0f}s")
             batches = await consumer.getmany(*pending, timeout_ms=500)
             for messages in batches.values():
-                records += [Record(m.partition, m.offset, m.key, m.value) for m in messages]
+                records += [Record(m.partition, m.offset, m.key, m.value, m.timestamp) for m in messages]
             for tp in list(pending):
                 highwater = consumer.highwater(tp)
                 if highwater is not None and await consumer.position(tp) >= max(highwater, ends[tp]):
@@ -88,13 +90,18 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Record
 
 def latest_by_key(records: list[Record], schema: str) -> dict[str, dict[str, Any] | None]:
     """Compacted-topic view: the last value per UTF-8 key, decoded (``None`` for a tombstone)."""
+    return {key: None if value is None else decode(schema, value) for key, value in latest_values(records).items()}
+
+
+def latest_values(records: list[Record]) -> dict[str, bytes | None]:
+    """Compacted-topic view: the last value per UTF-8 key, as bytes (``None`` for a tombstone)."""
     latest: dict[str, bytes | None] = {}
     for record in sorted(records, key=lambda r: (r.partition, r.offset)):
         latest[(record.key or b"").decode()] = record.value
-    return {key: None if value is None else decode(schema, value) for key, value in latest.items()}
+    return latest
 
 
-async def _produce(bootstrap: str, topic: str, messages: list[tuple[bytes | None, bytes | None]]) -> None:
+async def _produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes | None]]) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_request_size=4 * 1024 * 1024, linger_ms=5)
     await producer.start()
     try:
@@ -106,6 +113,6 @@ async def _produce(bootstrap: str, topic: str, messages: list[tuple[bytes | None
         await producer.stop()
 
 
-def produce(bootstrap: str, topic: str, messages: list[tuple[bytes | None, bytes | None]]) -> None:
+def produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes | None]]) -> None:
     """Produce ``(key, value)`` pairs in order and wait until the broker acknowledged all of them."""
     asyncio.run(_produce(bootstrap, topic, messages))

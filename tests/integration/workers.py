@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,8 +92,8 @@ class Worker:
             from streams.plane import build_plane
 
             plane = build_plane(Settings(broker=self.broker.url, app_id=self.app_id, topic_prefix=self.prefix))
-            found = {"jobs": plane.jobs, "client-ids": plane.client_ids}[table]
-            self._changelogs[table] = getattr(found, "table", found).changelog_topic.get_topic_name()
+            found = {"jobs": plane.jobs.table, "client-ids": plane.client_ids, "scheduler-index": plane.scheduler_index}[table]
+            self._changelogs[table] = found.changelog_topic.get_topic_name()
         return self._changelogs[table]
 
     def env(self) -> dict[str, str]:
@@ -106,6 +106,8 @@ class Worker:
             FLOTILLA_TOPIC_PREFIX=self.prefix,
             FLOTILLA_APP_ID=self.app_id,
             FLOTILLA_PARTITIONS=str(self.partitions),
+            # Static membership: a restarted worker takes its partitions back at once (unique per data directory).
+            FLOTILLA_GROUP_INSTANCE_ID=f"{self.app_id}-{self.data_dir.name}",
             PYTHONUNBUFFERED="1",
         )
         env.update(self.extra_env)
@@ -157,7 +159,7 @@ class Worker:
         """(this worker's committed offset on topic ``name``, the topic's end offset); partition 0."""
         return committed_offset(self.bootstrap, self.app_id, self.topic(name))
 
-    def produce(self, name: str, messages: list[tuple[bytes | None, bytes | None]]) -> None:
+    def produce(self, name: str, messages: Sequence[tuple[bytes | None, bytes | None]]) -> None:
         produce(self.bootstrap, self.topic(name), messages)
 
 

@@ -76,7 +76,7 @@ class Events:
 
     def submitted(self, payload: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         job, reason = validate_item(item(), SubmitPolicy())
-        assert reason is None
+        assert reason is None and job is not None
         return self("JobSubmitted", **(payload or job))
 
     def leased(self, run_id: str, node: str = "node-1") -> tuple[str, dict[str, Any]]:

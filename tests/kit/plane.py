@@ -136,8 +136,11 @@ class RecordingBatchProducer:
         done.set_result(first)
         return done
 
-    async def send_keyed(self, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
+    async def send_keyed(self, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> asyncio.Future[None]:
         await self.send_partition(topic, 0, records)  # test planes have one partition
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
 
 
 class ProcessedEvents(Sensor):

@@ -79,5 +79,6 @@ def holding(
     return executor(name, time, node_states, pool, runs)
 
 
-def tick(time: int, *queues: str | QueueInfo) -> Tick:
-    return Tick(time, tuple(q if isinstance(q, QueueInfo) else QueueInfo(q, 1.0) for q in (queues or ("a", "b"))))
+def tick(time: int, *queues: str | QueueInfo, owner: str = "") -> Tick:
+    """A tick for the ``queues`` (default a and b); ``owner``: the token of the worker that sent it."""
+    return Tick(time, tuple(q if isinstance(q, QueueInfo) else QueueInfo(q, 1.0) for q in (queues or ("a", "b"))), owner)

@@ -11,7 +11,18 @@ from hypothesis import strategies as st
 
 from streams.domain.validation import SubmitPolicy, validate_item
 from streams.scheduler import feed
-from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction, NodeState, QueueInfo, Tick, job_delta
+from streams.scheduler.feed import (
+    Changes,
+    Committed,
+    ExecutorState,
+    Heartbeat,
+    JobDelta,
+    JobSetAction,
+    NodeState,
+    QueueInfo,
+    Tick,
+    job_delta,
+)
 from tests.kit.jobs import Events, container, fold, item
 
 # -- round trip ------------------------------------------------------------------------------
@@ -90,10 +101,13 @@ ticks = st.builds(
     Tick,
     time=st.integers(0, 2**48),
     queues=st.lists(st.builds(QueueInfo, name=names, weight=floats, cordoned=st.booleans(), resource_limits=limits), max_size=3).map(tuple),
+    owner=st.text("0123456789abcdef", max_size=32),
 )
 changes = st.builds(Changes, records=st.lists(job_deltas | job_set_actions, max_size=3).map(tuple))
 heartbeats = st.builds(Heartbeat, executor=names, time=st.integers(0, 2**48))
-records = st.one_of(job_deltas, executor_states, heartbeats, job_set_actions, changes, ticks)
+messages = st.lists(st.tuples(st.binary(max_size=40), st.binary(max_size=200)), max_size=5).map(tuple)
+committed = st.builds(Committed, tick=st.integers(0, 2**48), cycle_id=names, events=messages, commands=messages)
+records = st.one_of(job_deltas, executor_states, heartbeats, job_set_actions, changes, ticks, committed)
 
 
 @settings(max_examples=150, deadline=None)
@@ -119,6 +133,13 @@ def test_each_kind_is_tagged_in_the_json() -> None:
         )
     }
     assert kinds == {"job", "executor", "heartbeat", "job_set", "changes", "tick"}
+
+
+@pytest.mark.parametrize("cut", [1, 5, 30, -1])
+def test_a_committed_cycle_cut_short_is_refused(cut: int) -> None:
+    raw = feed.encode(Committed(7, "01CYCLE", events=((b"q/s", b"x" * 20),), commands=((b"ex", b"y"),)))
+    with pytest.raises(ValueError):
+        feed.decode(raw[:cut])
 
 
 def test_changes_keep_their_records_in_order() -> None:

@@ -60,3 +60,13 @@ def test_every_state_of_a_job_is_stored_as_encode_writes_it() -> None:
     replaced = {**job, "spec": {**job["spec"], "priority": job["spec"]["priority"] + 1}}
     put(jobs, replaced)
     assert table[job["job_id"]] == encode("job_state", replaced)
+
+
+def test_a_pending_write_is_the_folds_to_read_and_readers_see_it_once_written() -> None:
+    jobs, table = store()
+    job = job_state()
+    jobs.put(job, 0)
+    assert jobs.latest(job["job_id"]) is job
+    assert jobs.get(job["job_id"]) is None and job["job_id"] not in jobs
+    settle(jobs)
+    assert jobs.get(job["job_id"]) is job and job["job_id"] in jobs and job["job_id"] in table
