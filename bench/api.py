@@ -48,7 +48,7 @@ from armada_client.client import ArmadaClient  # noqa: E402
 from armada_client.k8s.io.api.core.v1 import generated_pb2 as core_v1  # noqa: E402
 from armada_client.k8s.io.apimachinery.pkg.api.resource import generated_pb2 as resource  # noqa: E402
 
-from bench.ingest import EVENTS, cpu_seconds, create_queues, raw_item, read_status, started_consumer  # noqa: E402
+from bench.ingest import EVENTS, UNLIMITED_SUBMISSIONS, cpu_seconds, create_queues, raw_item, read_status, started_consumer  # noqa: E402
 from bench.processes import Children, exit_status  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
@@ -323,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         "FLOTILLA_DATA_DIR": str(state / "data"),
         "FLOTILLA_WEB_PORT": str(web_port),
         "FLOTILLA_GRPC_PORT": str(grpc_port),
+        **UNLIMITED_SUBMISSIONS,
     }
     # The broker and the worker are stopped when the block ends, however it ends (an error, Ctrl-C,
     # SIGTERM: see bench/processes.py); an error's traceback follows.

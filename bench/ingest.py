@@ -72,6 +72,9 @@ from streams.domain import jobspec  # noqa: E402
 from streams.domain.jobs import apply_event  # noqa: E402
 from streams.domain.validation import SubmitPolicy, validate_item  # noqa: E402
 
+# Benchmarks measure throughput, so the workers run without submission rate limits (on by default,
+# see streams/domain/admission.py), which would reject a benchmark's flood by design.
+UNLIMITED_SUBMISSIONS = {"FLOTILLA_SUBMISSION_QUEUE_RATE": "0", "FLOTILLA_SUBMISSION_USER_RATE": "0"}
 QUEUE_PREFIX = "bench-"
 JOB_SET = "bench-set"  # one job set per queue: the same name in every queue is a different job set
 QUEUE_VISIBLE_TIMEOUT_S = 60.0
@@ -274,6 +277,7 @@ def new_worker(broker_url: str, partitions: int, state_dir: Path, index: int) ->
         "FLOTILLA_PARTITIONS": str(partitions),
         "FLOTILLA_WEB_PORT": str(port),
         "FLOTILLA_GRPC_PORT": str(free_port()),
+        **UNLIMITED_SUBMISSIONS,
     }
     return WorkerProcess(env=env, log_path=worker_dir / "worker.log", web_port=port, new_session=True)
 

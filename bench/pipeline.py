@@ -98,6 +98,7 @@ from aiokafka.structs import ConsumerRecord  # noqa: E402
 
 from bench.ingest import (  # noqa: E402
     PRODUCER_OPTIONS,
+    UNLIMITED_SUBMISSIONS,
     cpu_seconds,
     create_queues,
     produce_all,
@@ -348,6 +349,7 @@ class Session:
             "FLOTILLA_WEB_PORT": str(port),
             "FLOTILLA_GRPC_PORT": str(free_port()),
             "FLOTILLA_SCHEDULE_PERIOD_S": str(self.args.period),
+            **UNLIMITED_SUBMISSIONS,
         }
         if self.args.executor_timeout is not None:
             env["FLOTILLA_EXECUTOR_TIMEOUT_S"] = str(self.args.executor_timeout)

@@ -35,7 +35,7 @@ from executor.reports import report_record
 from schemas.codec import SchemaError, decode, encode
 from streams.config import MAX_MESSAGE_BYTES, Settings
 from streams.domain.ids import new_id
-from streams.topics import ensure_topics
+from streams.topics import ensure_topics, use_configured_framing
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ class Executor:
                 loop.add_signal_handler(signum, self.stop)
         try:
             await ensure_topics(self.settings)
+            await asyncio.to_thread(use_configured_framing, self.settings)
             self._producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap, max_request_size=MAX_MESSAGE_BYTES, linger_ms=5)
             await self._producer.start()
             try:

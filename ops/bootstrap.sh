@@ -18,3 +18,21 @@ bootstrap() {
         touch "$stamp"
     fi
 }
+
+# Node.js and the npm packages of tests/integration/node (a job-states consumer written as another
+# team would), installed into that directory's node_modules (git-ignored): Debian's nodejs and npm
+# when the machine has no node, then `npm ci` whenever package-lock.json changed since the last one.
+node_packages() {
+    local dir="$ROOT/tests/integration/node"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+        echo "installing nodejs and npm with apt-get (for tests/integration/node)" >&2
+        $sudo apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >&2
+    fi
+    if [ ! -f "$dir/node_modules/.package-lock.json" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+        echo "installing the npm packages of tests/integration/node" >&2
+        npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
+    fi
+}

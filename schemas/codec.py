@@ -1,9 +1,18 @@
-"""Binary Avro codec for Flotilla's public records.
+"""Binary Avro codec for Flotilla's public records, in the framings off-the-shelf Kafka clients read.
 
-Wire format of every message: one magic byte (0xF1), one byte giving the release of the schema the
-writer used, then the Avro binary body without a header (fastavro's ``schemaless_writer``). The
-version byte lets a reader resolve old data against its current schema instead of guessing, and the
-magic byte makes a message that is not ours (JSON, another codec) fail loudly at the first byte.
+Writers frame every message one of two standard ways:
+
+- Avro single-object encoding (the default, no service needed): ``C3 01``, the 8-byte
+  CRC-64-AVRO fingerprint of the writer schema's Parsing Canonical Form (little endian), then
+  the Avro binary body;
+- the Confluent wire format, once ``use_schema_registry`` registered the schemas with a
+  Schema-Registry-compatible service: ``00``, the 4-byte big-endian schema id, then the body.
+
+Readers accept both, and Flotilla's first framing (``F1``, a release byte, the body), so a log
+written before the change stays readable. The writer schema is looked up by its fingerprint among
+the current schemas and every frozen release (``frozen/*/``), or by id in the schema registry,
+and resolved against the reader's (current) schema: a compatible schema change only needs its
+frozen copy, never a version number.
 
 Schemas are parsed once per process and cached; ``encode``/``decode`` sit on the hot path.
 """
@@ -14,15 +23,17 @@ import io
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
-from fastavro.schema import UnknownType
+from fastavro.schema import UnknownType, fingerprint, to_parsing_canonical_form
 from fastavro.validation import ValidationError, validate
 
-MAGIC = 0xF1
-CURRENT_VERSION = 1
+SINGLE_OBJECT_MAGIC = b"\xc3\x01"
+CONFLUENT_MAGIC = 0x00
+LEGACY_MAGIC = 0xF1
 SCHEMA_NAMES: tuple[str, ...] = (
     "submit_request",
     "event_sequence",
@@ -36,12 +47,36 @@ SCHEMA_NAMES: tuple[str, ...] = (
 SCHEMA_DIR = Path(__file__).parent
 FROZEN_DIR = SCHEMA_DIR / "frozen"
 
-_HEADER_SIZE = 2
+_FINGERPRINT_END = len(SINGLE_OBJECT_MAGIC) + 8
+_CONFLUENT_END = 5
+_LEGACY_END = 2
 _PathStep = str  # a field name, or "[]" for array items / "{}" for map values
 
 
 class SchemaError(ValueError):
     """A record or message that does not fit the Flotilla Avro contract."""
+
+
+class UnknownSchemaId(SchemaError):
+    """The schema registry has no schema of that id (so asking again will not help)."""
+
+
+class SchemaSource(Protocol):
+    """A Schema-Registry-compatible service (see ``schemas.schema_registry``)."""
+
+    def register(self, subject: str, schema: str) -> int: ...
+
+    def schema(self, schema_id: int) -> str: ...
+
+
+@dataclass(frozen=True)
+class Writer:
+    """A schema some message may have been written with: its name, parsed form and fingerprint."""
+
+    name: str
+    parsed: dict
+    fingerprint: bytes
+    origin: str  # "current", "frozen/v1", "registry id 7": where it was found, for error messages
 
 
 def parse_directory(directory: Path) -> dict[str, dict]:
@@ -70,20 +105,62 @@ def parse_directory(directory: Path) -> dict[str, dict]:
     return parsed
 
 
+def standalone(parsed: Any) -> Any:
+    """``parsed`` as one self-contained schema: each named type it uses defined where a depth-first
+    walk meets it first and named after that, as Java's ``Schema.toString`` writes it.
+
+    This is the schema a non-Python reader or a schema registry sees, and the one fingerprinted.
+    """
+    named = parsed.get("__named_schemas", {}) if isinstance(parsed, dict) else {}
+    defined: set[str] = set()
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, str):
+            if node in named and node not in defined:
+                return walk(named[node])
+            return node
+        if isinstance(node, list):
+            return [walk(branch) for branch in node]
+        copy = {key: value for key, value in node.items() if not key.startswith("__")}
+        if "name" in node and node["type"] in ("record", "error", "enum", "fixed"):
+            defined.add(node["name"])
+        if node["type"] in ("record", "error"):
+            copy["fields"] = [{**{k: v for k, v in f.items() if not k.startswith("__")}, "type": walk(f["type"])} for f in node["fields"]]
+        elif node["type"] == "array":
+            copy["items"] = walk(node["items"])
+        elif node["type"] == "map":
+            copy["values"] = walk(node["values"])
+        return copy
+
+    return walk(parsed)
+
+
+def schema_fingerprint(parsed: Any) -> bytes:
+    """The CRC-64-AVRO fingerprint of the schema's Parsing Canonical Form, little endian (8 bytes),
+    as Avro's single-object encoding writes it."""
+    # fastavro gives the fingerprint as the hex of its little-endian bytes
+    return bytes.fromhex(fingerprint(to_parsing_canonical_form(standalone(parsed)), "CRC-64-AVRO"))
+
+
 class Registry:
-    """Current schemas plus the frozen releases, parsed lazily once each.
+    """Current schemas plus the frozen releases, parsed lazily once each, and the framing writers use.
 
     Separate from the module-level functions so that tests can point one at a scratch copy of the
     schemas and exercise resolution between releases that do not exist yet.
     """
 
-    def __init__(self, current_dir: Path, frozen_dir: Path, current_version: int) -> None:
+    def __init__(self, current_dir: Path, frozen_dir: Path) -> None:
         self.current_dir = current_dir
         self.frozen_dir = frozen_dir
-        self.current_version = current_version
         self._current: dict[str, dict] | None = None
-        self._frozen: dict[int, dict[str, dict]] = {}
-        self._writers: dict[tuple[str, int], dict] = {}
+        self._current_writers: dict[str, Writer] = {}
+        self._by_fingerprint: dict[bytes, Writer] | None = None
+        self._legacy: dict[tuple[str, int], Writer] = {}
+        self._source: SchemaSource | None = None
+        self._ids: dict[str, int] = {}
+        self._by_id: dict[int, Writer] = {}
+        self._unknown_ids: dict[int, UnknownSchemaId] = {}
+        self._headers: dict[str, bytes] = {}
         self._union_paths: dict[str, tuple[tuple[_PathStep, ...], ...]] = {}
         self._taggers: dict[str, _Tagger] = {}
         self._splices: dict[tuple[str, str], Splice] = {}
@@ -96,32 +173,134 @@ class Registry:
             self._current = parse_directory(self.current_dir)
         return self._current[name]
 
-    def frozen_versions(self) -> tuple[int, ...]:
-        """Releases that have a frozen copy under ``<frozen_dir>/v<N>/``."""
+    def current_writer(self, name: str) -> Writer:
+        """The current schema ``name`` as writers use it (with its fingerprint)."""
+        found = self._current_writers.get(name)
+        if found is None:
+            parsed = self.schema(name)
+            found = self._current_writers[name] = Writer(name, parsed, schema_fingerprint(parsed), "current")
+        return found
+
+    def releases(self) -> tuple[str, ...]:
+        """The frozen releases, ``frozen/v<N>/``, oldest first."""
         found = (re.fullmatch(r"v(\d+)", p.name) for p in self.frozen_dir.iterdir() if p.is_dir())
-        return tuple(sorted(int(m.group(1)) for m in found if m))
+        return tuple(f"v{n}" for n in sorted(int(m.group(1)) for m in found if m))
 
-    def known_versions(self, name: str) -> tuple[int, ...]:
-        """Versions of schema ``name`` that ``decode`` can read."""
-        versions = {v for v in self.frozen_versions() if (self.frozen_dir / f"v{v}" / f"{name}.avsc").exists()}
-        versions.add(self.current_version)
-        return tuple(sorted(versions))
+    def writers(self) -> dict[bytes, Writer]:
+        """Every schema a message may have been written with, by fingerprint: the current schemas,
+        then each frozen release's (a schema unchanged since a release keeps its fingerprint)."""
+        if self._by_fingerprint is None:
+            found = {w.fingerprint: w for w in map(self.current_writer, SCHEMA_NAMES)}
+            for release in reversed(self.releases()):
+                for writer in self.release_writers(release):
+                    found.setdefault(writer.fingerprint, writer)
+            self._by_fingerprint = found
+        return self._by_fingerprint
 
-    def writer_schema(self, name: str, version: int) -> dict:
-        """The schema that wrote a ``name`` message stamped with ``version``."""
-        cached = self._writers.get((name, version))
-        if cached is not None:
-            return cached
-        if version == self.current_version:
-            found = self.schema(name)
-        elif version in self.known_versions(name):
-            if version not in self._frozen:
-                self._frozen[version] = parse_directory(self.frozen_dir / f"v{version}")
-            found = self._frozen[version][name]
+    def release_writers(self, release: str) -> list[Writer]:
+        """The top-level schemas of frozen release ``release`` (``v1``, ...)."""
+        parsed = parse_directory(self.frozen_dir / release)
+        return [Writer(n, parsed[n], schema_fingerprint(parsed[n]), f"frozen/{release}") for n in SCHEMA_NAMES if n in parsed]
+
+    def use_schema_registry(self, source: SchemaSource, subjects: Mapping[str, str]) -> dict[str, int]:
+        """Register the current schema of each name under its subject and write the Confluent wire
+        format from now on; Confluent-framed messages are read by asking ``source`` for unknown ids.
+        Returns the ids. Raises ``SchemaError`` when the registry refuses a schema."""
+        ids = {}
+        for name, subject in subjects.items():
+            writer = self.current_writer(name)
+            ids[name] = source.register(subject, json.dumps(standalone(writer.parsed)))
+            self._by_id[ids[name]] = writer
+        self._source, self._ids, self._headers = source, ids, {}
+        return ids
+
+    def use_single_object(self) -> None:
+        """Back to the default: single-object encoding, no schema registry."""
+        self._source, self._ids, self._headers, self._by_id, self._unknown_ids = None, {}, {}, {}, {}
+
+    def header(self, name: str) -> bytes:
+        """The bytes that precede the Avro body of a ``name`` message written now."""
+        found = self._headers.get(name)
+        if found is None:
+            schema_id = self._ids.get(name)
+            if schema_id is None:
+                found = SINGLE_OBJECT_MAGIC + self.current_writer(name).fingerprint
+            else:
+                found = bytes((CONFLUENT_MAGIC,)) + schema_id.to_bytes(4, "big")
+            self._headers[name] = found
+        return found
+
+    def writer_of(self, name: str, data: bytes | bytearray | memoryview) -> tuple[Writer, int]:
+        """The schema that wrote ``data`` (a ``name`` message) and where its Avro body starts."""
+        if len(data) < _LEGACY_END:
+            raise SchemaError(f"cannot decode {name}: truncated message of {len(data)} byte(s), no header")
+        if data[:2] == SINGLE_OBJECT_MAGIC:
+            if len(data) < _FINGERPRINT_END:
+                raise SchemaError(f"cannot decode {name}: truncated message of {len(data)} byte(s), no full fingerprint")
+            key = bytes(data[2:_FINGERPRINT_END])
+            writer = (self._by_fingerprint or self.writers()).get(key)
+            if writer is None:
+                raise SchemaError(
+                    f"cannot decode {name}: unknown writer schema, fingerprint {key.hex()} (not a current or frozen Flotilla schema: "
+                    "written by a newer release, or by a producer with a schema of its own, which needs the schema registry framing)"
+                )
+            start = _FINGERPRINT_END
+        elif data[0] == CONFLUENT_MAGIC:
+            if len(data) < _CONFLUENT_END:
+                raise SchemaError(f"cannot decode {name}: truncated message of {len(data)} byte(s), no full schema id")
+            writer, start = self._registered(name, int.from_bytes(data[1:_CONFLUENT_END], "big")), _CONFLUENT_END
+        elif data[0] == LEGACY_MAGIC:
+            writer, start = self._legacy_writer(name, data[1]), _LEGACY_END
         else:
-            known = ", ".join(map(str, self.known_versions(name)))
-            raise SchemaError(f"unknown version {version} for schema {name!r} (known: {known})")
-        self._writers[(name, version)] = found
+            raise SchemaError(
+                f"cannot decode {name}: unknown framing, first byte 0x{data[0]:02x} (expected c3 01 for Avro single-object "
+                "encoding, 00 for the Confluent wire format or f1 for Flotilla's first framing); not a Flotilla Avro message"
+            )
+        if writer.name != name:
+            raise SchemaError(f"cannot decode {name}: the message holds schema {writer.name} ({writer.origin}), not {name}")
+        return writer, start
+
+    def _registered(self, name: str, schema_id: int) -> Writer:
+        found = self._by_id.get(schema_id)
+        if found is not None:
+            return found
+        if schema_id in self._unknown_ids:
+            raise self._unknown_ids[schema_id]
+        if self._source is None:
+            raise SchemaError(
+                f"cannot decode {name}: Confluent-framed message (schema id {schema_id}) but no schema registry is configured "
+                "(FLOTILLA_SCHEMA_REGISTRY_URL)"
+            )
+        try:
+            parsed = cast(dict, parse_schema(json.loads(self._source.schema(schema_id)), {}))
+        except UnknownSchemaId as exc:
+            if len(self._unknown_ids) < 1024:  # a flood of made-up ids must not become a flood of lookups
+                self._unknown_ids[schema_id] = exc
+            raise
+        except (ValueError, TypeError, KeyError) as exc:  # JSON or Avro that does not parse
+            raise SchemaError(f"cannot decode {name}: schema id {schema_id} from the registry does not parse: {exc}") from exc
+        fingerprint = schema_fingerprint(parsed)
+        known = self.writers().get(fingerprint)
+        # a producer's own compatible schema is resolved against ours like a frozen one
+        names = {self.schema(n)["name"]: n for n in SCHEMA_NAMES}
+        writer = Writer(
+            known.name if known else names.get(parsed.get("name", ""), str(parsed.get("name"))),
+            known.parsed if known else parsed,
+            fingerprint,
+            f"registry id {schema_id}",
+        )
+        self._by_id[schema_id] = writer
+        return writer
+
+    def _legacy_writer(self, name: str, version: int) -> Writer:
+        found = self._legacy.get((name, version))
+        if found is None:
+            path = self.frozen_dir / f"v{version}"
+            if not (path / f"{name}.avsc").exists():
+                known = ", ".join(r.removeprefix("v") for r in self.releases() if (self.frozen_dir / r / f"{name}.avsc").exists())
+                raise SchemaError(f"cannot decode {name}: unknown release {version} in an f1-framed message (known: {known})")
+            parsed = parse_directory(path)[name]
+            found = self._legacy[(name, version)] = Writer(name, parsed, schema_fingerprint(parsed), f"frozen/v{version}, f1 framing")
         return found
 
     def tagged_union_paths(self, name: str) -> tuple[tuple[_PathStep, ...], ...]:
@@ -173,7 +352,7 @@ class Registry:
 
     def _write(self, name: str, parsed: dict, record: Mapping[str, Any]) -> bytes:
         buffer = io.BytesIO()
-        buffer.write(bytes((MAGIC, self.current_version)))
+        buffer.write(self.header(name))
         try:
             schemaless_writer(buffer, parsed, record)
         except (TypeError, ValueError, OverflowError, KeyError, AttributeError) as exc:
@@ -188,40 +367,34 @@ class Registry:
         return self._splices[key]
 
     def decode(self, name: str, data: bytes | None) -> dict:
-        """Deserialise a message, resolving its writer's version against the current schema.
+        """Deserialise a message in any of the three framings, resolving its writer's schema
+        against the current one.
 
         Unions of several records decode to ``(full_name, record)`` tuples (see ``encode``).
         """
         reader = self.schema(name)
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise SchemaError(f"cannot decode {name}: expected bytes, got {type(data).__name__}")
-        if len(data) < _HEADER_SIZE:
-            raise SchemaError(f"cannot decode {name}: truncated message of {len(data)} byte(s), no header")
-        if data[0] != MAGIC:
-            raise SchemaError(
-                f"cannot decode {name}: wrong magic byte 0x{data[0]:02x} (expected 0x{MAGIC:02x}); not a Flotilla Avro message"
-            )
-        version = data[1]
-        writer = self.writer_schema(name, version)
+        writer, start = self.writer_of(name, data)
         stream = io.BytesIO(data)
-        stream.seek(_HEADER_SIZE)
+        stream.seek(start)
         try:
             # Record names are only needed to tell apart the branches of multi-record unions, and
             # asking for them costs ~15% of decoding, so only those schemas ask.
             named = bool(self.tagged_union_paths(name))
             record = schemaless_reader(
                 stream,
-                writer,
-                None if writer is reader else reader,
+                writer.parsed,
+                None if writer.parsed is reader else reader,
                 return_record_name=named,
                 return_record_name_override=named,
             )
         except Exception as exc:  # fastavro signals corrupt input with many exception types
-            raise SchemaError(f"cannot decode {name} v{version}: truncated or corrupt body ({type(exc).__name__}: {exc})") from exc
+            raise SchemaError(f"cannot decode {name} ({writer.origin}): truncated or corrupt body ({type(exc).__name__}: {exc})") from exc
         leftover = len(data) - stream.tell()
         if leftover:
             raise SchemaError(
-                f"cannot decode {name} v{version}: {leftover} unread trailing byte(s); corrupt body or a message of another schema"
+                f"cannot decode {name} ({writer.origin}): {leftover} unread trailing byte(s); corrupt body or a message of another schema"
             )
         return cast(dict, record)  # a record schema reads as a dict
 
@@ -251,7 +424,7 @@ class Splice:
             return {**schema, "__fastavro_parsed": True, "__named_schemas": named}
 
         self.name, self.field = name, field
-        self._header = bytes((MAGIC, registry.current_version))
+        self._registry = registry
         self._head = part({"type": "record", "name": f"{name}.head", "fields": fields[:position]})
         self._tail = part({"type": "record", "name": f"{name}.tail", "fields": fields[position + 1 :]})
         self._field = part(named[field_type]) if isinstance(field_type, str) else part(field_type)
@@ -268,7 +441,7 @@ class Splice:
         """``record`` (whose own value of the field is not read) with ``field_bytes`` in its place."""
         rest = self._tag_record({k: v for k, v in record.items() if k != self.field})
         buffer = io.BytesIO()
-        buffer.write(self._header)
+        buffer.write(self._registry.header(self.name))
         self._write(buffer, self._head, rest)
         buffer.write(field_bytes)
         self._write(buffer, self._tail, rest)
@@ -422,9 +595,11 @@ def _validation_message(name: str, error: ValidationError) -> str:
     return f"cannot encode {name}: " + "; ".join(problems)
 
 
-_default = Registry(SCHEMA_DIR, FROZEN_DIR, CURRENT_VERSION)
+_default = Registry(SCHEMA_DIR, FROZEN_DIR)
 schema = _default.schema
-known_versions = _default.known_versions
 encode = _default.encode
 decode = _default.decode
 splice = _default.splice
+current_writer = _default.current_writer
+use_schema_registry = _default.use_schema_registry
+use_single_object = _default.use_single_object

@@ -46,6 +46,7 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
         ids=IdFactory.system(),
         queries=queries,
         submit_timeout_s=settings.submit_timeout_s,
+        submission_limits=plane.submission_limits,
     )
     routes.register(plane, ops, queries)
     plane.app.service(GrpcServer.for_plane(plane, ops))  # type: ignore[arg-type]  # an instance, as above

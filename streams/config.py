@@ -66,6 +66,20 @@ class Settings:
     # enough not to hold up the worker, and a backlog of queued jobs is leased in steps.
     scheduling_rate: float = 10_000.0
     scheduling_burst: int = 10_000
+    # Producer safety on the submissions topic (streams/domain/admission.py): jobs per second per queue
+    # and per user, with bursts of this many jobs; a request over either is rejected whole on `rejected`
+    # with the reason. A rate of 0 turns that limit off.
+    submission_queue_rate: float = 1_000.0
+    submission_queue_burst: int = 100_000
+    submission_user_rate: float = 2_000.0
+    submission_user_burst: int = 200_000
+    # A submission message larger than this is rejected unread (its rejection keeps the first KiB);
+    # gRPC's default largest message. 0: no limit but the broker's.
+    max_submission_bytes: int = 4 * 1024 * 1024
+    # A Schema-Registry-compatible service (http(s)://[user:secret@]host:port): with one, messages are
+    # written in the Confluent wire format and the schemas registered there; without, in Avro's
+    # single-object encoding. Readers take both either way (schemas/README.md).
+    schema_registry_url: str = ""
     log_level: str = "info"
     # text, or json: one JSON object a line with job, run, queue and executor fields where they apply.
     log_format: str = "text"

@@ -18,6 +18,7 @@ from schemas.faust_codec import register_codecs
 from streams.auth import Authenticator, Permissions
 from streams.auth.setup import build_authenticator, build_permissions, credentials_configured
 from streams.config import MAX_MESSAGE_BYTES, Settings
+from streams.domain.admission import SubmissionLimits
 from streams.domain.validation import SubmitPolicy
 from streams.metrics import Metrics
 from streams.replies import Replies
@@ -61,6 +62,7 @@ class ControlPlane:
     auth: Authenticator
     permissions: Permissions
     policy: SubmitPolicy = field(default_factory=SubmitPolicy)
+    submission_limits: SubmissionLimits = field(default_factory=SubmissionLimits)
     replies: Replies = field(default_factory=Replies)
     metrics: Metrics = field(default_factory=Metrics)
     # The last cycle per pool and the executors, on the worker that schedules (the cycle's observer).
@@ -158,4 +160,11 @@ def build_plane(settings: Settings, policy: SubmitPolicy | None = None) -> Contr
         permissions=build_permissions(settings),
         # With callers authenticated, the ingest agent checks queue ownership too (direct producers included).
         policy=policy or SubmitPolicy(check_ownership=credentials_configured(settings)),
+        submission_limits=SubmissionLimits(
+            queue_rate=settings.submission_queue_rate,
+            queue_burst=settings.submission_queue_burst,
+            user_rate=settings.submission_user_rate,
+            user_burst=settings.submission_user_burst,
+            max_message_bytes=settings.max_submission_bytes,
+        ),
     )

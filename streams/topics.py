@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from schemas import codec
+from schemas.schema_registry import SchemaRegistryClient
 from streams.config import Settings
 
 log = logging.getLogger(__name__)
@@ -25,20 +27,19 @@ class TopicSpec:
     name: str  # without the prefix
     compacted: bool = False
     single_partition: bool = False
+    schema: str | None = None  # the Avro schema of its values (schemas/), None for Flotilla's internal encodings
 
 
-# Values are Avro (schemas/) except on scheduler-feed: submissions submit_request, events
-# event_sequence, job-states job_state, executor-commands executor_command, executor-reports
-# executor_report, queues queue, rejected rejection.
+# The topic reference (keys, partitioning, retention, ordering) is schemas/README.md.
 TOPICS: tuple[TopicSpec, ...] = (
-    TopicSpec("submissions"),
-    TopicSpec("events"),
-    TopicSpec("job-states", compacted=True),
+    TopicSpec("submissions", schema="submit_request"),
+    TopicSpec("events", schema="event_sequence"),
+    TopicSpec("job-states", compacted=True, schema="job_state"),
     TopicSpec("scheduler-feed", single_partition=True),
-    TopicSpec("executor-commands"),
-    TopicSpec("executor-reports"),
-    TopicSpec("queues", compacted=True, single_partition=True),
-    TopicSpec("rejected"),
+    TopicSpec("executor-commands", schema="executor_command"),
+    TopicSpec("executor-reports", schema="executor_report"),
+    TopicSpec("queues", compacted=True, single_partition=True, schema="queue"),
+    TopicSpec("rejected", schema="rejection"),
 )
 
 # Table changelogs (Faust's names, `<app id>-<table>-changelog`), created with the partition count
@@ -49,6 +50,22 @@ CHANGELOGS: tuple[TopicSpec, ...] = (
     TopicSpec("job-index", compacted=True),
     TopicSpec("scheduler-index", compacted=True, single_partition=True),
 )
+
+
+def value_subjects(settings: Settings) -> dict[str, str]:
+    """Schema name -> registry subject of the topic carrying it (Confluent's TopicNameStrategy)."""
+    return {spec.schema: f"{settings.topic(spec.name)}-value" for spec in TOPICS if spec.schema}
+
+
+def use_configured_framing(settings: Settings) -> None:
+    """Write the Confluent wire format, with the schemas registered, if a schema registry is configured.
+
+    Every process that writes Flotilla records calls this at start-up, so a registry that is
+    unreachable or refuses a schema (an incompatible change) stops it there, not at its first message.
+    """
+    if settings.schema_registry_url:
+        ids = codec.use_schema_registry(SchemaRegistryClient(settings.schema_registry_url), value_subjects(settings))
+        log.info("schemas registered at %s: %s", settings.schema_registry_url, ", ".join(f"{n} id {i}" for n, i in ids.items()))
 
 
 def changelog_name(settings: Settings, table: str) -> str:

@@ -8,17 +8,19 @@ import sys
 
 import faust
 
+from schemas.codec import SchemaError
 from streams.app import create_control_plane
 from streams.auth import AuthConfigError
 from streams.auth.setup import describe_access
 from streams.config import Settings
 from streams.gc_tuning import tune_for_long_lived_state
 from streams.logs import LOG_FORMATS, json_logging_config
-from streams.topics import ensure_topics
+from streams.topics import ensure_topics, use_configured_framing
 
 log = logging.getLogger(__name__)
 
-# A worker whose authentication settings are refused exits with this code, before it touches the broker.
+# A worker whose authentication settings are refused exits with this code, before it touches the broker;
+# so does one whose schema registry is unreachable or refuses a schema.
 CONFIG_ERROR = 2
 
 
@@ -33,6 +35,11 @@ def run_worker(settings: Settings) -> int:
         print(f"API access: {describe_access(settings)}", flush=True)
         plane = create_control_plane(settings)  # fetches the OIDC key set, if one is configured
     except AuthConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return CONFIG_ERROR
+    try:
+        use_configured_framing(settings)
+    except SchemaError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return CONFIG_ERROR
     loop.run_until_complete(ensure_topics(settings))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode, encode
 from streams.domain import events
+from streams.domain.admission import Admission
 from streams.domain.ids import new_id
 from streams.domain.validation import ItemResult, SubmitPolicy, validate_request
 from streams.tables.batched import BatchProducer, Outbox, TableBatch
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX_MESSAGES = 500
 BATCH_WITHIN_S = 0.005
+# What the rejection of a message over the size limit keeps of it: enough to tell whose it was.
+OVERSIZED_KEPT_BYTES = 1024
 
 
 def register(plane: ControlPlane) -> None:
@@ -44,6 +47,7 @@ def register(plane: ControlPlane) -> None:
         producer=plane.batch_producer,
         replies=plane.replies,
         metrics=plane.metrics,
+        admission=Admission(plane.submission_limits),
     )
 
     @plane.app.agent(plane.topics.submissions, name="ingest", concurrency=1)
@@ -74,6 +78,7 @@ class Ingest:
     producer: BatchProducer
     replies: Replies
     metrics: Metrics
+    admission: Admission = field(default_factory=Admission)
     # The batch so far: (key, event_sequence bytes), client id key -> (partition, job id), (request id, answers).
     _events: list[tuple[bytes | None, bytes | None]] = field(default_factory=list)
     _client_ids: dict[str, tuple[int, str]] = field(default_factory=dict)
@@ -100,6 +105,13 @@ class Ingest:
         return pending[1] if pending is not None else self.client_ids.get(key)
 
     async def handle(self, message: Message) -> None:
+        value = message.value or b""
+        too_large = self.admission.limits.oversized(len(value))
+        if too_large is not None:  # refused unread: decoding it could hold the agent up for seconds
+            self.metrics.submissions.labels("oversized").inc()
+            kept = f"{too_large} (this rejection keeps its first {OVERSIZED_KEPT_BYTES} bytes)"
+            await self.reject(message, None, kept, payload=bytes(value[:OVERSIZED_KEPT_BYTES]))
+            return
         try:
             request = decode("submit_request", message.value)
         except SchemaError as exc:
@@ -119,6 +131,11 @@ class Ingest:
             await self.reject(message, request, "submit request has no items")
             return
         now_ms = int(message.timestamp * 1000)
+        refused = self.admission.admit(request["queue"], request["user"], len(request["items"]), now_ms)
+        if refused is not None:
+            self.metrics.submissions.labels("limited").inc()
+            await self.reject(message, request, refused)
+            return
         rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
         queue = request["queue"]
         results = validate_request(request, self.queues.get(queue), self.policy)
@@ -153,7 +170,10 @@ class Ingest:
         self.metrics.jobs_rejected.labels(queue).inc(len(results) - len(submitted) - duplicates)
         self._answers.append((request["request_id"], answers))
 
-    async def reject(self, message: Message, request: dict[str, Any] | None, reason: str, item: ItemResult | None = None) -> None:
+    async def reject(
+        self, message: Message, request: dict[str, Any] | None, reason: str, item: ItemResult | None = None, payload: bytes | None = None
+    ) -> None:
+        """``payload``: what the rejection keeps of the message, when not all of it."""
         request = request or {}
         key = message.key if isinstance(message.key, str) else (message.key or b"unknown").decode(errors="replace")
         await self.rejected.send(
@@ -166,7 +186,7 @@ class Ingest:
                 "item_index": item.index if item else None,
                 "client_id": item.client_id if item else None,
                 "reason": reason,
-                "payload": bytes(message.value or b""),
+                "payload": bytes(message.value or b"") if payload is None else payload,
                 "rejected_at": int(message.timestamp * 1000),
             },
         )

@@ -8,12 +8,13 @@ definitions are on the log, so replaying the feed repeats every cycle.
 
 A cycle is committed once (Armada's scheduler, likewise, catches up on the log before it decides
 as a new leader): its outcome is appended to the feed as one `Committed` record before any of it
-is published, and the index stores the feed offset it has folded up to with every write. A worker
-that takes over rebuilds the index, skips what it already folded, runs the cycles of the ticks it
-reads again (the same inputs, so the same decisions) without publishing them, and publishes a
-committed outcome again only where the owner before it may have stopped half-way. A cycle that
-was never committed is committed by the new owner when it reads its own first tick. So no
-executor acts on a cycle that was not committed whole, and no cycle is recorded twice differently.
+is published; the index stores the feed offset it has folded up to with every write, and the last
+cycle it published as soon as it has. A worker that takes over rebuilds the index, skips what it
+already folded, runs the cycles of the ticks it reads again (the same inputs, so the same
+decisions) without publishing them, and publishes a committed outcome again only where the owner
+before it may have stopped half-way (its readers recognise the repeated events by their ids). A
+cycle that was never committed is committed by the new owner when it reads its own first tick. So
+no executor acts on a cycle that was not committed whole, and no cycle is recorded twice differently.
 
 The agent is thin: `streams.scheduler` decides, this module reads the feed, writes the table and
 publishes the events, commands and cycle record a cycle produced. It takes the feed records
@@ -35,7 +36,7 @@ from streams.scheduler import feed
 from streams.scheduler.commit import committed as committed_record
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.cycle import CycleOutcome, run_cycle
-from streams.scheduler.index import POSITION_KEY, SchedulerIndex
+from streams.scheduler.index import OFFSET_KEY, PUBLISHED_KEY, SchedulerIndex
 from streams.tables.batched import BatchProducer, Outbox, TableBatch
 
 if TYPE_CHECKING:
@@ -183,7 +184,7 @@ def register(plane: ControlPlane) -> SchedulerState:
                     new_work = new_work or brings_work(record)
                     persist(writes, message.partition, index, index.apply(record))
                 index.offset = message.offset
-            persist(writes, 0, index, [POSITION_KEY])
+            persist(writes, 0, index, [OFFSET_KEY])
             await writes.write()
             early = plane.settings.early_ticks and state.tick_sent_at is None and state.early.due(new_work, time.monotonic())
             if early and owner():
@@ -211,10 +212,17 @@ def register(plane: ControlPlane) -> SchedulerState:
         return outcome
 
     async def commit_and_publish(record: feed.Committed) -> None:
-        assert state.index is not None
         await publisher.commit(record)
+        await published(record)
+
+    async def published(record: feed.Committed) -> None:
+        """Publish ``record``'s messages, then store at once that they were."""
+        assert state.index is not None
         await publisher.publish(record)
         state.index.published = record.tick
+        marker = TableBatch(plane.scheduler_index, plane.batch_producer)
+        persist(marker, 0, state.index, [PUBLISHED_KEY])
+        await marker.write()
 
     async def committed(record: feed.Committed) -> None:
         """A cycle committed on the feed: publish it again if its owner may not have finished."""
@@ -224,8 +232,7 @@ def register(plane: ControlPlane) -> SchedulerState:
             plane.metrics.cycles_diverged.inc()
             log.error("the cycle of the tick at offset %d ran again differently from its committed record %s", record.tick, record.cycle_id)
         if record.tick > state.index.published:
-            await publisher.publish(record)
-            state.index.published = record.tick
+            await published(record)
 
     @app.timer(plane.settings.schedule_period_s)
     async def timer() -> None:

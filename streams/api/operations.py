@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, encode
@@ -21,6 +21,7 @@ from streams.api.errors import ApiError
 from streams.api.job_queries import JobQueries
 from streams.auth import Permissions, Principal
 from streams.domain import events
+from streams.domain.admission import SubmissionLimits
 from streams.domain.events import Payload
 from streams.domain.ids import IdFactory, new_id
 from streams.domain.queues import validate_queue
@@ -78,6 +79,8 @@ class Operations:
     # The job index (job sets, active queues), as the job query API reads it.
     queries: JobQueries
     submit_timeout_s: float = 30.0
+    # The ingest agent's limits; the size limit is checked here too, so a caller hears of it at once.
+    submission_limits: SubmissionLimits = field(default_factory=SubmissionLimits)
 
     # ------------------------------------------------------------------ queues (any caller reads them)
 
@@ -149,6 +152,9 @@ class Operations:
             message = encode("submit_request", request)
         except SchemaError as exc:
             raise ApiError(400, f"invalid submit request: {exc}") from exc
+        too_large = self.submission_limits.oversized(len(message))
+        if too_large is not None:
+            raise ApiError(413, too_large)
         answer = self.replies.expect(request_id)
         try:
             await self.topics.submissions.send(key=queue, value=message)

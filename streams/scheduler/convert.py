@@ -17,6 +17,7 @@ from streams.scheduler.algorithm.model import (
     Toleration,
 )
 from streams.scheduler.feed import ExecutorState, JobDelta, NodeState, QueueInfo, node_id
+from streams.scheduler.shared import shared
 
 # Every node carries its scheduler id as a label, so "avoid these nodes" is an affinity rule.
 NODE_ID_LABEL = "flotilla.io/node-id"
@@ -37,11 +38,14 @@ def scheduling_job(delta: JobDelta) -> Job:
         submit_time=delta.submitted / 1000.0,
         priority=int(delta.priority),
         node_selector=delta.node_selector,
-        tolerations=tuple(
-            Toleration(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")
-            for t in delta.tolerations
+        # Shared between jobs like the delta's own fields (the index keeps one Job per queued job).
+        tolerations=shared(
+            tuple(
+                Toleration(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")
+                for t in delta.tolerations
+            )
         ),
-        affinity=terms,
+        affinity=shared(terms),
         annotations=delta.gang,
     )
 

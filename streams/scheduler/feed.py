@@ -20,6 +20,7 @@ from typing import Any
 from streams.domain.queues import queue_weight
 from streams.domain.resources import job_resource_request
 from streams.domain.states import ACTIVE, JOB_TERMINAL
+from streams.scheduler.shared import shared, text
 
 GANG_ANNOTATION_PREFIX = "armadaproject.io/gang"
 # Runs that ended without the job ending: the job goes back to the queue (up to a limit).
@@ -325,19 +326,30 @@ def to_json(record: FeedRecord) -> dict[str, Any]:
     return body
 
 
+# A decoded job delta shares these with every other job holding equal ones (streams.scheduler.shared):
+# the index holds a delta per unfinished job, a million of them when the queues are long.
+_SHARED_TEXT = ("queue", "job_set_id", "state", "priority_class", "executor", "node", "run_state")
+_SHARED_VALUES = ("priority", "requests", "node_selector", "tolerations", "affinity", "gang", "avoid_nodes", "grace_period_s")
+
+
 def from_json(body: Any) -> FeedRecord:
     """The record ``to_json`` gave (``body`` is consumed); raises ValueError for anything else."""
     try:
         kind = body.pop("k")
         if kind == "job":
-            return JobDelta(
-                **{
-                    **body,
-                    "tolerations": tuple(body.get("tolerations", ())),
-                    "affinity": tuple(tuple(term) for term in body.get("affinity", ())),
-                    "avoid_nodes": tuple(body.get("avoid_nodes", ())),
-                }
-            )
+            fields = {
+                **body,
+                "tolerations": tuple(body.get("tolerations", ())),
+                "affinity": tuple(tuple(term) for term in body.get("affinity", ())),
+                "avoid_nodes": tuple(body.get("avoid_nodes", ())),
+            }
+            for name in _SHARED_TEXT:
+                if name in fields:
+                    fields[name] = text(fields[name])
+            for name in _SHARED_VALUES:
+                if name in fields:
+                    fields[name] = shared(fields[name])
+            return JobDelta(**fields)
         if kind == "executor":
             nodes = tuple(NodeState(**{**n, "taints": tuple(n.get("taints", ()))}) for n in body.pop("nodes", ()))
             return ExecutorState(**{**body, "active": tuple(body.get("active", ()))}, nodes=nodes)

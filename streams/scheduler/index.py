@@ -24,7 +24,8 @@ from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, 
 LEASE, REQUEUE, END = "lease", "requeue", "end"
 LIMITERS_KEY = "x:limiters"
 CYCLES_KEY = "x:cycles"
-POSITION_KEY = "x:position"
+OFFSET_KEY = "x:offset"
+PUBLISHED_KEY = "x:published"
 
 
 @dataclass(slots=True)
@@ -77,10 +78,11 @@ class SchedulerIndex:
         self.reported_in_cycle: dict[str, int] = {}
         # Orphan runs already told to stop; in memory only, so a take-over may ask once more.
         self.orphans_cancelled: set[str] = set()
-        # The feed offset of the last record folded in, and of the last tick whose cycle's outcome
-        # was published. Stored with the rest, in the same batch: a worker that rebuilds the index
-        # skips what it already holds, so no record is folded twice and no cycle runs twice over
-        # an index that has moved on.
+        # The feed offset of the last record folded in, stored with the rest in the same batch: a
+        # worker that rebuilds the index skips what it already holds, so no record is folded twice
+        # and no cycle runs twice over an index that has moved on. And the offset of the last tick
+        # whose cycle's outcome was published, stored as soon as it was, so that a worker taking
+        # over publishes again only what may not have been.
         self.offset = -1
         self.published = -1
 
@@ -211,8 +213,10 @@ class SchedulerIndex:
             return json.dumps(limiters_to_json(self.limiters)).encode()
         if key == CYCLES_KEY:
             return str(self.cycles).encode()
-        if key == POSITION_KEY:
-            return json.dumps({"o": self.offset, "p": self.published}).encode()
+        if key == OFFSET_KEY:
+            return str(self.offset).encode()
+        if key == PUBLISHED_KEY:
+            return str(self.published).encode()
         raise KeyError(key)
 
     def load(self, items: Iterable[tuple[str, bytes]]) -> None:
@@ -239,9 +243,10 @@ class SchedulerIndex:
                 self.limiters = limiters_from_json(json.loads(value))
             elif key == CYCLES_KEY:
                 self.cycles = int(value)
-            elif key == POSITION_KEY:
-                position = json.loads(value)
-                self.offset, self.published = position["o"], position["p"]
+            elif key == OFFSET_KEY:
+                self.offset = int(value)
+            elif key == PUBLISHED_KEY:
+                self.published = int(value)
         # The state and the heartbeat keys each hold what the latest record of their kind said.
         for name, body in heartbeats:
             if name in self.executors:
@@ -254,7 +259,8 @@ class SchedulerIndex:
         yield from (heartbeat_key(name) for name in self.executors)
         yield LIMITERS_KEY
         yield CYCLES_KEY
-        yield POSITION_KEY
+        yield OFFSET_KEY
+        yield PUBLISHED_KEY
 
 
 def job_key(job_id: str) -> str:

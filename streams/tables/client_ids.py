@@ -9,6 +9,7 @@ import faust
 from faust.types import TableT
 
 from streams.config import Settings
+from streams.tables.store import store_options
 from streams.tables.types import TextKey
 
 
@@ -23,4 +24,5 @@ def client_ids_table(app: faust.App, settings: Settings) -> TableT:
         value_type=TextKey,
         partitions=settings.partitions,
         help="Job id of each (queue, client id) already submitted.",
+        options=store_options(),
     )

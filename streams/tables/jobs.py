@@ -17,6 +17,7 @@ from faust.types import TableT
 from schemas.codec import decode, splice
 from streams.config import Settings
 from streams.tables.batched import BatchProducer, TableBatch
+from streams.tables.store import store_options
 from streams.tables.types import TEXT_CODEC, TextKey
 
 
@@ -34,6 +35,7 @@ def jobs_table(app: faust.App, settings: Settings) -> TableT:
             compacting=True,
         ),
         help="Latest state of every job, by job id (job_state Avro).",
+        options=store_options(),
     )
 
 

@@ -10,6 +10,7 @@ import faust
 from faust.types import TableT
 
 from streams.config import Settings
+from streams.tables.store import store_options
 from streams.tables.types import TEXT_CODEC, TextKey
 from streams.topics import changelog_name
 
@@ -30,4 +31,5 @@ def scheduler_index_table(app: faust.App, settings: Settings) -> TableT:
             compacting=True,
         ),
         help="The scheduler's index: unfinished jobs, executors and limiter state (JSON).",
+        options=store_options(),
     )

@@ -51,6 +51,7 @@ class ChaosReport:
     leases_after_success: int = 0
     duplicate_id_returns: int = 0
     lease_returned: int = 0
+    repeated_events: int = 0  # published again with the same id (at least once): not counted as decisions above
     stale_job_states: int = 0
     terminal_in_index: int = 0
     index_jobs: int = 0
@@ -86,8 +87,9 @@ class ChaosReport:
             f"cycles recorded twice {self.cycles_recorded_twice} (differently {self.cycles_recorded_differently}), "
             f"run ids on two jobs {self.run_ids_on_two_jobs}, leases after success {self.leases_after_success}, "
             f"lease_returned {self.lease_returned} (duplicate id {self.duplicate_id_returns}), "
-            f"job-states differing from events {self.stale_job_states}, index {self.index_jobs} / unfinished {self.unfinished_jobs} "
-            f"(finished still in index {self.terminal_in_index}), takeover s [{takeovers}]"
+            f"job-states differing from events {self.stale_job_states}, events repeated {self.repeated_events}, "
+            f"index {self.index_jobs} / unfinished {self.unfinished_jobs} (finished still in index {self.terminal_in_index}), "
+            f"takeover s [{takeovers}]"
         )
 
 
@@ -145,7 +147,7 @@ def index_jobs(worker: Worker) -> set[str]:
 
 def examine(worker: Worker, report: ChaosReport, kills: list[float]) -> None:
     events = sorted(worker.read(worker.topic("events")), key=lambda r: (r.partition, r.offset))
-    folded, history, cycles, leases = fold_events(events)
+    folded, history, cycles, leases, report.repeated_events = fold_events(events)
     published = worker.job_states()
     submitted = [job_id for job_id, kinds in history.items() if any(kind == "JobSubmitted" for kind, _ in kinds)]
     report.submitted = len(submitted)
@@ -203,13 +205,17 @@ def same_state(published: dict[str, Any] | None, folded: dict[str, Any]) -> bool
 
 def fold_events(
     events: list[Record],
-) -> tuple[dict[str, dict[str, Any]], dict[str, list[tuple[str, dict[str, Any]]]], dict[str, list[tuple[str, str]]], list[float]]:
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[tuple[str, dict[str, Any]]]], dict[str, list[tuple[str, str]]], list[float], int]:
     """Folding `events` from the start: every job, each job's events in log order, each cycle id's
-    records as (event id, decisions as JSON), and the log times (epoch s) of JobLeased events."""
+    records as (event id, decisions as JSON), the log times (epoch s) of JobLeased events, and how
+    many job events were a repeat of one already on the log (same id: published again, at least
+    once), which the histories leave out."""
     jobs: dict[str, dict[str, Any]] = {}
     history: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     cycles: dict[str, list[tuple[str, str]]] = defaultdict(list)
     leases: list[float] = []
+    seen: set[str] = set()
+    repeated = 0
     for record in events:
         sequence = decode("event_sequence", record.value)
         envelope = {key: sequence[key] for key in ("queue", "job_set_id", "user", "groups")}
@@ -221,6 +227,10 @@ def fold_events(
             job_id = event["job_id"]
             if job_id is None:
                 continue
+            if event["event_id"] in seen:
+                repeated += 1
+                continue
+            seen.add(event["event_id"])
             if kind == "JobLeased":
                 leases.append(record.timestamp / 1000)
             history[job_id].append((kind, payload))
@@ -230,4 +240,4 @@ def fold_events(
                 continue
             if folded is not None:
                 jobs[job_id] = folded
-    return jobs, history, cycles, leases
+    return jobs, history, cycles, leases, repeated

@@ -2,7 +2,8 @@
 the worker keeps processing the valid submissions around them: nothing is lost.
 
 Every kind of bad input of streams/domain/validation.py, plus messages that are not Avro at all
-(or Avro of another schema, truncated, of an unknown release, a tombstone) produced straight to
+(or Avro of another schema, truncated, of an unknown writer schema or release, Confluent-framed with no
+schema registry configured, a tombstone) produced straight to
 `<prefix>submissions`. Against the real embedded broker and a real control-plane worker.
 """
 
@@ -133,11 +134,19 @@ def _valid_bytes(n: int) -> bytes:
 
 # Message-level kinds: bytes straight to the topic -> (value, substrings of the one rejection).
 RAW_KINDS: dict[str, tuple[Callable[[int], bytes | None], tuple[str, ...]]] = {
-    "text": (lambda n: f"this is not avro #{n}".encode(), ("malformed submission", "wrong magic byte 0x74")),
-    "json": (lambda n: json.dumps({"queue": QUEUE, "n": n}).encode(), ("malformed submission", "wrong magic byte 0x7b")),
-    "avro of another schema": (_wrong_schema, ("malformed submission", "another schema")),
+    "text": (lambda n: f"this is not avro #{n}".encode(), ("malformed submission", "unknown framing, first byte 0x74")),
+    "json": (lambda n: json.dumps({"queue": QUEUE, "n": n}).encode(), ("malformed submission", "unknown framing, first byte 0x7b")),
+    "avro of another schema": (_wrong_schema, ("malformed submission", "holds schema queue")),
     "truncated avro": (lambda n: _valid_bytes(n)[:40], ("malformed submission", "truncated or corrupt body")),
-    "unknown schema release": (lambda n: b"\xf1\x63" + _valid_bytes(n)[2:], ("malformed submission", "unknown version 99")),
+    "unknown writer schema": (lambda n: b"\xc3\x01" + bytes(8) + _valid_bytes(n)[10:], ("malformed submission", "unknown writer schema")),
+    "unknown release of the first framing": (
+        lambda n: b"\xf1\x63" + _valid_bytes(n)[10:],
+        ("malformed submission", "unknown release 99 in an f1-framed message"),
+    ),
+    "Confluent framing without a registry": (
+        lambda n: b"\x00\x00\x00\x00\x01" + _valid_bytes(n)[10:],
+        ("malformed submission", "no schema registry is configured"),
+    ),
     "empty value": (lambda n: b"", ("malformed submission", "truncated message of 0 byte(s)")),
     "tombstone": (lambda n: None, ("malformed submission",)),
 }

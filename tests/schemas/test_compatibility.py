@@ -1,4 +1,4 @@
-"""Data written with any frozen release reads with the current schemas."""
+"""Data written with any frozen release reads with the current schemas, in every framing."""
 
 from __future__ import annotations
 
@@ -14,37 +14,51 @@ from schemas import codec
 from tests.schemas import samples
 
 
-def frozen_cases() -> list[tuple[int, str]]:
+def frozen_cases() -> list[tuple[str, str]]:
     return [
-        (version, name)
-        for version in codec._default.frozen_versions()
+        (release, name)
+        for release in codec._default.releases()
         for name in codec.SCHEMA_NAMES
-        if version in codec.known_versions(name)
+        if (codec.FROZEN_DIR / release / f"{name}.avsc").exists()
     ]
 
 
+def body(writer: dict, record: dict) -> bytes:
+    buffer = io.BytesIO()
+    schemaless_writer(buffer, writer, record)
+    return buffer.getvalue()
+
+
 def test_release_v1_is_frozen_for_every_schema() -> None:
-    assert (1, "event_sequence") in frozen_cases()
-    assert {name for version, name in frozen_cases() if version == 1} == set(codec.SCHEMA_NAMES)
+    assert {name for release, name in frozen_cases() if release == "v1"} == set(codec.SCHEMA_NAMES)
 
 
-def test_current_release_matches_its_frozen_copy() -> None:
-    """Editing a schema without bumping CURRENT_VERSION and freezing it would mislabel data."""
-    frozen = codec.FROZEN_DIR / f"v{codec.CURRENT_VERSION}"
-    current_files = sorted(p.name for p in codec.SCHEMA_DIR.glob("*.avsc"))
-    assert sorted(p.name for p in frozen.glob("*.avsc")) == current_files
-    for file_name in current_files:
-        assert json.loads((frozen / file_name).read_text()) == json.loads((codec.SCHEMA_DIR / file_name).read_text()), file_name
+def test_every_current_schema_is_frozen() -> None:
+    """Data written now must stay readable after the next change: see "Changing a schema" in schemas/README.md."""
+    releases = codec._default.releases()
+    frozen = {writer.fingerprint for release in releases for writer in codec._default.release_writers(release)}
+    following = f"schemas/frozen/v{len(releases) + 1}"
+    for name in codec.SCHEMA_NAMES:
+        assert codec.current_writer(name).fingerprint in frozen, (
+            f"schemas/{name}.avsc (or a file it uses) changed since the last frozen release; "
+            f"freeze the current schemas: mkdir {following} && cp schemas/*.avsc {following}/"
+        )
 
 
-@pytest.mark.parametrize(("version", "name"), frozen_cases())
-def test_frozen_writer_current_reader(version: int, name: str) -> None:
-    writer = codec.parse_directory(codec.FROZEN_DIR / f"v{version}")[name]
-    buffer = io.BytesIO(bytes((codec.MAGIC, version)))
-    buffer.seek(2)
-    schemaless_writer(buffer, writer, samples.SAMPLES[name]())
+@pytest.mark.parametrize(("release", "name"), frozen_cases())
+def test_frozen_writer_current_reader(release: str, name: str) -> None:
+    writer = codec.parse_directory(codec.FROZEN_DIR / release)[name]
+    data = codec.SINGLE_OBJECT_MAGIC + codec.schema_fingerprint(writer) + body(writer, samples.SAMPLES[name]())
     # samples use only v1 fields; a later release that renames or drops one needs its own sample here
-    samples.assert_contains(samples.SAMPLES[name](), codec.decode(name, buffer.getvalue()), name)
+    samples.assert_contains(samples.SAMPLES[name](), codec.decode(name, data), name)
+
+
+@pytest.mark.parametrize("name", codec.SCHEMA_NAMES)
+def test_first_framing_still_reads(name: str) -> None:
+    """Messages written before single-object encoding (f1, release byte, body) stay readable."""
+    writer = codec.parse_directory(codec.FROZEN_DIR / "v1")[name]
+    data = bytes((codec.LEGACY_MAGIC, 1)) + body(writer, samples.SAMPLES[name]())
+    samples.assert_contains(samples.SAMPLES[name](), codec.decode(name, data), name)
 
 
 def add_field(path: Path, record: str, field: dict) -> None:
@@ -65,9 +79,16 @@ def add_field(path: Path, record: str, field: dict) -> None:
     path.write_text(json.dumps(schema))
 
 
+def freeze(current: Path, frozen: Path, release: str) -> None:
+    """What schemas/README.md asks after a change: copy the current files to a new frozen release."""
+    (frozen / release).mkdir()
+    for path in current.glob("*.avsc"):
+        shutil.copy(path, frozen / release / path.name)
+
+
 @pytest.fixture
 def release_v2(tmp_path: Path) -> codec.Registry:
-    """A registry whose current schemas are a compatible v2: new defaulted fields, a new event kind."""
+    """A registry whose current schemas are a compatible change: new defaulted fields, a new event kind."""
     current = tmp_path / "schemas"
     shutil.copytree(codec.SCHEMA_DIR, current, ignore=shutil.ignore_patterns("frozen", "*.py", "*.md", "__pycache__"))
     frozen = tmp_path / "frozen"
@@ -79,11 +100,16 @@ def release_v2(tmp_path: Path) -> codec.Registry:
     (payload,) = [field for field in event["fields"] if field["name"] == "payload"]
     payload["type"].append({"type": "record", "name": "JobRunAssigned", "fields": [{"name": "run_id", "type": "string"}]})
     (current / "event_sequence.avsc").write_text(json.dumps(sequence))
-    return codec.Registry(current, frozen, current_version=2)
+    return codec.Registry(current, frozen)
 
 
-def test_v2_reader_resolves_v1_data(release_v2: codec.Registry) -> None:
-    assert release_v2.known_versions("job_state") == (1, 2)
+def test_changed_schema_changes_the_fingerprint_of_every_schema_using_it(release_v2: codec.Registry) -> None:
+    changed = {name for name in codec.SCHEMA_NAMES if release_v2.current_writer(name).fingerprint != codec.current_writer(name).fingerprint}
+    # pod_spec is used by the submit request, the events (JobSubmitted), the job state and the executor command
+    assert changed == {"submit_request", "event_sequence", "job_state", "executor_command"}
+
+
+def test_new_reader_resolves_data_of_the_frozen_release(release_v2: codec.Registry) -> None:
     state = release_v2.decode("job_state", codec.encode("job_state", samples.job_state()))
     samples.assert_contains(samples.job_state(), state)
     assert [run["preemptible"] for run in state["runs"]] == [True, True]
@@ -93,11 +119,28 @@ def test_v2_reader_resolves_v1_data(release_v2: codec.Registry) -> None:
     samples.assert_contains(samples.event_sequence(), events)
 
 
-def test_v2_writes_v2_and_v1_reader_refuses_it_loudly(release_v2: codec.Registry) -> None:
+def test_old_reader_refuses_data_of_a_newer_schema_loudly(release_v2: codec.Registry) -> None:
     sequence = samples.event_sequence()
     sequence["events"].append({"event_id": "x", "created": 1, "job_id": "j", "payload": ("flotilla.JobRunAssigned", {"run_id": "r"})})
     data = release_v2.encode("event_sequence", sequence)
-    assert data[1] == 2
+    assert data[2:10] == release_v2.current_writer("event_sequence").fingerprint
     assert release_v2.decode("event_sequence", data)["events"][-1]["payload"] == ("flotilla.JobRunAssigned", {"run_id": "r"})
-    with pytest.raises(codec.SchemaError, match=r"unknown version 2 for schema 'event_sequence' \(known: 1\)"):
+    fingerprint = data[2:10].hex()
+    with pytest.raises(codec.SchemaError, match=f"event_sequence: unknown writer schema, fingerprint {fingerprint}"):
         codec.decode("event_sequence", data)
+
+
+def test_next_change_needs_only_the_frozen_copy(release_v2: codec.Registry, tmp_path: Path) -> None:
+    """v2 frozen, then v3 changes job_state again: v1 and v2 data both read, found by fingerprint alone."""
+    current, frozen = release_v2.current_dir, release_v2.frozen_dir
+    v2_state = release_v2.encode("job_state", samples.job_state())
+    freeze(current, frozen, "v2")
+    add_field(current / "job_state.avsc", "JobState", {"name": "owner", "type": "string", "default": "nobody"})
+    release_v3 = codec.Registry(current, frozen)
+
+    assert sorted(w.origin for w in release_v3.writers().values() if w.name == "job_state") == ["current", "frozen/v1", "frozen/v2"]
+    for data, origin in [(codec.encode("job_state", samples.job_state()), "frozen/v1"), (v2_state, "frozen/v2")]:
+        assert release_v3.writer_of("job_state", data)[0].origin == origin
+        state = release_v3.decode("job_state", data)
+        samples.assert_contains(samples.job_state(), state)
+        assert state["owner"] == "nobody"

@@ -16,28 +16,43 @@ def test_schema_error_is_a_value_error() -> None:
     assert issubclass(codec.SchemaError, ValueError)
 
 
-def test_wrong_magic_byte() -> None:
-    with pytest.raises(codec.SchemaError, match=r"job_state: wrong magic byte 0x7b \(expected 0xf1\)"):
+def test_unknown_framing() -> None:
+    with pytest.raises(codec.SchemaError, match=r"job_state: unknown framing, first byte 0x7b \(expected c3 01 .*, 00 .* or f1 "):
         codec.decode("job_state", b'{"job_id": "x"}')
 
 
-def test_unknown_version_lists_the_known_ones() -> None:
+def test_unknown_fingerprint() -> None:
     data = bytearray(codec.encode("queue", samples.queue()))
-    data[1] = 9
-    with pytest.raises(codec.SchemaError, match=r"unknown version 9 for schema 'queue' \(known: 1\)"):
+    data[9] ^= 0xFF
+    with pytest.raises(codec.SchemaError, match=f"queue: unknown writer schema, fingerprint {bytes(data[2:10]).hex()}"):
         codec.decode("queue", bytes(data))
 
 
-@pytest.mark.parametrize("data", [b"", b"\xf1"])
-def test_message_shorter_than_the_header(data: bytes) -> None:
-    with pytest.raises(codec.SchemaError, match=r"event_sequence: truncated message of \d byte"):
+def test_unknown_release_of_the_first_framing_lists_the_known_ones() -> None:
+    data = bytes((codec.LEGACY_MAGIC, 9)) + codec.encode("queue", samples.queue())[10:]
+    with pytest.raises(codec.SchemaError, match=r"queue: unknown release 9 in an f1-framed message \(known: 1\)"):
+        codec.decode("queue", data)
+
+
+def test_confluent_framing_without_a_registry() -> None:
+    data = b"\x00\x00\x00\x00\x07" + codec.encode("queue", samples.queue())[10:]
+    with pytest.raises(codec.SchemaError, match=r"queue: Confluent-framed message \(schema id 7\) but no schema registry is configured"):
+        codec.decode("queue", data)
+
+
+@pytest.mark.parametrize(
+    ("data", "missing"),
+    [(b"", "no header"), (b"\xf1", "no header"), (b"\xc3\x01\x90\x83", "no full fingerprint"), (b"\x00\x00\x01", "no full schema id")],
+)
+def test_message_shorter_than_the_header(data: bytes, missing: str) -> None:
+    with pytest.raises(codec.SchemaError, match=rf"event_sequence: truncated message of \d byte\(s\), {missing}"):
         codec.decode("event_sequence", data)
 
 
 @pytest.mark.parametrize("cut", [1, 10, 100])
 def test_truncated_body(cut: int) -> None:
     data = encoded_event_sequence()
-    with pytest.raises(codec.SchemaError, match="event_sequence v1: truncated or corrupt body"):
+    with pytest.raises(codec.SchemaError, match=r"event_sequence \(current\): truncated or corrupt body"):
         codec.decode("event_sequence", data[:-cut])
 
 
@@ -47,15 +62,18 @@ def test_trailing_bytes_are_not_ignored() -> None:
 
 
 def test_reading_with_the_wrong_schema_fails_instead_of_returning_garbage() -> None:
-    with pytest.raises(codec.SchemaError, match="cannot decode executor_report"):
+    with pytest.raises(codec.SchemaError, match=r"cannot decode executor_report: the message holds schema event_sequence \(current\)"):
         codec.decode("executor_report", encoded_event_sequence())
+    # the first framing names no schema: the body itself fails to read as another one
+    with pytest.raises(codec.SchemaError, match=r"cannot decode executor_report \(frozen/v1, f1 framing\)"):
+        codec.decode("executor_report", b"\xf1\x01" + encoded_event_sequence()[10:])
 
 
 def test_corrupt_union_index() -> None:
-    data = bytes((codec.MAGIC, codec.CURRENT_VERSION))
+    data = codec._default.header("event_sequence")
     # queue, job_set_id, user, no groups, one event whose payload branch index is 99
     body = b"\x02q\x02s\x02u\x00" + b"\x02" + b"\x02e\x02\x00" + b"\xc6\x01" + b"\x00"
-    with pytest.raises(codec.SchemaError, match="event_sequence v1: truncated or corrupt body"):
+    with pytest.raises(codec.SchemaError, match=r"event_sequence \(current\): truncated or corrupt body"):
         codec.decode("event_sequence", data + body)
 
 

@@ -7,10 +7,13 @@ import json
 import re
 from pathlib import Path
 
+import avro.io
+import avro.schema
 import fastavro
 import pytest
 
 from schemas import codec
+from tests.schemas import samples
 
 README = codec.SCHEMA_DIR / "README.md"
 ROW = re.compile(r"^\| (\d+) \| `([a-z_]+\.avsc)` \| (.+) \|$", re.MULTILINE)
@@ -53,12 +56,32 @@ def test_every_named_type_is_in_the_flotilla_namespace() -> None:
     assert named and all(name.startswith("flotilla.") for name in named)
 
 
-def test_wire_format_is_magic_version_then_plain_avro_body() -> None:
-    """What a non-Python consumer does: skip two bytes, read the body with the frozen schema."""
+def test_wire_format_is_avro_single_object_encoding() -> None:
+    """What a non-Python consumer does: check the header against the schema's own fingerprint
+    (Avro's CRC-64-AVRO of its Parsing Canonical Form), read the body with the current schema."""
     named: dict = {}
     for file_name, _ in documented_order():
-        parsed = fastavro.parse_schema(json.loads((codec.FROZEN_DIR / "v1" / file_name).read_text()), named)
+        parsed = fastavro.parse_schema(json.loads((codec.SCHEMA_DIR / file_name).read_text()), named)
     record = {"request_key": "q/s", "reason": "bad", "payload": b"\x00", "rejected_at": 5}
     data = codec.encode("rejection", record)
-    assert data[:2] == b"\xf1\x01"
-    assert fastavro.schemaless_reader(io.BytesIO(data[2:]), parsed)["payload"] == b"\x00"
+    fingerprint = fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(parsed), "CRC-64-AVRO")
+    assert data[:10] == b"\xc3\x01" + bytes.fromhex(fingerprint)
+    assert fastavro.schemaless_reader(io.BytesIO(data[10:]), parsed)["payload"] == b"\x00"
+
+
+def test_fingerprint_follows_the_avro_specification() -> None:
+    """The spec's example value: the fingerprint of the schema "null" is 7195948357588979594 (as a Java long)."""
+    assert codec.schema_fingerprint(fastavro.parse_schema("null")) == (7195948357588979594).to_bytes(8, "little")
+
+
+@pytest.mark.parametrize("name", codec.SCHEMA_NAMES)
+def test_apache_avro_computes_the_same_fingerprint_and_reads_the_body(name: str) -> None:
+    """Avro's reference implementation, given only the files in the documented order, agrees."""
+    names = avro.schema.Names()
+    parsed = {
+        Path(f).stem: avro.schema.make_avsc_object(json.loads((codec.SCHEMA_DIR / f).read_text()), names) for f, _ in documented_order()
+    }
+    data = codec.encode(name, samples.SAMPLES[name]())
+    assert data[:10] == b"\xc3\x01" + bytes(parsed[name].fingerprint("CRC-64-AVRO"))
+    record = avro.io.DatumReader(parsed[name]).read(avro.io.BinaryDecoder(io.BytesIO(data[10:])))
+    assert set(record) == {field.name for field in parsed[name].fields}

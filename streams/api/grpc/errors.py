@@ -27,6 +27,8 @@ _BY_HTTP_STATUS = {
     404: grpc.StatusCode.NOT_FOUND,
     # A queue that exists is ALREADY_EXISTS (QueueExists); any other conflict is the state of a job.
     409: grpc.StatusCode.FAILED_PRECONDITION,
+    # A submission over the size limit.
+    413: grpc.StatusCode.RESOURCE_EXHAUSTED,
     # Written to the log but not answered or visible in time.
     504: grpc.StatusCode.DEADLINE_EXCEEDED,
 }

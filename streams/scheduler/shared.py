@@ -1,0 +1,59 @@
+"""Equal values shared between the jobs of the scheduler's index instead of held once per job.
+
+A million queued jobs mostly ask for a handful of shapes: the same requests, node selector,
+tolerations and gang annotations, in a few queues, job sets and priority classes. Decoded one by
+one, each job held its own copy of every string, dict and tuple: about 1 KiB per job in the index.
+`shared` hands out one object per distinct value instead. The table is bounded: a value evicted
+from it stays valid wherever it is held, it is only no longer handed out again, so a flood of
+distinct shapes costs what it did before and no more.
+
+The shared values must never be mutated: the index treats a job's fields as immutable (its
+records are frozen dataclasses), and so does the algorithm.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+from typing import Any, TypeVar, cast
+
+T = TypeVar("T")
+
+# Distinct values remembered; far above the shapes a real workload has, far below one per job.
+SIZE = 8192
+
+_values: OrderedDict[Any, Any] = OrderedDict()
+
+
+def shared(value: T) -> T:
+    """The one object standing for every value equal to ``value`` (dicts, lists, tuples, numbers, text)."""
+    if isinstance(value, str):
+        return cast(T, sys.intern(value))
+    try:
+        key = _frozen(value)
+    except TypeError:  # an unhashable leaf: kept as it is
+        return value
+    found = _values.get(key)
+    if found is not None:
+        return cast(T, found)
+    _values[key] = value
+    if len(_values) > SIZE:
+        _values.popitem(last=False)
+    return value
+
+
+def text(value: str | None) -> str | None:
+    return None if value is None else sys.intern(value)
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable key equal for equal values and unequal across types (1 and 1.0 and True differ).
+
+    A dict's key order is part of its key: two equal dicts in another order stay apart, so a shared
+    value encodes (to JSON, say) exactly as the value it replaces."""
+    if isinstance(value, dict):
+        return (dict, tuple((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return (type(value), tuple(_frozen(v) for v in value))
+    hash(value)
+    return (type(value), value)
