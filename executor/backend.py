@@ -83,3 +83,6 @@ class Backend(Protocol):
 
     def runs(self) -> list[RunStatus]:
         """Every run held now, active or ended and not yet forgotten."""
+
+    async def logs(self, run_id: str, limit_bytes: int) -> bytes | None:
+        """The last ``limit_bytes`` of the run's output, or None when this backend keeps none for the run."""

@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
+from executor import http
 from executor.backend import Backend
 from executor.cluster import load_cluster_spec, uniform_nodes
 from executor.runtime import Executor, ready_line
 from streams.config import Settings
 from streams.gc_tuning import tune_for_long_lived_state
+from streams.logs import LOG_FORMATS, setup_logging
 
 BACKENDS = ("local", "fake", "kubernetes")
 _EXECUTOR_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")  # names a directory and a consumer group
@@ -53,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster", type=Path, help="fake: cluster spec YAML (nodes, pool, run times); see executor/clusters/example.yaml")
     parser.add_argument("--kubeconfig", help="kubernetes: kubeconfig file (default: in-cluster, else ~/.kube/config)")
     parser.add_argument("--namespace", help="kubernetes: put every pod in this namespace (default: each job's own)")
+    parser.add_argument(
+        "--http-port", type=int, default=0, help="port of /health, /metrics and run logs (default 0: a free port, printed at start)"
+    )
+    parser.add_argument("--http-host", default="127.0.0.1", help="address of the HTTP endpoints (default 127.0.0.1)")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, help="text or json (one object a line); default $FLOTILLA_LOG_FORMAT or text")
     return parser
 
 
@@ -61,16 +68,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not _EXECUTOR_ID.match(args.id):
             raise UsageError(f"executor id {args.id!r} must be letters, digits, '.', '_' or '-' (at most 63)")
-        settings = Settings.from_env(broker=args.broker)
+        settings = Settings.from_env(broker=args.broker, log_format=args.log_format)
+        if settings.log_format not in LOG_FORMATS:
+            raise UsageError(f"log format {settings.log_format!r} is not one of {', '.join(LOG_FORMATS)}")
         backend = build_backend(args)
     except (UsageError, ValueError) as exc:  # ValueError: a bad cluster spec or FLOTILLA_* variable
         print(f"flotilla-executor: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    setup_logging(settings.log_level, settings.log_format, static={"executor": args.id})
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     tune_for_long_lived_state()
     try:
-        asyncio.run(_serve(Executor(settings, args.id, backend)))
+        asyncio.run(_serve(Executor(settings, args.id, backend), args.http_host, args.http_port))
     except Exception as exc:  # the reason goes to the operator, not a traceback
         logging.getLogger("executor").debug("executor failed", exc_info=True)
         print(f"flotilla-executor: executor {args.id} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -144,8 +153,10 @@ def _kubernetes(args: argparse.Namespace) -> Backend:
         raise UsageError(f"cannot reach the Kubernetes cluster: {type(exc).__name__}: {exc}") from exc
 
 
-async def _serve(executor: Executor) -> None:
-    """Run the executor, printing its ready line on stdout whatever the log level."""
+async def _serve(executor: Executor, http_host: str, http_port: int) -> None:
+    """Run the executor and its HTTP endpoints, printing its address and ready line on stdout whatever the log level."""
+    runner, port = await http.serve(executor, http_host, http_port)
+    print(f"executor {executor.executor_id} http http://{http_host}:{port} (/health, /metrics, /runs/RUN_ID/logs)", flush=True)
 
     async def announce() -> None:
         await executor.ready.wait()
@@ -156,6 +167,7 @@ async def _serve(executor: Executor) -> None:
         await executor.run()
     finally:
         announcer.cancel()
+        await runner.cleanup()
 
 
 def _ram_bytes() -> int:

@@ -78,6 +78,9 @@ class RefusingBackend:
     def runs(self) -> list[RunStatus]:
         return self.inner.runs()
 
+    async def logs(self, run_id: str, limit_bytes: int) -> bytes | None:
+        return await self.inner.logs(run_id, limit_bytes)
+
     async def kill(self, run_id: str, grace_period_s: float, outcome: str) -> None:
         await self.inner.kill(run_id, grace_period_s, outcome)
 
@@ -87,7 +90,14 @@ class RefusingBackend:
             _remember(self._owners, lease.run_id, lease.job_id, self.memory)
             await self.inner.launch(lease)
             return
-        log.error("refusing the lease of run %s to job %s on node %s: %s", lease.run_id, lease.job_id, lease.node, refusal.message)
+        log.error(
+            "refusing the lease of run %s to job %s on node %s: %s",
+            lease.run_id,
+            lease.job_id,
+            lease.node,
+            refusal.message,
+            extra={"job_id": lease.job_id, "run_id": lease.run_id, "queue": lease.queue, "job_set": lease.job_set_id},
+        )
         self._on_change(refusal)
 
     def refusal(self, lease: Lease) -> RunStatus | None:

@@ -29,6 +29,7 @@ from aiokafka.structs import ConsumerRecord
 from executor.backend import Backend, Lease, RunStatus
 from executor.commands import CommandError, Kill, parse_command
 from executor.events import Change, event_sequences
+from executor.observed import ExecutorMetrics
 from executor.refusals import RefusingBackend
 from executor.reports import report_record
 from schemas.codec import SchemaError, decode, encode
@@ -65,6 +66,8 @@ class Executor:
         self.settings = settings
         self.executor_id = executor_id
         self.backend: Backend = RefusingBackend(backend)
+        self.metrics = ExecutorMetrics(executor_id)
+        self.metrics.watch_runs(self.backend.runs)
         self.clock_ms = clock_ms
         self.flush_interval_s = flush_interval_s
         self._key = executor_id.encode()
@@ -120,6 +123,7 @@ class Executor:
             await self._flush()
             await self._report()
             self.ready.set()
+            log.info("executor %s consuming its commands and reporting to pool %s", self.executor_id, self.backend.pool)
             tasks = [
                 asyncio.create_task(self._consume(), name="executor-commands"),
                 asyncio.create_task(self._every(self.flush_interval_s, self._flush), name="executor-events"),
@@ -179,13 +183,20 @@ class Executor:
         except (SchemaError, CommandError, KeyError, TypeError, ValueError) as exc:
             log.error("skipping bad command %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
             return
+        self.metrics.commands.labels(self.executor_id, type(action).__name__.lower()).inc()
         try:
             if isinstance(action, Lease):
                 await self.backend.launch(action)
             elif isinstance(action, Kill):
                 await self.backend.kill(action.run_id, action.grace_period_s, action.outcome)
         except Exception:  # one run's trouble must not stop the others' commands
-            log.exception("executor %s: acting on %s for run %s failed", self.executor_id, type(action).__name__, action.run_id)
+            log.exception(
+                "executor %s: acting on %s for run %s failed",
+                self.executor_id,
+                type(action).__name__,
+                action.run_id,
+                extra={"run_id": action.run_id},
+            )
 
     async def _flush(self) -> bool:
         """Produce every pending change; returns whether all of them are on the log."""
@@ -208,13 +219,18 @@ class Executor:
                 log.exception("executor %s: producing %d run change(s) failed; will retry", self.executor_id, len(changes))
                 self._changes[:0] = changes
                 return False
+            self.metrics.run_events.labels(self.executor_id).inc(len(changes))
             return True
 
     async def _report(self) -> None:
         assert self._producer is not None
-        record = report_record(self.executor_id, self.backend.pool, self.clock_ms(), await self.backend.nodes(), self.backend.runs())
+        nodes = await self.backend.nodes()
+        record = report_record(self.executor_id, self.backend.pool, self.clock_ms(), nodes, self.backend.runs())
         value = encode("executor_report", record, validate_record=False)
         await (await self._producer.send(self.settings.topic("executor-reports"), key=self._key, value=value))
+        self.metrics.reports.labels(self.executor_id).inc()
+        self.metrics.last_report.labels(self.executor_id).set(self.clock_ms() / 1000.0)
+        self.metrics.reported_nodes.labels(self.executor_id).set(len(nodes))
 
     async def _every(self, interval_s: float, action: Callable[[], Awaitable[object]]) -> None:
         while True:

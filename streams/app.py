@@ -8,20 +8,34 @@ from __future__ import annotations
 
 from streams.agents import executor_reports, ingest, job_state, scheduler
 from streams.api.grpc.server import GrpcServer
+from streams.api.job_queries import JobQueries
 from streams.api.operations import Operations
 from streams.api.rest import routes
 from streams.config import Settings
 from streams.domain.ids import IdFactory
+from streams.metrics import ObservedCollector
+from streams.observing import observed
 from streams.plane import ControlPlane, build_plane
 
 
 def create_control_plane(settings: Settings) -> ControlPlane:
     plane = build_plane(settings)
     plane.app.service(plane.queues)  # type: ignore[arg-type]  # Faust types only classes; it takes instances too
+    plane.app.on_partitions_assigned.connect(plane.job_index.forget)
+    plane.app.on_partitions_revoked.connect(plane.job_index.forget)
     ingest.register(plane)
     job_state.register(plane)
     executor_reports.register(plane)
-    scheduler.register(plane)
+    scheduling = scheduler.register(plane)
+    plane.cluster.index = lambda: scheduling.index
+    plane.metrics.registry.register(ObservedCollector(observed(plane)))
+    queries = JobQueries(
+        index=plane.job_index,
+        queues=plane.queues,
+        permissions=plane.permissions,
+        partitions_total=settings.partitions,
+        ready=lambda: plane.ready,
+    )
     ops = Operations(
         queues=plane.queues,
         jobs=plane.jobs,
@@ -29,9 +43,10 @@ def create_control_plane(settings: Settings) -> ControlPlane:
         topics=plane.topics,
         replies=plane.replies,
         ids=IdFactory.system(),
+        queries=queries,
         submit_timeout_s=settings.submit_timeout_s,
         submission_limits=plane.submission_limits,
     )
-    routes.register(plane, ops)
+    routes.register(plane, ops, queries)
     plane.app.service(GrpcServer.for_plane(plane, ops))  # type: ignore[arg-type]  # an instance, as above
     return plane

@@ -77,6 +77,10 @@ class Settings:
     # single-object encoding. Readers take both either way (schemas/README.md).
     schema_registry_url: str = ""
     log_level: str = "info"
+    # text, or json: one JSON object a line with job, run, queue and executor fields where they apply.
+    log_format: str = "text"
+    # Where executors serve their HTTP API (run logs): "id=http://host:port,id=...".
+    executor_urls: str = ""
 
     @property
     def bootstrap(self) -> str:

@@ -7,9 +7,15 @@ Prometheus sums across workers.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from streams.scheduler.view import ClusterView
 
 # Prometheus's text format; aiohttp refuses a charset inside content_type, and UTF-8 is the default.
 CONTENT_TYPE = "text/plain; version=0.0.4"
@@ -78,3 +84,130 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+# The agent that consumes each source topic (names without the prefix), for consumer lag.
+AGENT_OF_TOPIC = {
+    "submissions": "ingest",
+    "events": "job-state",
+    "executor-reports": "executor-reports",
+    "scheduler-feed": "scheduler",
+}
+
+
+@dataclass
+class Lag:
+    agent: str
+    topic: str
+    partition: int
+    messages: int
+
+
+@dataclass
+class Observed:
+    """Where the scrape-time metrics come from: each read when Prometheus asks, nothing per job or cycle."""
+
+    # Jobs per queue and state in this worker's partitions ([{queue, counts}]); None while recovering.
+    queue_counts: Callable[[], list[dict[str, Any]] | None]
+    cluster: ClusterView
+    lag: Callable[[], list[Lag]]
+    # (duration of the last table recovery in seconds or None before the first, recovering now)
+    recovery: Callable[[], tuple[float | None, bool]]
+    clock_ms: Callable[[], int]
+
+
+def _units(milli: int) -> float:
+    """Milli-units to the resource's own unit (cores, bytes, devices)."""
+    return milli / 1000.0
+
+
+class ObservedCollector(Collector):
+    """Per queue, per executor, per pool cycle, consumer lag and table recovery, as gauges read at scrape time."""
+
+    def __init__(self, observed: Observed) -> None:
+        self.observed = observed
+
+    def describe(self) -> list[Metric]:
+        return list(self._families().values())  # the families without samples, so registration checks names only
+
+    def collect(self) -> Iterator[Metric]:
+        families = self._families()
+        self._queues(families)
+        self._cycles(families)
+        self._executors(families)
+        self._pipeline(families)
+        yield from families.values()
+
+    @staticmethod
+    def _families() -> dict[str, GaugeMetricFamily]:
+        specs = [
+            ("flotilla_queue_jobs", "Jobs of the queue in this worker's partitions, by state", ["queue", "state"]),
+            ("flotilla_queue_weight", "Queue weight (priority factor) in the last cycle of the pool", ["pool", "queue"]),
+            ("flotilla_queue_fair_share", "Queue fair share (weight over total weight) in the last cycle", ["pool", "queue"]),
+            ("flotilla_queue_adjusted_fair_share", "Queue fair share capped by its demand, in the last cycle", ["pool", "queue"]),
+            ("flotilla_queue_actual_share", "Queue dominant-resource share held after the last cycle", ["pool", "queue"]),
+            (
+                "flotilla_queue_allocation",
+                "Resources the queue holds after the last cycle (cores, bytes, devices)",
+                ["pool", "queue", "resource"],
+            ),
+            ("flotilla_queue_scheduler_jobs", "Jobs of the queue the last cycle saw, queued or running", ["pool", "queue", "state"]),
+            ("flotilla_pool_capacity", "Resources of the pool's live nodes in the last cycle", ["pool", "resource"]),
+            ("flotilla_scheduling_unschedulable_jobs", "Jobs the last cycle left queued, by class of reason", ["pool", "reason"]),
+            ("flotilla_executor_nodes", "Nodes the executor reports", ["executor", "pool"]),
+            ("flotilla_executor_schedulable_nodes", "Nodes of the executor that take new runs", ["executor", "pool"]),
+            ("flotilla_executor_capacity", "Allocatable resources of the executor's nodes", ["executor", "pool", "resource"]),
+            ("flotilla_executor_allocated", "Resources requested by the executor's active runs", ["executor", "pool", "resource"]),
+            ("flotilla_executor_active_runs", "Runs the scheduler holds active on the executor, from lease to end", ["executor", "pool"]),
+            ("flotilla_executor_report_age_seconds", "Time since the executor's last report reached the scheduler", ["executor", "pool"]),
+            (
+                "flotilla_consumer_lag_messages",
+                "Messages on the agent's source partition not yet committed",
+                ["agent", "topic", "partition"],
+            ),
+            ("flotilla_table_recovery_seconds", "Duration of this worker's last table recovery", []),
+            ("flotilla_table_recovering", "1 while this worker recovers its tables", []),
+        ]
+        return {name: GaugeMetricFamily(name, text, labels=labels) for name, text, labels in specs}
+
+    def _queues(self, families: dict[str, GaugeMetricFamily]) -> None:
+        for group in self.observed.queue_counts() or []:
+            for state, count in group["counts"].items():
+                families["flotilla_queue_jobs"].add_metric([group["queue"], state], count)
+
+    def _cycles(self, families: dict[str, GaugeMetricFamily]) -> None:
+        for pool, cycle in sorted(self.observed.cluster.pools.items()):
+            for queue in cycle.queues():
+                name = queue["queue"]
+                families["flotilla_queue_weight"].add_metric([pool, name], queue["weight"])
+                families["flotilla_queue_fair_share"].add_metric([pool, name], queue["fair_share"])
+                families["flotilla_queue_adjusted_fair_share"].add_metric([pool, name], queue["adjusted_fair_share"])
+                families["flotilla_queue_actual_share"].add_metric([pool, name], queue["actual_share"])
+                for resource, amount in sorted(queue["allocation"].items()):
+                    families["flotilla_queue_allocation"].add_metric([pool, name, resource], _units(amount))
+                for state in ("queued", "running"):
+                    families["flotilla_queue_scheduler_jobs"].add_metric([pool, name, state], queue[state])
+            for resource, amount in sorted(cycle.capacity().items()):
+                families["flotilla_pool_capacity"].add_metric([pool, resource], _units(amount))
+            for reason, count in cycle.unschedulable().items():
+                families["flotilla_scheduling_unschedulable_jobs"].add_metric([pool, reason], count)
+
+    def _executors(self, families: dict[str, GaugeMetricFamily]) -> None:
+        for executor in self.observed.cluster.executors(self.observed.clock_ms()):
+            labels = [executor["executor"], executor["pool"]]
+            families["flotilla_executor_nodes"].add_metric(labels, executor["nodes"])
+            families["flotilla_executor_schedulable_nodes"].add_metric(labels, executor["schedulable_nodes"])
+            for resource, amount in sorted(executor["capacity"].items()):
+                families["flotilla_executor_capacity"].add_metric([*labels, resource], _units(amount))
+            for resource, amount in sorted(executor["allocated"].items()):
+                families["flotilla_executor_allocated"].add_metric([*labels, resource], _units(amount))
+            families["flotilla_executor_active_runs"].add_metric(labels, executor["active_runs"])
+            families["flotilla_executor_report_age_seconds"].add_metric(labels, executor["report_age_s"])
+
+    def _pipeline(self, families: dict[str, GaugeMetricFamily]) -> None:
+        for lag in self.observed.lag():
+            families["flotilla_consumer_lag_messages"].add_metric([lag.agent, lag.topic, str(lag.partition)], lag.messages)
+        duration, recovering = self.observed.recovery()
+        if duration is not None:
+            families["flotilla_table_recovery_seconds"].add_metric([], duration)
+        families["flotilla_table_recovering"].add_metric([], 1 if recovering else 0)

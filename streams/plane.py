@@ -25,8 +25,10 @@ from streams.replies import Replies
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.config_file import SchedulerConfiguration
 from streams.scheduler.config_file import load as load_scheduler_config
+from streams.scheduler.view import ClusterView
 from streams.tables.batched import BatchProducer, KafkaBatchProducer
 from streams.tables.client_ids import client_ids_table
+from streams.tables.job_index import JobIndexStore, job_index_table
 from streams.tables.jobs import JobStore, jobs_table
 from streams.tables.queues import QueueReplica
 from streams.tables.scheduler_index import scheduler_index_table
@@ -52,6 +54,8 @@ class ControlPlane:
     # Batched produce for the hot path (tables and topics alike), through the app's own producer.
     batch_producer: BatchProducer
     jobs: JobStore
+    # Each job's row for queries, written with the jobs by the fold; partitioned like them.
+    job_index: JobIndexStore
     client_ids: TableT
     queues: QueueReplica
     scheduler_index: TableT
@@ -64,6 +68,8 @@ class ControlPlane:
     submission_limits: SubmissionLimits = field(default_factory=SubmissionLimits)
     replies: Replies = field(default_factory=Replies)
     metrics: Metrics = field(default_factory=Metrics)
+    # The last cycle per pool and the executors, on the worker that schedules (the cycle's observer).
+    cluster: ClusterView = field(default_factory=ClusterView)
 
     @property
     def ready(self) -> bool:
@@ -93,6 +99,9 @@ def create_app(settings: Settings) -> faust.App:
         web_bind=settings.web_host,
         web_host=settings.web_host,
         web_port=settings.web_port,
+        # Faust's /router and /table pages would show any table's contents to anyone, past authentication.
+        web_router_enabled=False,
+        web_tables_enabled=False,
         producer_linger_ms=5,
         producer_max_request_size=MAX_MESSAGE_BYTES,
         consumer_max_fetch_size=MAX_MESSAGE_BYTES,
@@ -128,17 +137,20 @@ def build_plane(settings: Settings) -> ControlPlane:
     register_codecs()
     register_text_codec()
     app = create_app(settings)
+    cluster = ClusterView()
     return ControlPlane(
         settings=settings,
         app=app,
         topics=create_topics(app, settings),
         batch_producer=KafkaBatchProducer(app),
         jobs=JobStore(jobs_table(app, settings)),
+        job_index=JobIndexStore(job_index_table(app, settings)),
         client_ids=client_ids_table(app, settings),
         queues=QueueReplica(settings),
         scheduler_index=scheduler_index_table(app, settings),
         configuration=configuration,
-        cycle_config=configuration.cycle,
+        cycle_config=replace(configuration.cycle, observe=cluster.observe),
+        cluster=cluster,
         auth=build_authenticator(settings),
         permissions=build_permissions(settings),
         # With callers authenticated, the ingest agent checks queue ownership too (direct producers included).

@@ -47,6 +47,7 @@ TOPICS: tuple[TopicSpec, ...] = (
 # each job state is produced once.
 CHANGELOGS: tuple[TopicSpec, ...] = (
     TopicSpec("client-ids", compacted=True),
+    TopicSpec("job-index", compacted=True),
     TopicSpec("scheduler-index", compacted=True, single_partition=True),
 )
 

@@ -14,6 +14,7 @@ from streams.auth import AuthConfigError
 from streams.auth.setup import describe_access
 from streams.config import Settings
 from streams.gc_tuning import tune_for_long_lived_state
+from streams.logs import LOG_FORMATS, json_logging_config
 from streams.scheduler.config_file import ConfigFileError
 from streams.topics import ensure_topics, use_configured_framing
 
@@ -26,6 +27,9 @@ CONFIG_ERROR = 2
 
 def run_worker(settings: Settings) -> int:
     """Blocks until the worker is stopped (SIGINT/SIGTERM); returns its exit code."""
+    if settings.log_format not in LOG_FORMATS:
+        print(f"error: log format {settings.log_format!r} is not one of {', '.join(LOG_FORMATS)}", file=sys.stderr, flush=True)
+        return CONFIG_ERROR
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
@@ -42,7 +46,8 @@ def run_worker(settings: Settings) -> int:
         return CONFIG_ERROR
     loop.run_until_complete(ensure_topics(settings))
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    worker = faust.Worker(plane.app, loglevel=settings.log_level, loop=loop, override_logging=True)
+    logging_config = json_logging_config(settings.log_level) if settings.log_format == "json" else None
+    worker = faust.Worker(plane.app, loglevel=settings.log_level, loop=loop, override_logging=True, logging_config=logging_config)
     tune_for_long_lived_state()
     try:
         worker.execute_from_commandline()

@@ -90,6 +90,10 @@ class FakeBackend:
     def runs(self) -> list[RunStatus]:
         return self._ledger.runs()
 
+    async def logs(self, run_id: str, limit_bytes: int) -> bytes | None:
+        """Simulated runs print nothing."""
+        return None
+
     async def launch(self, lease: Lease) -> None:
         if lease.run_id in self._seen:
             return

@@ -85,6 +85,7 @@ async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
     records = [(command["executor"].encode(), encode("executor_command", command, validate_record=False)) for command in commands]
     await outbox.keyed(plane.topics.executor_commands.get_topic_name(), records)
     await outbox.delivered()
+    await plane.job_index.write_pending(plane.jobs, plane.batch_producer)  # first: see streams/tables/job_index.py
     await plane.jobs.write_pending(plane.batch_producer)
     for outcome, count in outcomes.items():
         plane.metrics.events.labels(outcome).inc(count)
@@ -124,11 +125,11 @@ def apply_sequence(jobs: JobStore, sequence: dict[str, Any], rng: random.Random,
             after = apply_event(before, kind, event, envelope)
         except TransitionRefused as exc:
             outcomes["refused"] += 1
-            log.warning("event %s (%s) refused for job %s: %s", event["event_id"], kind, job_id, exc)
+            log.warning("event %s (%s) refused for job %s: %s", event["event_id"], kind, job_id, exc, extra=_about(envelope, job_id))
             continue
         if after is None:
             outcomes["unknown_job"] += 1
-            log.warning("event %s (%s) for unknown job %s ignored", event["event_id"], kind, job_id)
+            log.warning("event %s (%s) for unknown job %s ignored", event["event_id"], kind, job_id, extra=_about(envelope, job_id))
             continue
         if after is before:
             outcomes["unchanged"] += 1
@@ -142,6 +143,11 @@ def apply_sequence(jobs: JobStore, sequence: dict[str, Any], rng: random.Random,
         if command is not None:
             folded.commands.append(command)
     return folded
+
+
+def _about(envelope: dict[str, Any], job_id: str) -> dict[str, str]:
+    """The fields of a JSON log line (`streams.logs`) about a job."""
+    return {"job_id": job_id, "queue": envelope["queue"], "job_set": envelope["job_set_id"]}
 
 
 def job_set_action(envelope: dict[str, Any], event: dict[str, Any]) -> feed.JobSetAction | None:

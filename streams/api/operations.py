@@ -11,13 +11,14 @@ layer maps each to its status code.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, encode
 from streams.api.control_requests import VERBS, JobFilter, matching
 from streams.api.errors import ApiError
+from streams.api.job_queries import JobQueries
 from streams.auth import Permissions, Principal
 from streams.domain import events
 from streams.domain.admission import SubmissionLimits
@@ -75,6 +76,8 @@ class Operations:
     topics: Topics
     replies: Replies
     ids: IdFactory
+    # The job index (job sets, active queues), as the job query API reads it.
+    queries: JobQueries
     submit_timeout_s: float = 30.0
     # The ingest agent's limits; the size limit is checked here too, so a caller hears of it at once.
     submission_limits: SubmissionLimits = field(default_factory=SubmissionLimits)
@@ -182,27 +185,24 @@ class Operations:
     def jobs_of_job_set(self, principal: Principal, queue: str, job_set_id: str) -> list[dict[str, Any]]:
         """The job set's jobs as this worker's jobs table holds them now, for a caller who may watch the queue."""
         self.watchable(principal, queue)
-        return [job for job in self._all_jobs() if job["queue"] == queue and job["job_set_id"] == job_set_id]
+        return [job for row in self.queries.current().job_set(queue, job_set_id) if (job := self.jobs.get(row.job_id)) is not None]
 
     def runs(self, principal: Principal, run_ids: Collection[str]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-        """(job, run) for each of ``run_ids`` this worker knows; the caller must be allowed to watch each job."""
-        wanted = set(run_ids)
-        found = [(job, run) for job in self._all_jobs() for run in job["runs"] if run["run_id"] in wanted]
-        for job, _ in found:
-            self._check_job(principal, "watch", job)
+        """(job, run) for each of ``run_ids`` this worker knows; the caller must be allowed to watch each job.
+
+        A run id names its job (`streams.domain.ids.run_id_for`), so each is one read."""
+        found = []
+        for run_id in dict.fromkeys(run_ids):
+            job = self.jobs.get(run_id.rpartition("-")[0])
+            run = next((run for run in job["runs"] if run["run_id"] == run_id), None) if job is not None else None
+            if job is not None and run is not None:
+                self._check_job(principal, "watch", job)
+                found.append((job, run))
         return found
 
     def active_queues(self, principal: Principal) -> list[str]:
         """Queues with a queued, leased, pending or running job; any caller may ask, as in Armada."""
-        return sorted({job["queue"] for job in self._all_jobs() if job["state"] not in JOB_TERMINAL})
-
-    def _all_jobs(self) -> Iterator[dict[str, Any]]:
-        # The jobs table has no secondary index: the few calls that need one (job-set filters, run ids,
-        # active queues) read it whole, decoding every job this worker holds.
-        for job_id in list(self.jobs.table.keys()):
-            job = self.jobs.get(job_id)
-            if job is not None:
-                yield job
+        return sorted(self.queries.current().active_queues())
 
     async def control_job(self, principal: Principal, job_id: str, payload: Payload, *, job_set: tuple[str, str] | None = None) -> str:
         """Cancel, preempt or reprioritise one job; returns the event id once the event is on the log.
@@ -235,10 +235,10 @@ class Operations:
         """
         self.permissions.check_queue(principal, VERBS[payload[0]], self.queue(principal, queue))
         cancelled = []
-        for job in self._all_jobs():
-            if job["queue"] == queue and job["job_set_id"] == job_set_id and job["state"] in states:
-                await self._write_control(principal, queue, job_set_id, job["job_id"], payload)
-                cancelled.append(job["job_id"])
+        for row in self.queries.current().job_set(queue, job_set_id):
+            if row.state in states:
+                await self._write_control(principal, queue, job_set_id, row.job_id, payload)
+                cancelled.append(row.job_id)
         return cancelled
 
     async def control_matching(self, principal: Principal, job_filter: JobFilter, payload: Payload, what: str) -> list[str]:
@@ -250,7 +250,9 @@ class Operations:
         self.permissions.check_admin(principal, what)
         for queue in job_filter.queues:
             self.queue(principal, queue)
-        chosen = matching(self._all_jobs(), job_filter)
+        rows = self.queries.current().in_states(job_filter.states, job_filter.queues)
+        candidates = (row.job_id for row in rows if job_filter.executor is None or row.executor == job_filter.executor)
+        chosen = matching((job for job_id in candidates if (job := self.jobs.get(job_id)) is not None), job_filter)
         by_job_set: dict[tuple[str, str], list[str]] = {}
         for job in chosen:
             by_job_set.setdefault((job["queue"], job["job_set_id"]), []).append(job["job_id"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -19,6 +20,46 @@ class ClientError(Exception):
         super().__init__(message)
         self.status = status
         self.body = body
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """A row of a jobs list (GET /api/v1/jobs)."""
+
+    job_id: str
+    queue: str
+    job_set: str
+    state: str
+    priority: float
+    priority_class: str
+    submitted: int  # epoch ms
+    last_transition: int  # epoch ms
+    runs: int
+    executor: str | None
+    node: str | None
+    labels: dict[str, str]
+    reason: str | None
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """A page of jobs; ``next_cursor`` continues the list, None on its last page. The answering worker
+    covers ``partitions`` of ``partitions_total``."""
+
+    jobs: list[JobSummary]
+    next_cursor: str | None
+    partitions: list[int]
+    partitions_total: int
+
+
+@dataclass(frozen=True)
+class JobCounts:
+    """Jobs per state of a queue, or of one of its job sets (``job_set``)."""
+
+    queue: str
+    job_set: str | None
+    counts: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -69,6 +110,44 @@ class Client:
             raise ClientError(f"{reason or exc.reason} (HTTP {exc.code}){hint}", exc.code, payload) from exc
         except (urllib.error.URLError, OSError) as exc:
             raise ClientError(f"cannot reach Flotilla at {self.url}: {getattr(exc, 'reason', exc)}") from exc
+
+    # ------------------------------------------------------------------ the job query API
+
+    def list_jobs(
+        self,
+        *,
+        queues: Iterable[str] = (),
+        job_set: str | None = None,
+        states: Iterable[str] = (),
+        priority_classes: Iterable[str] = (),
+        labels: dict[str, str] | None = None,
+        node: str | None = None,
+        submitted_from: int | None = None,
+        submitted_to: int | None = None,
+        sort: str = "submitted",
+        order: str = "desc",
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """One page of the jobs that match every filter given (any of several values of one filter)."""
+        params: list[tuple[str, str]] = [("queue", q) for q in queues] + [("state", s) for s in states]
+        params += [("priority_class", p) for p in priority_classes] + [("label", f"{k}={v}") for k, v in (labels or {}).items()]
+        optional = {"job_set": job_set, "node": node, "submitted_from": submitted_from, "submitted_to": submitted_to, "cursor": cursor}
+        params += [(name, str(value)) for name, value in optional.items() if value is not None]
+        params += [("sort", sort), ("order", order), ("limit", str(limit))]
+        answer = self.call("GET", f"/api/v1/jobs?{urllib.parse.urlencode(params)}")
+        return JobPage(
+            jobs=[JobSummary(**row) for row in answer["jobs"]],
+            next_cursor=answer["next_cursor"],
+            partitions=answer["partitions"],
+            partitions_total=answer["partitions_total"],
+        )
+
+    def job_counts(self, *, group_by: str = "queue", queues: Iterable[str] = ()) -> list[JobCounts]:
+        """Jobs per state for each queue (``group_by="queue"``) or job set (``"job_set"``) of ``queues`` (all when empty)."""
+        params = [("group_by", group_by)] + [("queue", q) for q in queues]
+        answer = self.call("GET", f"/api/v1/job-counts?{urllib.parse.urlencode(params)}")
+        return [JobCounts(group["queue"], group.get("job_set"), group["counts"]) for group in answer["groups"]]
 
 
 @dataclass(frozen=True)

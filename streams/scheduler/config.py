@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from streams.scheduler.algorithm.model import PriorityClass, SchedulingConfig
+from streams.scheduler.algorithm.model import CycleInput, CycleResult, PriorityClass, SchedulingConfig
 
 
 def default_priority_classes() -> dict[str, PriorityClass]:
@@ -40,6 +40,9 @@ class CycleConfig:
     max_attempts: int = 3
     # Unschedulable jobs named in a cycle record, so that a million queued jobs stay one message.
     max_unschedulable_recorded: int = 200
+    # Told each pool's inputs and result as a cycle decides them (pool, inputs, result), for the
+    # metrics and the UI of the worker that schedules; it must not change them.
+    observe: Callable[[str, CycleInput, CycleResult], None] | None = field(default=None, compare=False, repr=False)
     # The hash of the configuration file this was read from, recorded with every cycle.
     config_hash: str = ""
 

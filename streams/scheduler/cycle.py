@@ -220,6 +220,8 @@ class Cycle:
                 limiters=self.index.limiters,
             )
             result = schedule(inputs, config)
+            if self.config.observe is not None:
+                self.config.observe(pool, inputs, result)
             self.apply(pool, result, where, leased)
             # The result holds the buckets of the pool's active queues only: the others keep theirs.
             limiters = replace(result.limiters, per_queue={**self.index.limiters.per_queue, **result.limiters.per_queue})

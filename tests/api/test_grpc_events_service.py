@@ -42,7 +42,10 @@ def service() -> EventService:
     auth = Authenticator.with_tokens({"alice-token": Principal("alice"), "bob-token": Principal("bob")})
     queues: Any = {"research": QUEUE}
     # Every refusal is decided before the jobs, the topics or the log are touched.
-    ops = Operations(queues=queues, jobs=None, permissions=Permissions(), topics=None, replies=Replies(), ids=IdFactory.system())  # type: ignore[arg-type]
+    nothing: Any = None
+    ops = Operations(
+        queues=queues, jobs=nothing, permissions=Permissions(), topics=nothing, replies=Replies(), ids=IdFactory.system(), queries=nothing
+    )
     api = Api(auth=auth, ops=ops, events=EventsTopic("127.0.0.1:1", "unused"), ready=lambda: True, stopping=lambda: False)
     return EventService(api)
 

@@ -30,6 +30,7 @@ def test_a_submission_over_the_size_limit_is_refused_before_the_log() -> None:
         topics=None,  # type: ignore[arg-type]
         replies=Replies(),
         ids=IdFactory.system(),
+        queries=None,  # type: ignore[arg-type]
         submission_limits=SubmissionLimits(max_message_bytes=2_000),
     )
     items = [job_item(item()) for _ in range(50)]

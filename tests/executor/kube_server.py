@@ -92,6 +92,8 @@ class FakeKubeApi:
 
     namespaces: set[str] = field(default_factory=lambda: {"default"})
     objects: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    # (namespace, pod name) -> what its container printed, served at .../pods/NAME/log
+    logs: dict[tuple[str, str], str] = field(default_factory=dict)
     history: list[Event] = field(default_factory=list)
     requests: list[tuple[str, str, dict[str, str], Any]] = field(default_factory=list)
     url: str = ""
@@ -225,6 +227,8 @@ class FakeKubeApi:
             if key in self.objects:
                 return _status(409, "AlreadyExists", f'{plural} "{key[2]}" already exists')
             return web.json_response(self._create(plural, namespace, body), status=201)
+        if plural == "pods" and name.endswith("/log") and request.method == "GET":
+            return self._log(request, namespace, name.removesuffix("/log"))
         key = (plural, namespace, name)
         if key not in self.objects:
             return _status(404, "NotFound", f'{plural} "{name}" not found')
@@ -233,6 +237,17 @@ class FakeKubeApi:
         if request.method == "DELETE":
             return web.json_response(self._delete(key, request.query, body))
         return _status(405, "MethodNotAllowed", request.method)
+
+    def _log(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        """The pod's log: its last ``tailLines`` lines, then its first ``limitBytes`` bytes, as the API server cuts it."""
+        if ("pods", namespace, name) not in self.objects:
+            return _status(404, "NotFound", f'pods "{name}" not found')
+        text = self.logs.get((namespace, name), "")
+        if "tailLines" in request.query:
+            text = "".join(text.splitlines(keepends=True)[-int(request.query["tailLines"]) :])
+        if "limitBytes" in request.query:
+            text = text.encode()[: int(request.query["limitBytes"])].decode(errors="ignore")
+        return web.Response(text=text, content_type="text/plain")
 
     def _delete(self, key: Key, query: Any, body: dict[str, Any] | None) -> dict[str, Any]:
         """Pods on a node that are still running are deleted gracefully, as the API server

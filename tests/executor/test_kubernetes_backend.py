@@ -569,3 +569,17 @@ async def test_nodes_report_allocatable_labels_taints_and_what_other_pods_take()
         assert node_2.taints == ({"key": "gpu", "value": "true", "effect": "NoSchedule"},)
         assert node_2.non_flotilla_usage == {}
         assert h.backend.pool == "gpu"
+
+
+@run
+async def test_a_runs_log_is_the_end_of_its_pods_log_while_the_pod_exists() -> None:
+    async with cluster() as h:
+        await h.start()
+        await h.backend.launch(lease())
+        h.api.logs[("default", POD)] = "".join(f"line {i}\n" for i in range(20_000))
+        output = await h.backend.logs(RUN, 1_000_000)
+        assert output is not None
+        lines = output.decode().splitlines()
+        assert (len(lines), lines[0], lines[-1]) == (10_000, "line 10000", "line 19999")
+        assert await h.backend.logs(RUN, 12) == b"line 10000\nl"
+        assert await h.backend.logs("no-such-run", 100) is None

@@ -49,6 +49,8 @@ RETENTION_S = 60.0
 FINISHED_POD_TTL_S = 600.0
 SWEEP_PERIOD_S = 30.0
 WATCH_TIMEOUT_S = 300
+# Lines of a pod's log the API and UI read (the end of it, as `kubectl logs --tail`).
+LOG_TAIL_LINES = 10_000
 # The API server's answers that mean the pod can never be created as asked, wherever it runs.
 INVALID_STATUSES = frozenset({400, 404, 422})
 UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
@@ -155,6 +157,22 @@ class KubernetesBackend:
     def runs(self) -> list[RunStatus]:
         self._forget_expired()
         return list(self._statuses.values())
+
+    async def logs(self, run_id: str, limit_bytes: int) -> bytes | None:
+        """The pod's last `LOG_TAIL_LINES` lines (at most ``limit_bytes``) while the pod exists: Kubernetes keeps them no longer."""
+        where = self._pods.get(run_id)
+        if where is None:
+            return None
+        namespace, name = where
+        try:
+            text = await asyncio.to_thread(
+                self._core.read_namespaced_pod_log, name, namespace, tail_lines=LOG_TAIL_LINES, limit_bytes=limit_bytes
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return str(text).encode()
 
     async def nodes(self) -> list[NodeInfo]:
         nodes, pods = await asyncio.gather(

@@ -102,6 +102,18 @@ class LocalBackend:
     def runs(self) -> list[RunStatus]:
         return self._ledger.runs()
 
+    async def logs(self, run_id: str, limit_bytes: int) -> bytes | None:
+        """The end of ``runs/<run id>/output.log``, kept after the run is forgotten."""
+        if not _RUN_ID.match(run_id):
+            return None
+        try:
+            with open(self.runs_dir / run_id / OUTPUT, "rb") as output:
+                output.seek(0, os.SEEK_END)
+                output.seek(max(0, output.tell() - limit_bytes))
+                return output.read()
+        except OSError:
+            return None
+
     async def launch(self, lease: Lease) -> None:
         if lease.run_id in self._runs:
             return

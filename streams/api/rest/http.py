@@ -38,6 +38,12 @@ def answers_errors(handler: Handler) -> Handler:
     return wrapped
 
 
+def query_lists(request: web.Request) -> dict[str, list[str]]:
+    """Each query parameter with every value given for it (`?state=a&state=b`)."""
+    query: Any = request.query  # the aiohttp driver hands views aiohttp's requests, whose query is a MultiDict
+    return {name: query.getall(name) for name in query}
+
+
 def caller(auth: Authenticator, request: web.Request) -> Principal:
     return auth.authenticate(request.headers.get("Authorization"))
 

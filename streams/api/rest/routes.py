@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, cast
 from faust import web
 
 from streams.api.errors import ApiError
+from streams.api.job_queries import JobQueries, parse_query
 from streams.api.operations import Operations
-from streams.api.rest import job_control, job_set_events
-from streams.api.rest.http import answers_errors, caller, json_body
+from streams.api.rest import job_control, job_details, job_set_events, openapi, ui
+from streams.api.rest.http import answers_errors, caller, json_body, query_lists
 from streams.api.rest.route_errors import json_route_errors
 from streams.domain import jobspec
 from streams.domain.views import job_view
@@ -29,11 +30,14 @@ if TYPE_CHECKING:
     from streams.plane import ControlPlane
 
 
-def register(plane: ControlPlane, ops: Operations) -> None:
+def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
     app = plane.app
     cast("AiohttpWeb", app.web).web_app.middlewares.append(json_route_errors)
+    ui.register(plane)
+    openapi.register(plane)
     job_control.register(plane, ops)
     job_set_events.register(plane, ops)
+    job_details.register(plane, ops)
 
     @app.page("/health")
     class Health(web.View):
@@ -91,6 +95,11 @@ def register(plane: ControlPlane, ops: Operations) -> None:
     @app.page("/api/v1/jobs")
     class Jobs(web.View):
         @answers_errors
+        async def get(self, request: web.Request) -> web.Response:
+            principal = caller(plane.auth, request)
+            return self.json(queries.list_jobs(principal, parse_query(query_lists(request))))
+
+        @answers_errors
         async def post(self, request: web.Request) -> web.Response:
             principal = caller(plane.auth, request)
             body = await json_body(request)
@@ -104,6 +113,13 @@ def register(plane: ControlPlane, ops: Operations) -> None:
                 },
                 status=status,
             )
+
+    @app.page("/api/v1/job-counts")
+    class JobCounts(web.View):
+        @answers_errors
+        async def get(self, request: web.Request) -> web.Response:
+            principal = caller(plane.auth, request)
+            return self.json(queries.counts(principal, query_lists(request)))
 
     @app.page("/api/v1/jobs/{job_id}")
     class Job(web.View):

@@ -39,6 +39,9 @@ def register(commands: Any) -> None:
     worker.add_argument("--web-host", help="REST and gRPC API address (default 127.0.0.1)")
     worker.add_argument("--data-dir", type=Path, help="table data directory (default .flotilla/data)")
     worker.add_argument("--partitions", type=int, help="partitions of the partitioned topics (default 1)")
+    worker.add_argument(
+        "--log-format", choices=("text", "json"), help="text or json (one object a line); default $FLOTILLA_LOG_FORMAT or text"
+    )
     worker.add_argument("--config", type=Path, help=CONFIG_HELP)
     worker.set_defaults(func=_worker)
 
@@ -60,6 +63,7 @@ def _worker(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         partitions=args.partitions,
         scheduler_config=str(args.config) if args.config else None,
+        log_format=args.log_format,
     )
     return run_worker(settings)
 
@@ -102,9 +106,12 @@ def _up(args: argparse.Namespace) -> int:
         print(f"error: {exc} (see {state / 'broker.log'})", file=sys.stderr)
         return 1
 
+    executor_http = free_port()
     env = {
         **os.environ,
         **_absolute_auth_paths(),
+        # The worker's UI and API read run logs from the local executor there.
+        "FLOTILLA_EXECUTOR_URLS": f"{LOCAL_EXECUTOR}=http://127.0.0.1:{executor_http}",
         "FLOTILLA_BROKER": broker.url,
         "FLOTILLA_WEB_PORT": str(args.web_port),
         "FLOTILLA_GRPC_PORT": str(args.grpc_port),
@@ -119,7 +126,7 @@ def _up(args: argparse.Namespace) -> int:
         backend="local",
         env=env,
         log_path=state / "executor.log",
-        args=["--broker", broker.url, "--state-dir", str(executor_dir)],
+        args=["--broker", broker.url, "--state-dir", str(executor_dir), "--http-port", str(executor_http)],
     )
     # Stopped in reverse order: the executor before the control plane it reports to.
     children: dict[str, WorkerProcess | ExecutorProcess] = {"control plane": worker, "executor": executor}
@@ -133,7 +140,8 @@ def _up(args: argparse.Namespace) -> int:
             f"(ingest, job-state and scheduling agents, queue replica; log {worker.log_path})\n"
             f"  executor       {LOCAL_EXECUTOR}, pid {_pid(executor)}  "
             f"(runs jobs as processes on this machine; runs under {executor_dir / 'runs'}; log {executor.log_path})\n"
-            f"  REST API       {worker.url}  (GET /health, /api/v1/queues, /api/v1/jobs)\n"
+            f"  web UI         {worker.url}/\n"
+            f"  REST API       {worker.url}  (GET /health, /metrics, /api/v1/queues, /api/v1/jobs; /api/v1/openapi.json)\n"
             f"  gRPC API       127.0.0.1:{args.grpc_port}  (Armada's Submit, QueueService, Jobs, Event: armada_client.ArmadaClient)\n"
             f"  access         {access}\n"
             "Try: flotilla create queue demo && flotilla submit job.yaml && flotilla watch demo JOBSET\n"

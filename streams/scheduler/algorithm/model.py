@@ -251,6 +251,8 @@ class QueueShare:
     fair_share: float
     adjusted_fair_share: float
     actual_share: float
+    # What the queue holds in the pool after the cycle's decisions (milli-units, resources it holds any of).
+    allocation: Resources = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

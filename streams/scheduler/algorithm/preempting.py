@@ -544,7 +544,14 @@ class _PreemptingScheduler:
             fairshare_preemption=self.fair_bucket.state(self.inputs.now) if self.fair_bucket else None,
         )
         shares = tuple(
-            QueueShare(q, self.fair_share[q], self.adjusted_share[q], self.cost.unweighted(self.allocation[q])) for q in self.queues
+            QueueShare(
+                q,
+                self.fair_share[q],
+                self.adjusted_share[q],
+                self.cost.unweighted(self.allocation[q]),
+                {name: amount for name, amount in zip(self.names, self.allocation[q], strict=True) if amount},
+            )
+            for q in self.queues
         )
         return CycleResult(
             scheduled=scheduled,

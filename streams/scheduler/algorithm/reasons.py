@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 ROUND_LIMIT = "maximum resources scheduled"
 QUEUE_CLASS_LIMIT = "resource limit exceeded"
 GLOBAL_RATE_LIMIT = "global scheduling rate limit exceeded"
@@ -51,3 +53,22 @@ def inactive_queue(name: str) -> str:
 
 def node_or_class_gone(node: str, priority_class: str) -> str:
     return f"node {node} or priority class {priority_class} no longer known to the scheduler"
+
+
+# The reasons above that name a gang, label, class, queue or node, as the kind of reason they are.
+_KINDS = (
+    (re.compile(r"^uniformity label .* is not indexed$"), "uniformity label is not indexed"),
+    (re.compile(r"^no nodes with uniformity label "), "no nodes with uniformity label"),
+    (re.compile(r"^gang .* incomplete: "), "gang incomplete"),
+    (re.compile(r"^unknown priority class "), "unknown priority class"),
+    (re.compile(r"^queue .* is not active in this pool$"), "queue is not active in this pool"),
+    (re.compile(r"^node .* or priority class .* no longer known"), "node or priority class no longer known"),
+)
+
+
+def reason_kind(reason: str) -> str:
+    """A reason without the names it carries, so that a metric label takes few values."""
+    for pattern, kind in _KINDS:
+        if pattern.search(reason):
+            return kind
+    return reason

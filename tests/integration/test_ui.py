@@ -1,0 +1,216 @@
+"""The web UI in headless Chromium, and the job query API it reads, against a real worker and a local executor.
+
+The journeys of a user: a queue is created and a job submitted through the API, the job is
+watched on the jobs page until it succeeds, its page shows its runs and its logs; a running job
+is cancelled from its page; a user without permission on the queue is refused. Screenshots of
+each step go to the test's directory (`ui-shots` under pytest's base temp).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from ops.broker import EmbeddedBroker, free_port
+from ops.executor import ExecutorProcess
+from streams.api.rest.openapi import DOCUMENT
+from streams.client.rest import Client, ClientError
+from tests.integration.browser import Page, chromium
+from tests.integration.workers import Worker, poll, running_worker
+
+pytestmark = pytest.mark.integration
+
+TOKENS = {
+    "root-token": {"user": "root", "groups": ["admins"]},
+    "alice-token": {"user": "alice", "groups": ["team-a"]},
+    "mallory-token": {"user": "mallory", "groups": []},
+}
+
+
+@pytest.fixture(scope="module")
+def executor_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, executor_port: int) -> Iterator[Worker]:
+    tokens = tmp_path_factory.mktemp("ui-auth") / "tokens.yaml"
+    tokens.write_text(yaml.safe_dump(TOKENS))
+    with running_worker(
+        broker,
+        tmp_path_factory,
+        "ui",
+        FLOTILLA_AUTH_TOKEN_FILE=str(tokens),
+        FLOTILLA_SCHEDULE_PERIOD_S="0.5",
+        FLOTILLA_EXECUTOR_URLS=f"ui-local=http://127.0.0.1:{executor_port}",
+    ) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def executor(worker: Worker, tmp_path_factory: pytest.TempPathFactory, executor_port: int) -> Iterator[ExecutorProcess]:
+    directory = tmp_path_factory.mktemp("ui-executor")
+    process = ExecutorProcess(
+        executor_id="ui-local",
+        backend="local",
+        env=worker.env(),
+        log_path=directory / "executor.log",
+        args=("--state-dir", str(directory), "--nodes", "2", "--node-cpu", "4", "--node-memory", "4Gi", "--http-port", str(executor_port)),
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def client(worker: Worker, token: str) -> Client:
+    return Client(worker.url, timeout_s=60.0, token=token)
+
+
+def shell_job(script: str, **labels: str) -> dict[str, Any]:
+    amounts = {"cpu": "100m", "memory": "64Mi"}
+    return {
+        "priority": 0.0,
+        "labels": labels,
+        "pod_spec": {
+            "containers": [
+                {"name": "main", "image": "local", "command": ["sh", "-c", script], "resources": {"requests": amounts, "limits": amounts}}
+            ],
+            "termination_grace_period_seconds": 1,
+        },
+    }
+
+
+def new_queue(worker: Worker) -> str:
+    name = f"ui-{uuid.uuid4().hex[:8]}"
+    client(worker, "root-token").call("POST", "/api/v1/queues", {"name": name, "priority_factor": 2.0, "user_owners": ["alice"]})
+    return name
+
+
+def submit(worker: Worker, queue: str, job_set: str, items: list[dict[str, Any]]) -> list[str]:
+    answer = client(worker, "alice-token").call("POST", "/api/v1/jobs", {"queue": queue, "job_set_id": job_set, "items": items})
+    return [str(job_id) for job_id in answer["job_ids"]]
+
+
+def job_state(worker: Worker, job_id: str) -> str:
+    return str(client(worker, "alice-token").call("GET", f"/api/v1/jobs/{job_id}")["state"])
+
+
+@pytest.fixture
+def page(
+    worker: Worker, executor: ExecutorProcess, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Page]:
+    directory = tmp_path_factory.mktemp(f"ui-shots-{request.node.name[:40]}")
+    with chromium(tmp_path_factory.mktemp("chromium-profile"), directory / "chromedriver.log") as driver:
+        yield Page(driver, worker.url, directory)
+
+
+def sign_in(page: Page, token: str) -> None:
+    page.open("/queues")
+    field = page.wait(lambda d: d.find_element("id", "token"), "the token field")
+    field.clear()
+    field.send_keys(token)
+    page.click("#token-form button")
+    page.wait_text("#status", "token in use")
+
+
+def test_a_job_submitted_through_the_api_is_watched_to_success_and_its_logs_read_on_its_page(worker: Worker, page: Page) -> None:
+    queue = new_queue(worker)
+    (job_id,) = submit(worker, queue, "first", [shell_job("echo hello-from-flotilla; sleep 1")])
+    sign_in(page, "alice-token")
+    page.screenshot("queues")
+    page.open(f"/jobs?queue={queue}")
+    row = f"tr[data-job='{job_id}']"
+    page.wait_text(row, queue)
+    page.screenshot("jobs-page-job-listed")
+    page.wait_text(row, "succeeded", timeout=60)  # the page refreshes itself
+    page.screenshot("jobs-page-job-succeeded")
+    page.click(f"{row} a[href='#/job/{job_id}']")
+    page.wait_text("#job-state", "succeeded")
+    page.wait_text("#job-logs", "hello-from-flotilla")
+    page.wait_text("main", "JobSucceeded")  # its events
+    page.wait_text("#job-spec", "hello-from-flotilla")  # its spec
+    assert "ui-local" in page.text("main")  # the run's executor
+    page.screenshot("job-page-succeeded-with-logs")
+
+
+def test_a_running_job_is_cancelled_from_its_page_and_its_queue_shows_its_share(worker: Worker, page: Page) -> None:
+    queue = new_queue(worker)
+    (job_id,) = submit(worker, queue, "long", [shell_job("sleep 120")])
+    poll(lambda: job_state(worker, job_id) == "running", 60, f"job {job_id} running")
+    sign_in(page, "alice-token")
+    row = page.wait_text(f"tr[data-queue='{queue}']", "100.0%")  # the only active queue holds its whole fair share
+    assert " 2 " in f" {row} "  # its weight (priority factor)
+    page.screenshot("queues-page-with-share")
+    page.open(f"/job/{job_id}")
+    page.wait_text("#job-state", "running")
+    page.click("#cancel-job")
+    page.wait_text("#status", "request written")
+    page.wait_text("#job-state", "cancelled", timeout=60)
+    page.screenshot("job-page-cancelled")
+    assert job_state(worker, job_id) == "cancelled"
+
+
+def test_a_user_without_permission_on_the_queue_sees_the_refusal(worker: Worker, page: Page) -> None:
+    queue = new_queue(worker)
+    (job_id,) = submit(worker, queue, "private", [shell_job("true")])
+    sign_in(page, "mallory-token")
+    page.open(f"/job/{job_id}")
+    refusal = page.wait_text("main", "may not watch")
+    assert "HTTP 403" in refusal and "mallory" in refusal
+    page.screenshot("job-page-refused")
+    page.open(f"/jobs?queue={queue}")
+    page.wait_text("main", "partitions")
+    assert job_id not in page.text("main")  # listing shows only the queues the user may watch
+    page.screenshot("jobs-page-nothing-visible")
+
+
+# ---------------------------------------------------------------------- the job query API behind the pages
+
+
+def test_jobs_are_listed_filtered_sorted_and_paged_and_counted_by_state(worker: Worker, executor: ExecutorProcess) -> None:
+    queue = new_queue(worker)
+    first = submit(worker, queue, "set-a", [shell_job("true", team="x") for _ in range(3)])
+    second = submit(worker, queue, "set-b", [shell_job("sleep 120", team="y") for _ in range(2)])
+    alice = client(worker, "alice-token")
+    poll(lambda: all(job_state(worker, j) == "succeeded" for j in first), 60, "the set-a jobs to succeed")
+    poll(lambda: all(job_state(worker, j) == "running" for j in second), 60, "the set-b jobs to run")
+
+    pages, cursor = [], None
+    while True:
+        answer = alice.list_jobs(queues=[queue], limit=2, order="asc", cursor=cursor)
+        assert len(answer.jobs) <= 2 and answer.partitions == [0] and answer.partitions_total == 1
+        pages.append([job.job_id for job in answer.jobs])
+        cursor = answer.next_cursor
+        if cursor is None:
+            break
+    everything = [job_id for page_ in pages for job_id in page_]
+    assert sorted(everything) == sorted(first + second) and len(pages) == 3
+    submitted = [job.submitted for job in alice.list_jobs(queues=[queue], order="asc").jobs]
+    assert submitted == sorted(submitted)
+
+    assert {j.job_id for j in alice.list_jobs(queues=[queue], job_set="set-b").jobs} == set(second)
+    assert {j.job_id for j in alice.list_jobs(queues=[queue], labels={"team": "x"}).jobs} == set(first)
+    running = alice.list_jobs(queues=[queue], states=["running"]).jobs
+    assert {j.job_id for j in running} == set(second) and all(j.node and j.executor == "ui-local" for j in running)
+    assert alice.list_jobs(queues=[queue], node=running[0].node).jobs[0].node == running[0].node
+
+    counts = {(g.job_set, state): n for g in alice.job_counts(group_by="job_set", queues=[queue]) for state, n in g.counts.items() if n}
+    assert counts == {("set-a", "succeeded"): 3, ("set-b", "running"): 2}
+    assert client(worker, "mallory-token").list_jobs(queues=[queue]).jobs == []
+    with pytest.raises(ClientError, match="unknown state"):
+        alice.list_jobs(states=["sleeping"])
+    for job_id in second:
+        alice.call("POST", f"/api/v1/jobs/{job_id}/cancel", {"reason": "test over"})
+
+
+def test_the_openapi_document_is_served(worker: Worker) -> None:
+    with urllib.request.urlopen(f"{worker.url}/api/v1/openapi.json", timeout=10) as response:
+        assert json.loads(response.read()) == json.loads(json.dumps(DOCUMENT))

@@ -1,0 +1,47 @@
+"""What the scheduling worker shows of a cycle: shares and allocation per queue, why jobs wait, its executors."""
+
+from __future__ import annotations
+
+from streams.scheduler.algorithm import reasons
+from streams.scheduler.config import CycleConfig
+from streams.scheduler.cycle import run_cycle
+from streams.scheduler.index import SchedulerIndex
+from streams.scheduler.view import ClusterView
+from tests.kit.quantities import CPU, GI
+from tests.kit.scheduler import delta, executor, nodes, tick
+
+
+def test_the_cycle_observer_shows_each_queues_shares_allocation_and_why_jobs_wait() -> None:
+    index = SchedulerIndex()
+    for i in range(3):
+        index.apply(delta(f"a-{i}", "a", cpu=8, submitted=100 + i))
+    index.apply(delta("b-0", "b", cpu=8, submitted=100))
+    index.apply(delta("huge", "b", cpu=64, submitted=200))
+    index.apply(executor("ex1", 1_000, nodes(1, cpu=16, mem=64)))
+    view = ClusterView(index=lambda: index)
+
+    outcome = run_cycle(index, tick(2_000, "a", "b"), 1, CycleConfig(observe=view.observe))
+
+    assert outcome.leased == 2
+    (cycle,) = view.pools.values()
+    shares = {q["queue"]: q for q in cycle.queues()}
+    assert shares["a"]["fair_share"] == shares["b"]["fair_share"] == 0.5
+    held = {name: q["allocation"].get("cpu", 0) for name, q in shares.items()}
+    assert held == {"a": 8 * CPU, "b": 8 * CPU}  # one 8-cpu job each, by fair share
+    assert (shares["a"]["queued"], shares["b"]["queued"]) == (3, 2)
+    assert cycle.capacity() == {"cpu": 16 * CPU, "memory": 64 * GI}
+    assert sum(cycle.unschedulable().values()) == 3
+    assert view.why("huge") is not None and view.why("a-0") is None
+    (ex,) = view.executors(now_ms=3_500)
+    assert ex["executor"] == "ex1" and ex["nodes"] == 1 and ex["report_age_s"] == 2.5
+
+
+def test_a_view_without_the_scheduler_shows_no_executors() -> None:
+    assert ClusterView().executors(0) == [] and not ClusterView().scheduling
+
+
+def test_reasons_that_name_things_are_counted_by_their_kind() -> None:
+    assert reasons.reason_kind(reasons.gang_incomplete("g-17", 2, 3)) == "gang incomplete"
+    assert reasons.reason_kind(reasons.inactive_queue("q")) == "queue is not active in this pool"
+    assert reasons.reason_kind(reasons.node_or_class_gone("n", "pc")) == "node or priority class no longer known"
+    assert reasons.reason_kind(reasons.JOB_DOES_NOT_FIT) == reasons.JOB_DOES_NOT_FIT
