@@ -38,7 +38,9 @@ def run(worker: Worker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
     directory = tmp_path_factory.mktemp("metrics-executors")
     executors = Executors(worker, directory)
     port = free_port()
-    spec = cluster_file(directory / "cluster.yaml", 2, "4", "8Gi", executors.selector)
+    spec = cluster_file(
+        directory / "cluster.yaml", [{"count": 2, "prefix": "node", "cpu": "4", "memory": "8Gi", "labels": executors.selector}]
+    )
     executor = executors.start("metrics-fake", "fake", "--cluster", str(spec), "--http-port", str(port))
     queue = new_queue(worker, f"metrics-{uuid.uuid4().hex[:6]}")
     done = submit_jobs(worker, queue, "short", [fake_item(executors.selector, runtime_s=0.5) for _ in range(4)])
