@@ -19,6 +19,8 @@ from streams.plane import ControlPlane, build_plane
 def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None) -> ControlPlane:
     plane = build_plane(settings, policy)
     plane.app.service(plane.queues)  # type: ignore[arg-type]  # Faust types only classes; it takes instances too
+    if plane.archiver is not None:
+        plane.app.service(plane.archiver)  # type: ignore[arg-type]  # an instance, as above
     ingest.register(plane)
     job_state.register(plane)
     executor_reports.register(plane)
@@ -32,6 +34,7 @@ def create_control_plane(settings: Settings, policy: SubmitPolicy | None = None)
         ids=IdFactory.system(),
         submit_timeout_s=settings.submit_timeout_s,
         submission_limits=plane.submission_limits,
+        durable=plane.durable,
     )
     routes.register(plane, ops)
     plane.app.service(GrpcServer.for_plane(plane, ops))  # type: ignore[arg-type]  # an instance, as above

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from streams.client.commands import CommandError, config, control, jobs, queues, scenario, services, watch
+from streams.client.commands import CommandError, config, control, jobs, log, queues, scenario, services, watch
 from streams.client.commands.connection import add_connection_options
 from streams.client.contexts import ConfigError
 from streams.client.jobfile import JobFileError
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.register(commands)
     config.register(commands)
     scenario.register(commands)
+    log.register(commands)
     return parser
 
 
