@@ -57,7 +57,6 @@ class Archiver(Service):
         self._workers: list[asyncio.Task[None]] = []
         self._stopping = False
         self._unwritten: dict[Key, list[Record]] = {}  # a group taken for writing and not written yet
-        self.groups_written = 0
 
     def open(self) -> list[str]:
         """Lock the archive and repair its tails (before the worker starts, so a refusal stops it early);
@@ -192,7 +191,6 @@ class Archiver(Service):
         if self.durability.failure is not None:
             log.info("log archive: writing again")
         self.durability.archived(advanced)
-        self.groups_written += 1
 
 
 def _merged(group: dict[Key, list[Record]], later: dict[Key, list[Record]]) -> dict[Key, list[Record]]:

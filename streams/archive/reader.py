@@ -145,8 +145,6 @@ class Tail:
     """A partition's state once its last segment was checked: where to write next and what was cut."""
 
     next_offset: int  # the offset the next record is expected at (0 when the partition is empty)
-    last_segment: Path | None  # None when the partition has no segment
-    segment_size: int  # bytes of the last segment, after any cut
     cut: str | None = None  # the warning, when a torn tail was cut
 
 
@@ -184,8 +182,8 @@ def repair_tail(root: Path, topic: str, partition: int, files: Files) -> Tail:
             )
             log.warning(cut)
         _rewrite_index(path, scan.entries, files)
-        return Tail(scan.entries[-1].last_offset + 1, path, scan.good_end, cut)
-    return Tail(0, None, 0)
+        return Tail(scan.entries[-1].last_offset + 1, cut)
+    return Tail(0)
 
 
 @dataclass

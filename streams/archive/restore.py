@@ -39,14 +39,6 @@ class RestoreProgress:
     elapsed_s: float
     finished: bool = False
 
-    @property
-    def rate(self) -> float:
-        return self.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-    @property
-    def left_s(self) -> float | None:
-        return (self.total - self.done) / self.rate if self.rate > 0 and self.total >= self.done else None
-
 
 def archived_count(root: Path) -> int:
     """Records in the archive as its indexes count them (quick: no segment is read)."""

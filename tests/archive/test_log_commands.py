@@ -10,6 +10,7 @@ import pytest
 
 from schemas.codec import encode
 from streams.archive.segments import Record, index_path, read_index, segments_in
+from streams.archive.source import ArchiveSource
 from streams.archive.writer import ArchiveWriter
 from streams.client.cli import main
 from streams.domain import events
@@ -85,3 +86,11 @@ def test_export_refuses_what_it_cannot_read(tmp_path: Path, capsys: pytest.Captu
     assert "'yesterday' is not a time" in capsys.readouterr().err
     assert main(["log", "export", "--from-archive", str(tmp_path), "--topic", "jobs"]) == 1
     assert "has no topic 'jobs'" in capsys.readouterr().err
+
+
+def test_a_replay_reads_the_event_sequences_from_the_archive_alone(tmp_path: Path) -> None:
+    event_log(tmp_path)
+    source = ArchiveSource(tmp_path)
+    assert source.topics() == [EVENTS, QUEUES] and source.partitions(EVENTS) == [0]
+    read = [(record.offset, sequence["events"][0]["event_id"]) for record, sequence in source.event_sequences(since_ms=T0 + 1000)]
+    assert read == [(1, "event-1"), (2, "event-2")]
