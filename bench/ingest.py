@@ -32,8 +32,15 @@ includes start-up), cross-checked with VmRSS sampled every 100 ms; `peak_rss_mib
 over the workers. CPU seconds (user + system) are measured per worker and for the broker over the
 timed phase, so it shows whether every worker was busy.
 
+Archive (`--archive on|off`, default off): with `on` each worker keeps the log archive (streams/archive,
+as `flotilla up` does) in its state directory, so the figures show what archiving costs the same
+ingest. Before the throughput phase, on the idle worker, `--idle-submits` (200) single-job submissions
+go one at a time through the REST API (20 ms apart) and the time each takes to be answered is the
+idle submit->ack latency (p50, p99); with the archive on, an answer waits until the jobs' events
+are archived and synced. Those jobs go to their own queue and are not counted as ingest.
+
 Usage: .venv/bin/python bench/ingest.py [--jobs 100000] [--batch 100] [--partitions 1] [--workers 1]
-       [--queues 1]
+       [--queues 1] [--archive on|off] [--idle-submits 200]
 Progress goes to stderr; the last stdout line is one JSON object.
 """
 
@@ -261,7 +268,7 @@ def http(method: str, url: str, body: Any = None, timeout: float = 10.0) -> tupl
         return exc.code, exc.read().decode(errors="replace")
 
 
-def new_worker(broker_url: str, partitions: int, state_dir: Path, index: int) -> WorkerProcess:
+def new_worker(broker_url: str, partitions: int, state_dir: Path, index: int, archive: bool = False) -> WorkerProcess:
     """A real control-plane worker, in its own session: Ctrl-C reaches only the benchmark, which stops it.
 
     Every worker keeps the default app id, so they form one consumer group; each needs its own
@@ -277,6 +284,7 @@ def new_worker(broker_url: str, partitions: int, state_dir: Path, index: int) ->
         "FLOTILLA_PARTITIONS": str(partitions),
         "FLOTILLA_WEB_PORT": str(port),
         "FLOTILLA_GRPC_PORT": str(free_port()),
+        "FLOTILLA_ARCHIVE_DIR": str(worker_dir / "log") if archive else "",
         **UNLIMITED_SUBMISSIONS,
     }
     return WorkerProcess(env=env, log_path=worker_dir / "worker.log", web_port=port, new_session=True)
@@ -318,6 +326,41 @@ def wait_queues_visible(workers: list[WorkerProcess], names: list[str]) -> None:
 
 
 # ---------------------------------------------------------------- measurements
+
+LATENCY_QUEUE = "bench-latency"
+
+
+def idle_submits(worker: WorkerProcess, count: int) -> tuple[list[float], list[float], set[bytes]]:
+    """Milliseconds from sending a one-job REST submission to its answer, one at a time; the same for
+    a job-set cancel (answered once its one event is on the log, and archived, with no fold to wait
+    for); and the submitted jobs' ids."""
+    latencies: list[float] = []
+    cancels: list[float] = []
+    job_ids: set[bytes] = set()
+    for i in range(count):
+        started = time.perf_counter()
+        status, answer = http("POST", f"{worker.url}/api/v1/queues/{LATENCY_QUEUE}/jobsets/cancelled/cancel", {}, timeout=30)
+        cancels.append((time.perf_counter() - started) * 1000)
+        if status != 202:
+            raise RuntimeError(f"idle cancel {i} answered HTTP {status}: {answer}")
+        time.sleep(0.02)
+    for i in range(count):
+        body = {"queue": LATENCY_QUEUE, "job_set_id": "latency", "items": [jobspec.job_item(raw_item(10_000_000 + i))]}
+        started = time.perf_counter()
+        status, answer = http("POST", f"{worker.url}/api/v1/jobs", body, timeout=30)
+        latencies.append((time.perf_counter() - started) * 1000)
+        if status != 200:
+            raise RuntimeError(f"idle submission {i} answered HTTP {status}: {answer}")
+        job_ids.update(job_id.encode() for job_id in answer["job_ids"])
+        time.sleep(0.02)
+    return latencies, cancels, job_ids
+
+
+def percentile(values: list[float], pct: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
 
 
 async def create_topic(bootstrap: str, name: str) -> None:
@@ -401,6 +444,7 @@ async def flotilla_rate(
     partitions: int,
     profiler: list[str] | None,
     children: Children,
+    ignored: set[bytes],
 ) -> IngestResult:
     consumer = await started_consumer(bootstrap, {JOB_STATES: partitions, REJECTED: partitions})
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_OPTIONS)
@@ -442,7 +486,7 @@ async def flotilla_rate(
                     reason = decode("rejection", records[0].value).get("reason")
                     raise RuntimeError(f"{len(records)} rejection(s) on {REJECTED}, first: {reason}")
                 for record in records:
-                    if record.key not in seen:
+                    if record.key not in seen and record.key not in ignored:
                         seen.add(record.key)
                         state_bytes += len(record.value)
                         if len(seen) % 1000 == 1:
@@ -497,6 +541,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--py-spy-native", action="store_true", help="include native frames (GC, fastavro, syscalls); pauses the worker per sample"
     )
     parser.add_argument("--profile-out", default="/tmp/ingest-profile.txt", help="py-spy output (--format raw)")
+    parser.add_argument("--archive", choices=("on", "off"), default="off", help="workers keep the log archive, as `flotilla up` does")
+    parser.add_argument("--idle-submits", type=int, default=200, help="single-job REST submissions timed on the idle worker (default 200)")
     args = parser.parse_args(argv)
     if min(args.jobs, args.batch, args.partitions, args.workers, args.queues) < 1:
         parser.error("--jobs, --batch, --partitions, --workers and --queues must be positive")
@@ -518,6 +564,8 @@ class Setup:
     raw_count: int
     worker_pids: list[int]
     assignments: list[str]
+    idle_latencies_ms: list[float]
+    idle_cancels_ms: list[float]
 
 
 def print_report(setup: Setup, result: IngestResult) -> None:
@@ -579,6 +627,19 @@ def print_report(setup: Setup, result: IngestResult) -> None:
     )
     print(f"ratio: {ratio:.1%} of raw (target >= 30%); jobs/s target >= 25,000: {'met' if jobs_per_s >= 25_000 else 'NOT met'}")
     print(f"worker peak RSS: {max(peaks_mib):,.1f} MiB (max over {args.workers} worker(s))")
+    idle = setup.idle_latencies_ms
+    p50, p99 = percentile(idle, 50), percentile(idle, 99)
+    print(
+        f"archive {args.archive}: idle submit->ack over REST, {len(idle)} single-job submissions 20 ms apart: "
+        f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(idle, default=0):.1f} ms"
+    )
+    cancels = setup.idle_cancels_ms
+    c50, c99 = percentile(cancels, 50), percentile(cancels, 99)
+    archived = ", and archived" if args.archive == "on" else ""
+    print(
+        f"  and {len(cancels)} job-set cancels (answered once their event is on the log{archived}): "
+        f"p50 {c50:.1f} ms, p99 {c99:.1f} ms, max {max(cancels, default=0):.1f} ms"
+    )
     print(
         json.dumps(
             {
@@ -598,6 +659,11 @@ def print_report(setup: Setup, result: IngestResult) -> None:
                 "workers_peak_rss_mib": [round(peak, 1) for peak in peaks_mib],
                 "workers_cpu_s": [round(cpu, 2) for cpu in result.worker_cpu_s],
                 "broker_cpu_s": round(result.broker_cpu_s, 2),
+                "archive": args.archive,
+                "idle_submit_ack_p50_ms": round(p50, 2),
+                "idle_submit_ack_p99_ms": round(p99, 2),
+                "idle_cancel_ack_p50_ms": round(c50, 2),
+                "idle_cancel_ack_p99_ms": round(c99, 2),
             }
         )
     )
@@ -637,8 +703,9 @@ def main(argv: list[str] | None = None) -> int:
             log(f"raw aiokafka: {raw_count:,} messages of {request_bytes:,} B, {RAW_REPEATS} times ...")
             raw_requests = measure_raw(broker.bootstrap, "request", request_bytes, raw_count)
 
-            workers.extend(children.add(new_worker(broker.url, args.partitions, state_dir, i)) for i in range(args.workers))
-            start_workers(workers, queues)
+            archive = args.archive == "on"
+            workers.extend(children.add(new_worker(broker.url, args.partitions, state_dir, i, archive)) for i in range(args.workers))
+            start_workers(workers, [*queues, LATENCY_QUEUE])
             pids = [worker.process.pid for worker in workers if worker.process is not None]
             log(
                 f"worker pid(s) {pids} healthy on {[worker.url for worker in workers]}; "
@@ -661,8 +728,10 @@ def main(argv: list[str] | None = None) -> int:
                     "100",
                     *(["--native"] if args.py_spy_native else ["--nonblocking"]),
                 ]
+            log(f"idle submit->ack: {args.idle_submits} single-job REST submissions, archive {args.archive} ...")
+            latencies, cancels, latency_jobs = idle_submits(workers[0], args.idle_submits)
             result = asyncio.run(
-                flotilla_rate(broker.bootstrap, pids, broker_pid, requests, args.jobs, args.partitions, profiler, children)
+                flotilla_rate(broker.bootstrap, pids, broker_pid, requests, args.jobs, args.partitions, profiler, children, latency_jobs)
             )
             assignments = [assigned_partitions(worker) for worker in workers]  # before the logs are removed
     except KeyboardInterrupt:
@@ -678,7 +747,22 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(state_dir, ignore_errors=True)
 
     print_report(
-        Setup(args, queues, spread, len(requests), request_bytes, state_bytes, raw_jobs, raw_requests, raw_count, pids, assignments), result
+        Setup(
+            args,
+            queues,
+            spread,
+            len(requests),
+            request_bytes,
+            state_bytes,
+            raw_jobs,
+            raw_requests,
+            raw_count,
+            pids,
+            assignments,
+            latencies,
+            cancels,
+        ),
+        result,
     )
     return 0
 

@@ -10,9 +10,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ops import child
 from streams.client.rest import Client, ClientError
@@ -40,7 +41,7 @@ class WorkerProcess:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def start(self, timeout_s: float = 120.0) -> WorkerProcess:
+    def start(self, timeout_s: float = 120.0, on_health: Callable[[dict[str, Any]], None] | None = None) -> WorkerProcess:
         if self.running:
             raise WorkerError("worker already running")
         with open(self.log_path, "ab") as log:
@@ -53,23 +54,36 @@ class WorkerProcess:
                 stdin=subprocess.DEVNULL,
                 start_new_session=self.new_session,
             )
-        self.wait_healthy(timeout_s)
+        self.wait_healthy(timeout_s, on_health)
         return self
 
-    def healthy(self) -> bool:
+    def health(self) -> dict[str, Any] | None:
+        """The worker's /health answer (status ok, starting, or refolding with its progress); None while it does not answer."""
         try:
-            return Client(self.url, timeout_s=5.0).call("GET", "/health", accept=(503,)).get("status") == "ok"
+            answer = Client(self.url, timeout_s=5.0).call("GET", "/health", accept=(503,))
         except ClientError:
-            return False
+            return None
+        return answer if isinstance(answer, dict) else None
 
-    def wait_healthy(self, timeout_s: float) -> None:
+    def healthy(self) -> bool:
+        return (self.health() or {}).get("status") == "ok"
+
+    def wait_healthy(self, timeout_s: float, on_health: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """Wait for status ok; a refold that moves on (after a restore) extends the wait by ``timeout_s`` each time."""
         deadline = time.monotonic() + timeout_s
+        folded = -1
         while time.monotonic() < deadline:
             if not self.running:
                 code = self.process.returncode if self.process else None
                 raise WorkerError(f"worker exited with code {code}\n{self.log_tail()}")
-            if self.healthy():
+            health = self.health()
+            if health is not None and health.get("status") == "ok":
                 return
+            if health is not None and health.get("status") == "refolding" and health.get("folded", 0) > folded:
+                folded = health["folded"]
+                deadline = time.monotonic() + timeout_s
+            if health is not None and on_health is not None:
+                on_health(health)
             time.sleep(0.3)
         raise WorkerError(f"worker not healthy at {self.url}/health after {timeout_s:.0f}s\n{self.log_tail()}")
 

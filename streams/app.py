@@ -23,6 +23,8 @@ def create_control_plane(settings: Settings) -> ControlPlane:
     plane.app.service(plane.queues)  # type: ignore[arg-type]  # Faust types only classes; it takes instances too
     plane.app.on_partitions_assigned.connect(plane.job_index.forget)
     plane.app.on_partitions_revoked.connect(plane.job_index.forget)
+    if plane.archiver is not None:
+        plane.app.service(plane.archiver)  # type: ignore[arg-type]  # an instance, as above
     ingest.register(plane)
     job_state.register(plane)
     executor_reports.register(plane)
@@ -46,6 +48,7 @@ def create_control_plane(settings: Settings) -> ControlPlane:
         queries=queries,
         submit_timeout_s=settings.submit_timeout_s,
         submission_limits=plane.submission_limits,
+        durable=plane.durable,
     )
     routes.register(plane, ops, queries)
     plane.app.service(GrpcServer.for_plane(plane, ops))  # type: ignore[arg-type]  # an instance, as above

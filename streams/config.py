@@ -76,11 +76,25 @@ class Settings:
     # written in the Confluent wire format and the schemas registered there; without, in Avro's
     # single-object encoding. Readers take both either way (schemas/README.md).
     schema_registry_url: str = ""
+    # The log archive (streams/archive): a directory the worker copies every record of `events` and
+    # `queues` to, as Avro container files. `flotilla up` turns it on (<state-dir>/log): the embedded
+    # broker keeps its log in memory, so there the archive is the log's durable copy and a change is
+    # acknowledged once it is archived. On a replicated Kafka it is a long-term copy for audit.
+    archive_dir: str = ""
+    archive_codec: str = "deflate"
+    # Set by `flotilla up` after it restored the archive into the empty broker: the worker refolds
+    # the log and hears from the executors holding runs before it schedules (streams/archive/refold.py).
+    refold_before_scheduling: bool = False
     log_level: str = "info"
     # text, or json: one JSON object a line with job, run, queue and executor fields where they apply.
     log_format: str = "text"
     # Where executors serve their HTTP API (run logs): "id=http://host:port,id=...".
     executor_urls: str = ""
+
+    @property
+    def acknowledge_when_archived(self) -> bool:
+        """Whether a write is answered only once archived: with the embedded broker (tansu://), whose log is in memory."""
+        return bool(self.archive_dir) and self.broker.startswith("tansu://")
 
     @property
     def bootstrap(self) -> str:

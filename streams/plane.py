@@ -8,6 +8,7 @@ many planes as they need (one per worker, or one on the `memory://` store per ag
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import cast
 
 import faust
@@ -15,6 +16,10 @@ from faust.tables import TableManager
 from faust.types import TableT
 
 from schemas.faust_codec import register_codecs
+from streams.archive.archiver import Archiver
+from streams.archive.durable import Durability, NotArchived
+from streams.archive.refold import RefoldGate
+from streams.archive.writer import ArchiveWriter
 from streams.auth import Authenticator, Permissions
 from streams.auth.setup import build_authenticator, build_permissions, credentials_configured
 from streams.config import MAX_MESSAGE_BYTES, Settings
@@ -70,13 +75,17 @@ class ControlPlane:
     metrics: Metrics = field(default_factory=Metrics)
     # The last cycle per pool and the executors, on the worker that schedules (the cycle's observer).
     cluster: ClusterView = field(default_factory=ClusterView)
+    # The log archive's writer, when this worker keeps one; what writers await before they answer.
+    archiver: Archiver | None = None
+    durable: Durability = field(default_factory=NotArchived)
+    refold: RefoldGate = field(default_factory=RefoldGate)
 
     @property
     def ready(self) -> bool:
-        """Tables recovered, queues read up to date, no rebalance in progress: reads are current."""
+        """Tables recovered (and after a restore, refolded), queues read up to date, no rebalance in progress: reads are current."""
         # Faust's TableManagerT interface leaves out the recovery its TableManager has.
         recovery = cast(TableManager, self.app.tables).recovery
-        return recovery.completed.is_set() and self.queues.caught_up.is_set() and not self.app.rebalancing
+        return recovery.completed.is_set() and self.queues.caught_up.is_set() and not self.app.rebalancing and self.refold.caught_up
 
 
 def create_app(settings: Settings) -> faust.App:
@@ -130,6 +139,14 @@ def create_topics(app: faust.App, settings: Settings) -> Topics:
     )
 
 
+def create_archiver(settings: Settings) -> Archiver | None:
+    if not settings.archive_dir:
+        return None
+    topics = {settings.topic("events"): settings.partitions, settings.topic("queues"): 1}
+    writer = ArchiveWriter(Path(settings.archive_dir), codec=settings.archive_codec)
+    return Archiver(writer, settings.bootstrap, topics)
+
+
 def build_plane(settings: Settings) -> ControlPlane:
     """Every part, with no agent or view bound yet. Reads the scheduler configuration file (raising
     ConfigFileError if it is wrong) and fetches the OIDC key set, if one is configured."""
@@ -138,6 +155,7 @@ def build_plane(settings: Settings) -> ControlPlane:
     register_text_codec()
     app = create_app(settings)
     cluster = ClusterView()
+    archiver = create_archiver(settings)
     return ControlPlane(
         settings=settings,
         app=app,
@@ -162,4 +180,6 @@ def build_plane(settings: Settings) -> ControlPlane:
             user_burst=settings.submission_user_burst,
             max_message_bytes=settings.max_submission_bytes,
         ),
+        archiver=archiver,
+        durable=archiver.durability if archiver is not None and settings.acknowledge_when_archived else NotArchived(),
     )

@@ -30,3 +30,9 @@ class Replies:
         future = self._waiting.pop(request_id, None)
         if future is not None and not future.done():
             future.set_result(answer)
+
+    def fail(self, request_id: str, error: Exception) -> None:
+        """The request was handled but cannot be answered as done (its events are not durable): the caller gets ``error``."""
+        future = self._waiting.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_exception(error)

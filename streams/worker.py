@@ -10,11 +10,14 @@ import faust
 
 from schemas.codec import SchemaError
 from streams.app import create_control_plane
+from streams.archive.lock import Locked
+from streams.archive.reader import ArchiveCorrupt
 from streams.auth import AuthConfigError
 from streams.auth.setup import describe_access
 from streams.config import Settings
 from streams.gc_tuning import tune_for_long_lived_state
 from streams.logs import LOG_FORMATS, json_logging_config
+from streams.plane import ControlPlane
 from streams.scheduler.config_file import ConfigFileError
 from streams.topics import ensure_topics, use_configured_framing
 
@@ -44,6 +47,11 @@ def run_worker(settings: Settings) -> int:
     except SchemaError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return CONFIG_ERROR
+    try:
+        open_archive(plane)
+    except (Locked, ArchiveCorrupt, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return CONFIG_ERROR
     loop.run_until_complete(ensure_topics(settings))
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     logging_config = json_logging_config(settings.log_level) if settings.log_format == "json" else None
@@ -54,3 +62,16 @@ def run_worker(settings: Settings) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0
+
+
+def open_archive(plane: ControlPlane) -> None:
+    """Lock the log archive and cut a torn tail; after a restore, hold scheduling until the log is refolded."""
+    if plane.archiver is None:
+        return
+    for cut in plane.archiver.open():
+        print(f"warning: {cut}", file=sys.stderr, flush=True)
+    settings = plane.settings
+    if settings.refold_before_scheduling:
+        events = settings.topic("events")
+        targets = {partition: offset for (topic, partition), offset in plane.archiver.durability.offsets().items() if topic == events}
+        plane.refold.arm(targets)

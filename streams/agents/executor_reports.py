@@ -58,9 +58,10 @@ def register(plane: ControlPlane) -> None:
     async def forward(stream: Any) -> None:
         async for events in stream.take_events(BATCH_MAX_MESSAGES, within=BATCH_WITHIN_S):
             outbox = Outbox(plane.batch_producer)
-            records = [feed.encode(record) for record in forwarded(plane, full_states, [event.message for event in events])]
-            await outbox.partition(feed_topic, 0, [(None, record) for record in records])
+            records = forwarded(plane, full_states, [event.message for event in events])
+            await outbox.partition(feed_topic, 0, [(None, feed.encode(record)) for record in records])
             await outbox.delivered()
+            plane.refold.heard_from(record.executor for record in records if isinstance(record, feed.ExecutorState))
 
 
 def forwarded(plane: ControlPlane, full_states: FullStates, messages: list[Message]) -> list[feed.Heartbeat | feed.ExecutorState]:

@@ -7,12 +7,14 @@ same ids, the job-state fold ignores the repeat, and the client-id index maps to
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode, encode
+from streams.archive.durable import ArchiveUnavailable, Durability, NotArchived
 from streams.domain import events
 from streams.domain.admission import Admission
 from streams.domain.ids import new_id
@@ -48,6 +50,7 @@ def register(plane: ControlPlane) -> None:
         replies=plane.replies,
         metrics=plane.metrics,
         admission=Admission(plane.submission_limits),
+        durable=plane.durable,
     )
 
     @plane.app.agent(plane.topics.submissions, name="ingest", concurrency=1)
@@ -83,22 +86,40 @@ class Ingest:
     _events: list[tuple[bytes | None, bytes | None]] = field(default_factory=list)
     _client_ids: dict[str, tuple[int, str]] = field(default_factory=dict)
     _answers: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    durable: Durability = field(default_factory=NotArchived)
+    _answering: set[asyncio.Future[None]] = field(default_factory=set)
+    _last_offsets: dict[int, int] = field(default_factory=dict)  # events partition -> offset of the last event sent
 
     async def write(self) -> None:
-        """Send the batch's events, then (once the broker has them) its client ids, then answer its callers.
+        """Send the batch's events, then (once the broker has them) its client ids, then answer its callers
+        once the events are durable (archived, with the embedded broker), without holding up the next batch.
 
         Client ids written before their events could outlive them in a kill: the submission
         folded again after the restart would be taken for a duplicate and its jobs never exist."""
         outbox = Outbox(self.producer)
-        await outbox.keyed(self.events_topic, self._events)
+        sent = await outbox.keyed(self.events_topic, self._events)
         await outbox.delivered()
         written = TableBatch(self.client_ids, self.producer)
         for key, (partition, job_id) in self._client_ids.items():
             written.put(partition, key, job_id)
         await written.write()
-        for request_id, answers in self._answers:
-            self.replies.resolve(request_id, answers)
+        self._last_offsets.update(sent.result() if sent else {})
+        if self._answers:
+            # Up to the last events this agent sent, not only this batch's: a duplicate's job came earlier.
+            answering = asyncio.ensure_future(self._answer(dict(self._last_offsets), self._answers))
+            self._answering.add(answering)
+            answering.add_done_callback(self._answering.discard)
         self._events, self._client_ids, self._answers = [], {}, []
+
+    async def _answer(self, offsets: dict[int, int], answers: list[tuple[str, list[dict[str, Any]]]]) -> None:
+        try:
+            await self.durable.wait(self.events_topic, offsets)
+        except ArchiveUnavailable as exc:
+            for request_id, _ in answers:
+                self.replies.fail(request_id, exc)
+            return
+        for request_id, items in answers:
+            self.replies.resolve(request_id, items)
 
     def _known_job(self, key: str) -> str | None:
         pending = self._client_ids.get(key)

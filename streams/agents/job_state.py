@@ -89,6 +89,7 @@ async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
     await plane.jobs.write_pending(plane.batch_producer)
     for outcome, count in outcomes.items():
         plane.metrics.events.labels(outcome).inc(count)
+    plane.refold.folded_batch(messages, forwarded)
 
 
 def feed_records(forwarded: list[feed.JobDelta | feed.JobSetAction]) -> list[Changes]:

@@ -141,7 +141,8 @@ def register(plane: ControlPlane) -> SchedulerState:
     app.on_partitions_assigned.connect(forget_index)
 
     def owner() -> bool:
-        return not app.rebalancing and feed_partition in app.assignor.assigned_actives()
+        """This worker closes the windows: it owns the feed (and, after a restore, the log is refolded: streams/archive/refold.py)."""
+        return not app.rebalancing and feed_partition in app.assignor.assigned_actives() and plane.refold.may_schedule()
 
     async def send_tick() -> None:
         queues = tuple(feed.queue_info(q) for q in sorted(plane.queues.values(), key=lambda q: q["name"]))

@@ -19,6 +19,7 @@ from schemas.codec import SchemaError, encode
 from streams.api.control_requests import VERBS, JobFilter, matching
 from streams.api.errors import ApiError
 from streams.api.job_queries import JobQueries
+from streams.archive.durable import ArchiveUnavailable, Durability, NotArchived
 from streams.auth import Permissions, Principal
 from streams.domain import events
 from streams.domain.admission import SubmissionLimits
@@ -81,6 +82,8 @@ class Operations:
     submit_timeout_s: float = 30.0
     # The ingest agent's limits; the size limit is checked here too, so a caller hears of it at once.
     submission_limits: SubmissionLimits = field(default_factory=SubmissionLimits)
+    # A write is answered once durable: archived, with the embedded broker (streams/archive).
+    durable: Durability = field(default_factory=NotArchived)
 
     # ------------------------------------------------------------------ queues (any caller reads them)
 
@@ -113,7 +116,7 @@ class Operations:
     async def delete_queue(self, principal: Principal, name: str) -> None:
         self.permissions.check_admin(principal, f"delete queue {name!r}")
         self.queue(principal, name)
-        await self.topics.queues.send(key=name, value=None)
+        await self._durably(self.topics.queues, key=name, value=None)
         await until_visible(lambda: self.queues.get(name) is None, f"deletion of queue {name!r}")
 
     @staticmethod
@@ -124,7 +127,7 @@ class Operations:
         return queue
 
     async def _write_queue(self, queue: dict[str, Any]) -> dict[str, Any]:
-        await self.topics.queues.send(key=queue["name"], value=encode("queue", queue))
+        await self._durably(self.topics.queues, key=queue["name"], value=encode("queue", queue))
         await until_visible(lambda: self.queues.get(queue["name"]) == queue, f"queue {queue['name']!r}")
         return queue
 
@@ -155,12 +158,15 @@ class Operations:
         too_large = self.submission_limits.oversized(len(message))
         if too_large is not None:
             raise ApiError(413, too_large)
+        unavailable(self.durable)
         answer = self.replies.expect(request_id)
         try:
             await self.topics.submissions.send(key=queue, value=message)
             outcome = await asyncio.wait_for(answer, self.submit_timeout_s)
         except TimeoutError as exc:
             raise ApiError(504, f"request {request_id} is on the log but was not processed in time; check its jobs later") from exc
+        except ArchiveUnavailable as exc:
+            raise ApiError(503, f"request {request_id} was processed but its jobs are not archived: {exc.reason}") from exc
         finally:
             self.replies.forget(request_id)
         unseen = {item["job_id"] for item in outcome if "job_id" in item}
@@ -283,6 +289,22 @@ class Operations:
         (sequence,) = events.sequences(
             queue, job_set_id, principal.user, principal.groups, [events.event(event_id, created, job_id, payload)]
         )
-        sent = await self.topics.events.send(key=events.sequence_key(queue, job_set_id), value=encode("event_sequence", sequence))
-        await sent
+        await self._durably(self.topics.events, key=events.sequence_key(queue, job_set_id), value=encode("event_sequence", sequence))
         return event_id
+
+    async def _durably(self, topic: Any, key: str, value: bytes | None) -> None:
+        """Send one record and return once it is durable; 503 with the reason when the archive cannot take it."""
+        unavailable(self.durable)
+        sent = await (await topic.send(key=key, value=value))
+        try:
+            await self.durable.wait(sent.topic, {sent.partition: sent.offset})
+        except ArchiveUnavailable as exc:
+            raise ApiError(503, f"written to the log but not archived: {exc.reason}") from exc
+
+
+def unavailable(durable: Durability) -> None:
+    """Refuse a write before it is made when the archive cannot take it (a full disk, an unwritable directory)."""
+    try:
+        durable.check()
+    except ArchiveUnavailable as exc:
+        raise ApiError(503, f"not accepting changes: {exc.reason}") from exc

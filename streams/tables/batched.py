@@ -38,9 +38,9 @@ class BatchProducer(Protocol):
         """Queue ``records`` for ``partition`` in order; the future gives the first one's offset once all are acknowledged."""
         ...
 
-    async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[None]:
+    async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[dict[int, int]]:
         """Queue ``records`` on the partitions their keys hash to (as `topic.send(key=...)` would), in
-        order per partition; the future is done once all are acknowledged."""
+        order per partition; the future gives each partition's last offset once all are acknowledged."""
         ...
 
 
@@ -68,19 +68,22 @@ class KafkaBatchProducer:
             futures.append(await producer.send_batch(batch, topic, partition=partition))
         return _first_offset(futures)
 
-    async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[None]:
+    async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[dict[int, int]]:
         producer = self._producer()
         await producer.client._wait_on_metadata(topic)  # the partitioner needs the partition count
         by_partition: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
         for key, value in records:
             by_partition.setdefault(producer._partition(topic, None, None, None, key, value), []).append((key, value))
-        sent = [await self.send_partition(topic, partition, keyed) for partition, keyed in by_partition.items()]
-        return _all_acknowledged(sent)
+        sent = {partition: (await self.send_partition(topic, partition, keyed), len(keyed)) for partition, keyed in by_partition.items()}
+        return _last_offsets(sent)
 
 
-def _all_acknowledged(futures: list[asyncio.Future[Any]]) -> asyncio.Future[None]:
-    async def wait() -> None:
-        await asyncio.gather(*futures)
+def _last_offsets(sent: dict[int, tuple[asyncio.Future[int], int]]) -> asyncio.Future[dict[int, int]]:
+    """Each partition's last offset once every batch is acknowledged."""
+
+    async def wait() -> dict[int, int]:
+        firsts = await asyncio.gather(*(future for future, _ in sent.values()))
+        return {partition: first + count - 1 for (partition, (_, count)), first in zip(sent.items(), firsts, strict=True)}
 
     return asyncio.ensure_future(wait())
 
@@ -107,9 +110,13 @@ class Outbox:
     producer: BatchProducer
     _sent: list[asyncio.Future[Any]] = field(default_factory=list)
 
-    async def keyed(self, topic: str, records: Records) -> None:
-        if records:
-            self._sent.append(await self.producer.send_keyed(topic, records))
+    async def keyed(self, topic: str, records: Records) -> asyncio.Future[dict[int, int]] | None:
+        """Queue ``records``; the future (None when there are none) gives each partition's last offset once acknowledged."""
+        if not records:
+            return None
+        sent = await self.producer.send_keyed(topic, records)
+        self._sent.append(sent)
+        return sent
 
     async def partition(self, topic: str, partition: int, records: Records) -> None:
         if records:

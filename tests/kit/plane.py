@@ -136,10 +136,10 @@ class RecordingBatchProducer:
         done.set_result(first)
         return done
 
-    async def send_keyed(self, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> asyncio.Future[None]:
-        await self.send_partition(topic, 0, records)  # test planes have one partition
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.set_result(None)
+    async def send_keyed(self, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> asyncio.Future[dict[int, int]]:
+        first = await self.send_partition(topic, 0, records)  # test planes have one partition
+        done: asyncio.Future[dict[int, int]] = asyncio.get_running_loop().create_future()
+        done.set_result({0: first.result() + len(records) - 1})
         return done
 
 

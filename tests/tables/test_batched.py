@@ -32,7 +32,7 @@ class Recorded:
         self.next_offset += len(records)
         return done
 
-    async def send_keyed(self, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> asyncio.Future[None]:
+    async def send_keyed(self, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> asyncio.Future[dict[int, int]]:
         raise AssertionError("a table writes to the partitions of its source records")
 
 

@@ -43,6 +43,8 @@ def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
     class Health(web.View):
         async def get(self, request: web.Request) -> web.Response:
             ready = plane.ready
+            if not plane.refold.caught_up:  # after a restore: how far the refold of the log is
+                return self.json({"status": "refolding", **plane.refold.progress()}, status=503)
             return self.json({"status": "ok" if ready else "starting"}, status=200 if ready else 503)
 
     @app.page("/metrics")

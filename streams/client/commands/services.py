@@ -25,7 +25,9 @@ def register(commands: Any) -> None:
     up.add_argument("--broker-port", type=int, default=9092, help="embedded broker port (default 9092; 0 = any free port)")
     up.add_argument("--web-port", type=int, default=8080, help="REST API port on 127.0.0.1 (default 8080)")
     up.add_argument("--grpc-port", type=int, default=50051, help="Armada gRPC API port on 127.0.0.1 (default 50051)")
-    up.add_argument("--state-dir", type=Path, default=Path(".flotilla"), help="worker data, executor runs and logs (default .flotilla)")
+    up.add_argument(
+        "--state-dir", type=Path, default=Path(".flotilla"), help="the log archive, worker data, executor runs and logs (default .flotilla)"
+    )
     up.add_argument("--config", type=Path, help=CONFIG_HELP)
     up.set_defaults(func=_up)
 
@@ -43,6 +45,9 @@ def register(commands: Any) -> None:
         "--log-format", choices=("text", "json"), help="text or json (one object a line); default $FLOTILLA_LOG_FORMAT or text"
     )
     worker.add_argument("--config", type=Path, help=CONFIG_HELP)
+    worker.add_argument(
+        "--archive-dir", help="keep a copy of events and queues under this directory (Avro container files; see `flotilla log`)"
+    )
     worker.set_defaults(func=_worker)
 
 
@@ -64,6 +69,7 @@ def _worker(args: argparse.Namespace) -> int:
         partitions=args.partitions,
         scheduler_config=str(args.config) if args.config else None,
         log_format=args.log_format,
+        archive_dir=args.archive_dir,
     )
     return run_worker(settings)
 
@@ -72,8 +78,12 @@ def _up(args: argparse.Namespace) -> int:
     from ops.broker import BrokerError, EmbeddedBroker, free_port
     from ops.executor import ExecutorError, ExecutorProcess
     from ops.worker import WorkerError, WorkerProcess
+    from streams.archive.lock import Locked
+    from streams.archive.reader import ArchiveCorrupt
+    from streams.archive.restore import RestoreError
     from streams.auth import AuthConfigError
     from streams.auth.setup import describe_access
+    from streams.client.commands.restoring import Progress, lock_state_dir, restore_log
     from streams.scheduler.config_file import ConfigFileError
     from streams.scheduler.config_file import load as load_scheduler_config
 
@@ -89,11 +99,15 @@ def _up(args: argparse.Namespace) -> int:
     print(configuration.describe(config_path), flush=True)
     _stop_on_sigterm()
     state = args.state_dir.resolve()
+    try:
+        lock = lock_state_dir(state)  # noqa: F841 - held until this process ends
+    except (Locked, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     data_dir = state / "data"
-    # The embedded broker keeps its log in memory, so it starts empty: table state left by an
-    # earlier run would describe a log that no longer exists.
+    # The embedded broker keeps its log in memory, so it starts empty and the tables are refolded
+    # from the log archive restored into it: table state left by an earlier run is not reused.
     shutil.rmtree(data_dir, ignore_errors=True)
-    state.mkdir(parents=True, exist_ok=True)
 
     port = args.broker_port or free_port()
     if args.broker_port and not _port_free(port):
@@ -117,7 +131,16 @@ def _up(args: argparse.Namespace) -> int:
         "FLOTILLA_GRPC_PORT": str(args.grpc_port),
         "FLOTILLA_DATA_DIR": str(data_dir),
         "FLOTILLA_SCHEDULER_CONFIG": config_path and str(Path(config_path).resolve()),
+        "FLOTILLA_ARCHIVE_DIR": str(state / "log"),
     }
+    try:
+        restored = restore_log(Settings.from_env(env))
+    except (Locked, ArchiveCorrupt, RestoreError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        broker.stop()
+        return 1
+    env["FLOTILLA_REFOLD_BEFORE_SCHEDULING"] = "true" if restored else "false"
+    refold = Progress("refolded", "records of events")
     worker = WorkerProcess(env=env, log_path=state / "worker.log", web_port=args.web_port)
     # `flotilla job logs` finds a run's output under <state-dir>/executors/<executor id>/.
     executor_dir = state / "executors" / LOCAL_EXECUTOR
@@ -131,11 +154,12 @@ def _up(args: argparse.Namespace) -> int:
     # Stopped in reverse order: the executor before the control plane it reports to.
     children: dict[str, WorkerProcess | ExecutorProcess] = {"control plane": worker, "executor": executor}
     try:
-        worker.start(timeout_s=120)
+        worker.start(timeout_s=120, on_health=refold.from_health)
+        refold.finish()
         executor.start(timeout_s=60)
         print(
             "Flotilla is running:\n"
-            f"  broker         {broker.url}  (embedded Tansu, log in memory)\n"
+            f"  broker         {broker.url}  (embedded Tansu, log in memory; archived under {env['FLOTILLA_ARCHIVE_DIR']})\n"
             f"  control plane  pid {_pid(worker)}  "
             f"(ingest, job-state and scheduling agents, queue replica; log {worker.log_path})\n"
             f"  executor       {LOCAL_EXECUTOR}, pid {_pid(executor)}  "

@@ -1,0 +1,251 @@
+"""Restore benchmark: a log archive of N events put back into an empty broker and refolded by a worker.
+
+What `flotilla up` does on every start, measured in its two phases:
+
+1. restore: the archive re-produced into a fresh embedded Tansu (streams/archive/restore.py), every
+   record at its own offset; timed from the first read of the archive to the last acknowledgement;
+2. refold: a fresh worker (empty data directory, `FLOTILLA_REFOLD_BEFORE_SCHEDULING`) folds `events`
+   into its tables; timed from the worker's spawn, and from its first progress on /health (so
+   Faust's start-up is apart) to /health saying ok (every restored record folded).
+
+The archive is written first (not timed) with the archive's own writer, in group commits of one
+record each, as the worker's archiver writes it: jobs in waves of `--wave` (100), each wave
+a submission (one record of JobSubmitted events), a cycle's leases (JobLeased events and the cycle's
+SchedulingCycle record), then an executor's JobRunPending, JobRunRunning and JobRunSucceeded +
+JobSucceeded records; every tenth wave stays queued (submitted only). Events are the individual
+events inside the records (an `events` record carries an event sequence); both counts are printed.
+After the refold, `--check` (200) jobs picked at random are read through the REST API and must be in
+the state the log gives them (succeeded or queued).
+
+Usage: .venv/bin/python bench/restore.py [--events 1000000] [--wave 100] [--codec deflate] [--check 200]
+Progress goes to stderr; the last stdout line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.ingest import cpu_seconds, http, raw_item  # noqa: E402
+from bench.processes import Children, exit_status  # noqa: E402
+from ops.broker import EmbeddedBroker, free_port  # noqa: E402
+from ops.worker import WorkerProcess  # noqa: E402
+from schemas.codec import encode  # noqa: E402
+from streams.archive.reader import verify  # noqa: E402
+from streams.archive.restore import restore  # noqa: E402
+from streams.archive.segments import Record  # noqa: E402
+from streams.archive.writer import ArchiveWriter  # noqa: E402
+from streams.config import Settings  # noqa: E402
+from streams.domain import events, jobspec  # noqa: E402
+from streams.domain.ids import new_id, run_id_for  # noqa: E402
+from streams.domain.validation import SubmitPolicy, validate_item  # noqa: E402
+from streams.topics import ensure_topics  # noqa: E402
+
+EVENTS_TOPIC = "flotilla.events"
+QUEUE, EXECUTOR, NODE = "bench", "bench-executor", "node-0"
+EVENTS_PER_FULL_WAVE_PER_JOB = 6  # submitted, leased, pending, running, run succeeded, succeeded
+
+
+def log(message: str) -> None:
+    print(f"[restore] {message}", file=sys.stderr, flush=True)
+
+
+def synthetic_log(root: Path, events_wanted: int, wave: int, codec: str) -> tuple[int, int, dict[str, str]]:
+    """Write the archive; returns (records, events, job id -> the state the log leaves it in)."""
+    rng = random.Random(7)
+    job, reason = validate_item(jobspec.job_item(raw_item(0)), SubmitPolicy())
+    assert job is not None, reason
+    writer = ArchiveWriter(root, codec=codec)
+    writer.open()
+    now = 1_800_000_000_000
+    offset = 0
+    counted = 0
+    states: dict[str, str] = {}
+    queue_record = Record("flotilla.queues", 0, 0, now, QUEUE.encode(), encode("queue", {"name": QUEUE, "priority_factor": 1.0}), ())
+    writer.write_group({("flotilla.queues", 0): [queue_record]})
+
+    def put(job_set: str, user: str, batch: list[dict[str, Any]], queue: str = QUEUE) -> None:
+        nonlocal offset, now, counted
+        for sequence in events.sequences(queue, job_set, user, [], batch):
+            value = encode("event_sequence", sequence, validate_record=False)
+            key = events.sequence_key(queue, job_set).encode()
+            writer.write_group({(EVENTS_TOPIC, 0): [Record(EVENTS_TOPIC, 0, offset, now, key, value, ())]})
+            offset += 1
+            now += 1
+            counted += len(sequence["events"])
+
+    number = 0
+    try:
+        while counted < events_wanted:
+            job_set = f"set-{number // 50}"
+            ids = [new_id(now, rng) for _ in range(wave)]
+            put(job_set, "bench", [events.event(new_id(now, rng), now, i, events.payload("JobSubmitted", job)) for i in ids])
+            queued = number % 10 == 9
+            for job_id in ids:
+                states[job_id] = "queued" if queued else "succeeded"
+            number += 1
+            if queued:
+                continue
+            cycle = new_id(now, rng)
+            leased = {
+                "executor": EXECUTOR,
+                "node": NODE,
+                "pool": "default",
+                "scheduled_at_priority": 0,
+                "cycle_id": cycle,
+            }
+            put(job_set, "scheduler", [event(rng, now, i, "JobLeased", {"run_id": run_id_for(i, 1), **leased}) for i in ids])
+            decided = "scheduled in pool default"
+            decisions = [{"job_id": i, "kind": "leased", "executor": EXECUTOR, "node": NODE, "reason": decided} for i in ids]
+            cycle_payload = {"cycle_id": cycle, "cycle_time": now, "seed": number, "feed_offsets": {"0": number}, "decisions": decisions}
+            record = events.event(new_id(now, rng), now, None, events.payload("SchedulingCycle", cycle_payload))
+            put("cycles", "scheduler", [record], "_scheduler")
+            executor = f"executor:{EXECUTOR}"
+            put(job_set, executor, [event(rng, now, i, "JobRunPending", {"run_id": run_id_for(i, 1)}) for i in ids])
+            put(job_set, executor, [event(rng, now, i, "JobRunRunning", {"run_id": run_id_for(i, 1), "node": NODE}) for i in ids])
+            ended = [event(rng, now, i, kind, {"run_id": run_id_for(i, 1)}) for i in ids for kind in ("JobRunSucceeded", "JobSucceeded")]
+            put(job_set, executor, ended)
+    finally:
+        writer.close()
+    return offset, counted, states
+
+
+def event(rng: random.Random, now: int, job_id: str, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return events.event(new_id(now, rng), now, job_id, events.payload(kind, payload))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000, help="events in the archive (default 1,000,000)")
+    parser.add_argument("--wave", type=int, default=100, help="jobs per submission, cycle and executor report (default 100)")
+    parser.add_argument("--codec", default="deflate", help="the archive's codec (default deflate)")
+    parser.add_argument("--check", type=int, default=200, help="jobs read back through the API after the refold (default 200)")
+    args = parser.parse_args(argv)
+
+    state = Path(tempfile.mkdtemp(prefix="flotilla-bench-restore-"))
+    archive = state / "log"
+    try:
+        log(f"writing an archive of {args.events:,} events ({args.codec}) ...")
+        started = time.perf_counter()
+        records, counted, states = synthetic_log(archive, args.events, args.wave, args.codec)
+        written_s = time.perf_counter() - started
+        archive_bytes = sum(path.stat().st_size for path in archive.rglob("*.avro"))
+        mib = archive_bytes / 2**20
+        log(f"{records:,} records, {counted:,} events, {len(states):,} jobs, {mib:,.1f} MiB, written in {written_s:.1f} s")
+        started = time.perf_counter()
+        (report, *_) = [r for r in verify(archive) if r.topic == EVENTS_TOPIC]
+        read_s = time.perf_counter() - started
+        assert report.records == records and not report.problems, report
+
+        with Children(log) as children:
+            broker = children.add(EmbeddedBroker(log_path=state / "broker.log", new_session=True))
+            broker.start()
+            settings = Settings(broker=broker.url, archive_dir=str(archive))
+            asyncio.run(ensure_topics(settings))
+            log("restoring into the empty broker ...")
+            restored = asyncio.run(restore(archive, broker.bootstrap, lambda p: log(f"restored {p.done:,} of {p.total:,} records")))
+            broker_pid = broker.process.pid if broker.process else None
+
+            port = free_port()
+            env = {
+                **os.environ,
+                "FLOTILLA_BROKER": broker.url,
+                "FLOTILLA_DATA_DIR": str(state / "data"),
+                "FLOTILLA_WEB_PORT": str(port),
+                "FLOTILLA_GRPC_PORT": str(free_port()),
+                "FLOTILLA_ARCHIVE_DIR": str(archive),
+                "FLOTILLA_REFOLD_BEFORE_SCHEDULING": "true",
+            }
+            worker = children.add(WorkerProcess(env=env, log_path=state / "worker.log", web_port=port, new_session=True))
+            first_progress: list[float] = []
+            last_log = [0.0]
+
+            def progress(health: dict[str, Any]) -> None:
+                now = time.perf_counter()
+                if health.get("status") == "refolding" and health.get("folded", 0) > 0 and not first_progress:
+                    first_progress.append(now)
+                if now - last_log[0] > 5:
+                    log(f"worker: {health}")
+                    last_log[0] = now
+
+            broker_cpu_before = cpu_seconds(broker_pid)
+            spawned = time.perf_counter()
+            worker.start(timeout_s=300, on_health=progress)
+            healthy = time.perf_counter()
+            worker_pid = worker.process.pid if worker.process else None
+            worker_cpu = cpu_seconds(worker_pid)
+            broker_cpu = cpu_seconds(broker_pid) - broker_cpu_before
+            sample = random.Random(1).sample(sorted(states), min(args.check, len(states)))
+            wrong = []
+            for job_id in sample:
+                status, job = http("GET", f"{worker.url}/api/v1/jobs/{job_id}")
+                if status != 200 or job.get("state") != states[job_id]:
+                    wrong.append((job_id, status, job if status != 200 else job.get("state"), states[job_id]))
+            if wrong:
+                raise RuntimeError(f"{len(wrong)} of {len(sample)} jobs are not as the log says, first: {wrong[0]}")
+    except KeyboardInterrupt:
+        return exit_status()
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+    refold_s = healthy - (first_progress[0] if first_progress else spawned)
+    start_s = healthy - spawned
+    total_s = restored.elapsed_s + start_s
+    print(f"conditions: {os.cpu_count()} cores shared by the broker, the worker and this script; embedded Tansu; codec {args.codec}")
+    print(
+        f"  archive: {records:,} records of events carrying {counted:,} events ({len(states):,} jobs, waves of {args.wave}), "
+        f"{archive_bytes / 2**20:,.1f} MiB; read and checked whole (flotilla log verify) in {read_s:.1f} s "
+        f"({records / read_s:,.0f} records/s, {counted / read_s:,.0f} events/s)"
+    )
+    print(
+        f"restore: {restored.done:,} records in {restored.elapsed_s:.1f} s "
+        f"({restored.done / restored.elapsed_s:,.0f} records/s, {counted / restored.elapsed_s:,.0f} events/s)"
+    )
+    print(
+        f"refold: {refold_s:.1f} s from the first progress to healthy ({counted / refold_s:,.0f} events/s, "
+        f"{len(states) / refold_s:,.0f} jobs/s); {start_s:.1f} s from the worker's spawn (Faust start-up included); "
+        f"worker CPU {worker_cpu:.1f} s, broker {broker_cpu:.1f} s"
+    )
+    rate = counted / total_s
+    verdict = "met" if rate >= 50_000 else "NOT met"
+    print(f"restored and refolded: {counted:,} events in {total_s:.1f} s = {rate:,.0f} events/s (target >= 50,000: {verdict})")
+    print(f"checked: {len(sample)} jobs read through the API are in the state the log gives them")
+    print(
+        json.dumps(
+            {
+                "events": counted,
+                "records": records,
+                "jobs": len(states),
+                "archive_mib": round(archive_bytes / 2**20, 1),
+                "read_s": round(read_s, 2),
+                "restore_s": round(restored.elapsed_s, 2),
+                "restore_events_per_s": round(counted / restored.elapsed_s),
+                "refold_s": round(refold_s, 2),
+                "worker_start_to_healthy_s": round(start_s, 2),
+                "refold_events_per_s": round(counted / refold_s),
+                "refold_jobs_per_s": round(len(states) / refold_s),
+                "total_s": round(total_s, 2),
+                "events_per_s": round(rate),
+                "worker_cpu_s": round(worker_cpu, 1),
+                "codec": args.codec,
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

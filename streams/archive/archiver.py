@@ -1,0 +1,200 @@
+"""The worker's archiver: follows every partition of the archived topics and group-commits them to disk.
+
+Records reach the archive as the broker stored them, whoever produced them (the API, the agents,
+executors, other services), by following the topics with a group-less consumer from the archive's
+own next offsets. Two tasks share the work: one fetches (the broker is asked to answer within
+`FETCH_WAIT_MS`), the other writes, so a group is whatever arrived while the previous one was being
+written and synced; no record waits longer than one group's write and sync, and with nothing else
+waiting a record is written as soon as it is fetched. Writing runs in a thread, off the event loop.
+
+Callers that must not answer before their records are durable `wait` for their offsets
+(`streams.archive.durable`). When a group cannot be written (a full disk, a file system gone
+read-only) the archiver says why (`failure`), fails every waiter and refuses new writes at once
+(`check`), keeps the group, and tries it again every `RETRY_S` until it goes through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import OffsetOutOfRangeError
+from mode import Service
+
+from streams.archive.durable import ArchivedOffsets
+from streams.archive.segments import Record
+from streams.archive.writer import ArchiveWriteError, ArchiveWriter
+from streams.config import MAX_MESSAGE_BYTES
+
+log = logging.getLogger(__name__)
+
+FETCH_WAIT_MS = 5  # Tansu answers a fetch when this runs out, not when a record arrives: it bounds the latency added
+MAX_PENDING_RECORDS = 50_000  # fetched, not yet written: the fetcher waits beyond this
+RETRY_S = 1.0
+DRAIN_TIMEOUT_S = 5.0
+
+Key = tuple[str, int]
+
+
+class Archiver(Service):
+    def __init__(self, writer: ArchiveWriter, bootstrap: str, topics: Mapping[str, int], **kwargs: Any) -> None:
+        """``topics``: full topic name -> partition count."""
+        super().__init__(**kwargs)
+        self.writer = writer
+        self._bootstrap = bootstrap
+        self._partitions = [TopicPartition(topic, p) for topic, count in topics.items() for p in range(count)]
+        self._consumer: AIOKafkaConsumer | None = None
+        self._pending: dict[Key, list[Record]] = defaultdict(list)
+        self._pending_count = 0
+        self._arrived = asyncio.Event()
+        self._room = asyncio.Event()
+        self._write_lock = asyncio.Lock()
+        self.durability = ArchivedOffsets()
+        self._workers: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self._unwritten: dict[Key, list[Record]] = {}  # a group taken for writing and not written yet
+
+    def open(self) -> list[str]:
+        """Lock the archive and repair its tails (before the worker starts, so a refusal stops it early);
+        returns the warnings of what was cut."""
+        cuts = self.writer.open()
+        self.durability.archived(self.writer.offsets())
+        return cuts
+
+    # ------------------------------------------------------------------ service
+
+    async def on_start(self) -> None:
+        self._room.set()
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="none",
+            fetch_max_wait_ms=FETCH_WAIT_MS,
+            max_partition_fetch_bytes=MAX_MESSAGE_BYTES,
+            fetch_max_bytes=MAX_MESSAGE_BYTES,
+        )
+        await self._consumer.start()
+        self._consumer.assign(self._partitions)
+        for tp in self._partitions:
+            self._consumer.seek(tp, self.writer.next_offset(tp.topic, tp.partition))
+        log.info("archiving %s to %s", ", ".join(sorted({tp.topic for tp in self._partitions})), self.writer.root)
+        self._workers = [asyncio.create_task(self._fetch(), name="archive-fetch"), asyncio.create_task(self._commit(), name="archive")]
+
+    async def on_stop(self) -> None:
+        """Archive what the broker holds now before letting go: a clean stop leaves nothing unarchived."""
+        if self._consumer is None:
+            return
+        self._stopping = True
+        self._room.set()
+        fetch, commit = self._workers
+        await asyncio.gather(fetch, return_exceptions=True)  # its fetch in hand ends within its timeout
+        async with self._write_lock:
+            commit.cancel()
+        await asyncio.gather(commit, return_exceptions=True)
+        try:
+            await asyncio.wait_for(self._drain(), DRAIN_TIMEOUT_S)
+        except (TimeoutError, ArchiveWriteError) as exc:
+            log.warning("log archive: stopped before it had everything the broker holds: %s", exc or "timed out")
+        finally:
+            await self._consumer.stop()
+            self._consumer = None
+            self.writer.close()
+
+    async def _drain(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        while True:
+            self._take(await consumer.getmany(timeout_ms=50))
+            behind = [tp for tp in self._partitions if (consumer.highwater(tp) or 0) > await consumer.position(tp)]
+            if not behind:
+                break
+        await self._write(_merged(self._unwritten, self._swap()))
+
+    async def _fetch(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        while not self._stopping:
+            await self._room.wait()
+            if self._stopping:
+                return
+            try:
+                fetched = await consumer.getmany(timeout_ms=100, max_records=10_000)
+            except OffsetOutOfRangeError as exc:
+                await self._out_of_range(exc)
+                continue
+            self._take(fetched)
+
+    def _take(self, fetched: dict[TopicPartition, list[Any]]) -> None:
+        for tp, messages in fetched.items():
+            self._pending[(tp.topic, tp.partition)] += [
+                Record(tp.topic, tp.partition, m.offset, m.timestamp, m.key, m.value, tuple(m.headers or ())) for m in messages
+            ]
+            self._pending_count += len(messages)
+        if fetched:
+            self._arrived.set()
+        if self._pending_count >= MAX_PENDING_RECORDS:
+            self._room.clear()
+
+    async def _out_of_range(self, exc: OffsetOutOfRangeError) -> None:
+        """The archive's next offset is not on the broker: records deleted before they were archived, or an archive of another log."""
+        consumer = self._consumer
+        assert consumer is not None
+        for tp in exc.args[0] if exc.args and isinstance(exc.args[0], dict) else self._partitions:
+            start = (await consumer.beginning_offsets([tp]))[tp]
+            wanted = self.writer.next_offset(tp.topic, tp.partition)
+            if wanted < start:
+                log.error("log archive: %s[%d] offsets %d to %d were deleted unarchived", tp.topic, tp.partition, wanted, start - 1)
+                consumer.seek(tp, start)
+            else:
+                failure = (
+                    f"the log archive {self.writer.root} holds {tp.topic}[{tp.partition}] up to offset {wanted - 1},"
+                    " beyond the broker's log: it is the archive of another log (move it away, or restore it into an empty broker)"
+                )
+                self.durability.failed(failure)
+                log.error(failure)
+                await asyncio.sleep(RETRY_S * 10)
+
+    def _swap(self) -> dict[Key, list[Record]]:
+        group, self._pending, self._pending_count = self._pending, defaultdict(list), 0
+        self._room.set()
+        return group
+
+    async def _commit(self) -> None:
+        while True:
+            await self._arrived.wait()
+            self._arrived.clear()
+            self._unwritten = self._swap()
+            while True:
+                try:
+                    await self._write(self._unwritten)
+                    self._unwritten = {}
+                    break
+                except ArchiveWriteError:
+                    await asyncio.sleep(RETRY_S)
+                    self._unwritten = _merged(self._unwritten, self._swap())
+
+    async def _write(self, group: dict[Key, list[Record]]) -> None:
+        if not group:
+            return
+        async with self._write_lock:
+            try:
+                advanced = await asyncio.to_thread(self.writer.write_group, group)
+            except ArchiveWriteError as exc:
+                if self.durability.failure != exc.reason:
+                    log.error("log archive: %s; nothing is acknowledged until it writes again (retry every %g s)", exc.reason, RETRY_S)
+                self.durability.failed(exc.reason)
+                raise
+        if self.durability.failure is not None:
+            log.info("log archive: writing again")
+        self.durability.archived(advanced)
+
+
+def _merged(group: dict[Key, list[Record]], later: dict[Key, list[Record]]) -> dict[Key, list[Record]]:
+    """A group that failed, with what arrived while it waited to be tried again."""
+    for key, records in later.items():
+        group.setdefault(key, []).extend(records)
+    return group

@@ -1,0 +1,61 @@
+"""The log as an archive directory holds it: what replays read when there is no broker (``--from-archive DIR``).
+
+`ArchiveSource` answers the questions a replay asks of Kafka (which topics and partitions, the
+records of one partition from an offset or a time, every record in time order, the decoded event
+sequences) from the archive alone. `flotilla log export` reads through it; the replay commands
+(audit, explain, rebuild) take it as their source of records.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from schemas.codec import decode
+from streams.archive.reader import partitions, read_partition
+from streams.archive.segments import Record
+
+
+@dataclass(frozen=True)
+class ArchiveSource:
+    root: Path
+
+    def topics(self) -> list[str]:
+        return sorted({topic for topic, _ in partitions(self.root)})
+
+    def topic(self, name: str) -> str:
+        """The archived topic called ``name``, with or without its prefix (``events`` finds ``flotilla.events``)."""
+        topics = self.topics()
+        if name in topics:
+            return name
+        found = [topic for topic in topics if topic.endswith(f".{name}")]
+        if len(found) != 1:
+            raise KeyError(f"the archive {self.root} has no topic {name!r} (it has: {', '.join(topics) or 'none'})")
+        return found[0]
+
+    def partitions(self, topic: str) -> list[int]:
+        return [p for t, p in partitions(self.root) if t == topic]
+
+    def records(
+        self, topic: str, partition: int, *, from_offset: int = 0, since_ms: int | None = None, until_ms: int | None = None
+    ) -> Iterator[Record]:
+        """One partition's records in offset order."""
+        return read_partition(self.root, topic, partition, from_offset=from_offset, since_ms=since_ms, until_ms=until_ms)
+
+    def merged(self, topics: Iterable[str] | None = None, *, since_ms: int | None = None, until_ms: int | None = None) -> Iterator[Record]:
+        """Every record of ``topics`` (default: all) in timestamp order; each partition's own order is kept."""
+        chosen = set(self.topics() if topics is None else topics)
+        streams = [
+            self.records(topic, partition, since_ms=since_ms, until_ms=until_ms)
+            for topic, partition in partitions(self.root)
+            if topic in chosen
+        ]
+        return heapq.merge(*streams, key=lambda record: (record.timestamp, record.topic, record.partition, record.offset))
+
+    def event_sequences(self, *, since_ms: int | None = None, until_ms: int | None = None) -> Iterator[tuple[Record, dict[str, Any]]]:
+        """The `events` topic's records with their decoded event sequences, in timestamp order."""
+        for record in self.merged([self.topic("events")], since_ms=since_ms, until_ms=until_ms):
+            yield record, decode("event_sequence", record.value)

@@ -1,0 +1,198 @@
+"""`flotilla log verify` and `flotilla log export`: the log archive read directly, with no broker or worker running.
+
+Both read an archive directory (``--from-archive``, by default the one `flotilla up` keeps under
+``.flotilla/log``) and may run while Flotilla runs: they only read, and a block being written
+when they read is left for the next look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from fastavro import writer as avro_writer
+
+from streams.archive.reader import ArchiveCorrupt, verify
+from streams.archive.segments import PARSED_ENVELOPE, Record, crc_of
+from streams.archive.source import ArchiveSource
+from streams.client.commands import CommandError
+
+DEFAULT_ARCHIVE = Path(".flotilla/log")
+VALUE_SCHEMAS = {"events": "event_sequence", "queues": "queue"}
+
+
+def add_archive_option(parser: argparse.ArgumentParser) -> None:
+    """``--from-archive DIR``: the log archive a command reads instead of a broker (replays take it too)."""
+    parser.add_argument(
+        "--from-archive",
+        type=Path,
+        default=DEFAULT_ARCHIVE,
+        metavar="DIR",
+        help=f"the log archive to read (default {DEFAULT_ARCHIVE}: the one `flotilla up` keeps under its state directory)",
+    )
+
+
+def archive_source(args: argparse.Namespace) -> ArchiveSource:
+    root: Path = args.from_archive
+    if not root.is_dir():
+        raise CommandError(f"no log archive at {root} (give the directory with --from-archive, e.g. <state-dir>/log)")
+    return ArchiveSource(root)
+
+
+def register(commands: Any) -> None:
+    log = commands.add_parser("log", help="check or export the log archive (the embedded default's durable copy of the log)")
+    actions = log.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    check = actions.add_parser("verify", help="read every segment: per partition the records, first and last offset and time")
+    add_archive_option(check)
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.set_defaults(func=_verify)
+
+    export = actions.add_parser("export", help="write the archived records of a time window as JSON lines or an Avro file")
+    add_archive_option(export)
+    export.add_argument("--since", help="records at or after this time (ISO 8601, UTC unless it says otherwise, or epoch ms)")
+    export.add_argument("--until", help="records at or before this time (same forms)")
+    export.add_argument("--format", choices=("jsonl", "avro"), default="jsonl", help="jsonl (values decoded) or avro (the envelope)")
+    export.add_argument("--topic", action="append", help="only this topic (events, queues; repeatable; default every archived topic)")
+    export.add_argument("--output", "-o", type=Path, help="write here instead of to standard output")
+    export.set_defaults(func=_export)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    source = archive_source(args)
+    reports = verify(source.root)
+    if args.json:
+        print(json.dumps({"archive": str(source.root), "partitions": [vars(report) for report in reports]}, indent=2))
+    else:
+        print(f"log archive {source.root}:")
+        if not reports:
+            print("  empty")
+        for r in reports:
+            span = f"offsets {r.first_offset}-{r.last_offset}, {_time(r.first_time)} to {_time(r.last_time)}" if r.records else "no records"
+            print(f"  {r.topic}[{r.partition}]: {r.records:,} records in {r.segments} segment(s), {span}")
+            for problem in r.problems:
+                print(f"    problem: {problem}")
+    problems = sum(len(r.problems) for r in reports)
+    if problems:
+        print(f"error: {problems} problem(s) found", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    source = archive_source(args)
+    try:
+        topics = [source.topic(name) for name in args.topic] if args.topic else source.topics()
+    except KeyError as exc:
+        raise CommandError(str(exc.args[0])) from exc
+    records = source.merged(topics, since_ms=parse_time(args.since), until_ms=parse_time(args.until))
+    if args.format == "avro" and args.output is None and sys.stdout.isatty():
+        raise CommandError("an Avro file is binary: give --output FILE, or redirect standard output")
+    try:
+        if args.output is None:
+            count = _write(records, args.format, sys.stdout.buffer)
+        else:
+            with open(args.output, "wb") as out:
+                count = _write(records, args.format, out)
+    except ArchiveCorrupt as exc:
+        raise CommandError(str(exc)) from exc
+    print(f"exported {count:,} records", file=sys.stderr)
+    return 0
+
+
+def _write(records: Iterator[Record], form: str, out: IO[bytes]) -> int:
+    count = 0
+
+    def counted() -> Iterator[Record]:
+        nonlocal count
+        for record in records:
+            count += 1
+            yield record
+
+    if form == "avro":
+        avro_writer(out, PARSED_ENVELOPE, (_envelope(r) for r in counted()), codec="deflate")
+    else:
+        for record in counted():
+            out.write(json.dumps(as_json(record), default=_bytes_as_base64).encode() + b"\n")
+    out.flush()
+    return count
+
+
+def _envelope(r: Record) -> dict[str, Any]:
+    headers = [{"key": k, "value": v} for k, v in r.headers]
+    return {
+        "topic": r.topic,
+        "partition": r.partition,
+        "offset": r.offset,
+        "timestamp": r.timestamp,
+        "key": r.key,
+        "value": r.value,
+        "headers": headers,
+        "crc": crc_of(r.key, r.value),
+    }
+
+
+def as_json(record: Record) -> dict[str, Any]:
+    """A record with its value decoded by its topic's schema (base64 with the reason when it does not decode)."""
+    from schemas.codec import SchemaError, decode
+
+    line: dict[str, Any] = {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "time": _time(record.timestamp),
+        "key": _text(record.key),
+        "headers": {k: _text(v) for k, v in record.headers},
+    }
+    schema = VALUE_SCHEMAS.get(record.topic.rsplit(".", 1)[-1])
+    if record.value is None:
+        line["value"] = None
+    elif schema is None:
+        line["value_base64"] = base64.b64encode(record.value).decode()
+    else:
+        try:
+            line["value"] = decode(schema, record.value)
+        except SchemaError as exc:
+            line["value_base64"], line["value_error"] = base64.b64encode(record.value).decode(), str(exc)
+    return line
+
+
+def _text(raw: bytes | None) -> str | None:
+    if raw is None:
+        return None
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(raw).decode()
+
+
+def _bytes_as_base64(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _time(ms: int | None) -> str:
+    return "-" if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(text: str | None) -> int | None:
+    """Epoch milliseconds of ``text``: digits are epoch ms; otherwise ISO 8601 (a date, or a date and time; UTC when no offset)."""
+    if text is None:
+        return None
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise CommandError(f"{text!r} is not a time: give ISO 8601 (2026-01-31, 2026-01-31T12:00:00Z) or epoch milliseconds") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
