@@ -217,6 +217,7 @@ def test_a_job_sets_page_counts_its_jobs_and_the_job_buttons_act_or_show_the_api
     page.wait_text(f"tr[data-queue='{queue}']", "cordoned")  # the page refreshes itself
     page.screenshot("queues-page-usage-and-cordon")
     client(worker, "alice-token").call("POST", f"/api/v1/jobs/{second}/cancel", {"reason": "test over"})
+    poll(lambda: job_state(worker, second) == "cancelled", 60, f"job {second} cancelled (its process stopped)")
 
 
 # ---------------------------------------------------------------------- the job query API behind the pages
@@ -256,6 +257,8 @@ def test_jobs_are_listed_filtered_sorted_and_paged_and_counted_by_state(worker: 
         alice.list_jobs(states=["sleeping"])
     for job_id in second:
         alice.call("POST", f"/api/v1/jobs/{job_id}/cancel", {"reason": "test over"})
+    # Before the module's executor stops: a run it no longer supervises would sleep on after the suite.
+    poll(lambda: all(job_state(worker, j) == "cancelled" for j in second), 60, "the set-b jobs cancelled (their processes stopped)")
 
 
 def test_the_openapi_document_is_served(worker: Worker) -> None:
