@@ -18,7 +18,7 @@ run 1-cpu jobs for an hour, so some jobs run and the rest wait.
 Progress goes to stderr; the last stdout line is one JSON object.
 
 Usage: .venv/bin/python bench/ui.py [--jobs 100000] [--queues 10] [--job-sets 10] [--nodes 8]
-       [--repeat 20] [--no-browser] [--no-restart] [--keep]
+       [--repeat 20] [--no-browser] [--no-restart] [--py-spy BIN [--profile-out PREFIX]] [--keep]
 """
 
 from __future__ import annotations
@@ -29,11 +29,13 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +48,7 @@ if str(ROOT) not in sys.path:
 from aiokafka import AIOKafkaProducer  # noqa: E402
 
 from bench.ingest import PRODUCER_OPTIONS, produce_all, read_status  # noqa: E402
-from bench.processes import Children, exit_status  # noqa: E402
+from bench.processes import Children, Command, exit_status  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.executor import ExecutorProcess  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
@@ -203,6 +205,25 @@ def pages(worker_url: str, directory: Path, queue: str, job_id: str, repeat: int
     return found
 
 
+@contextmanager
+def profiled(args: argparse.Namespace, children: Children, worker: WorkerProcess, phase: str) -> Iterator[None]:
+    """py-spy on the worker during a phase, when asked for: `--format raw` (folded stacks), every thread."""
+    if not args.py_spy:
+        yield
+        return
+    assert worker.process is not None
+    out = f"{args.profile_out}-{phase}.txt"
+    pid = str(worker.process.pid)
+    command = [args.py_spy, "record", "--format", "raw", "-o", out, "--pid", pid, "--rate", "100", "--nonblocking", "--threads"]
+    spy = children.add(Command(command, stop_signal=signal.SIGINT, grace_s=60.0)).start()  # py-spy writes its output on SIGINT
+    time.sleep(1.0)  # let it attach before the phase starts
+    try:
+        yield
+    finally:
+        spy.stop()
+        log(f"profile of the worker during {phase}: {out}")
+
+
 async def fill(bootstrap: str, records: list[tuple[bytes, bytes]]) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_OPTIONS)
     await producer.start()
@@ -255,14 +276,18 @@ def run(args: argparse.Namespace, directory: Path, children: Children) -> dict[s
 
     results: dict[str, dict[str, float]] = {}
     rows: dict[str, int] = {}
-    for name, call in queries(client, queues[0], args.cursor_depth).items():
-        times, answer = timed(call, args.repeat)
-        results[name] = figures(times)
-        rows[name] = len(answer.jobs) if hasattr(answer, "jobs") else len(answer)
-        log(f"  query {name}: p50 {results[name]['p50_ms']:.1f} ms, p95 {results[name]['p95_ms']:.1f} ms ({rows[name]} rows)")
+    with profiled(args, children, worker, "queries"):
+        for name, call in queries(client, queues[0], args.cursor_depth).items():
+            times, answer = timed(call, args.repeat)
+            results[name] = figures(times)
+            rows[name] = len(answer.jobs) if hasattr(answer, "jobs") else len(answer)
+            log(f"  query {name}: p50 {results[name]['p50_ms']:.1f} ms, p95 {results[name]['p95_ms']:.1f} ms ({rows[name]} rows)")
 
     one_job = client.list_jobs(queues=[queues[0]], job_set="set-1", limit=1).jobs[0].job_id
-    page_times = pages(worker.url, directory, queues[0], one_job, args.repeat) if args.browser else {}
+    page_times = {}
+    if args.browser:
+        with profiled(args, children, worker, "pages"):
+            page_times = pages(worker.url, directory, queues[0], one_job, args.repeat)
 
     restart: dict[str, float] = {}
     if args.restart:
@@ -296,6 +321,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cursor-depth", type=int, default=20, help="pages walked by cursor in the deep-page query (default 20)")
     parser.add_argument("--no-browser", dest="browser", action="store_false", help="skip the page times (no Chromium)")
     parser.add_argument("--no-restart", dest="restart", action="store_false", help="skip the restart")
+    parser.add_argument("--py-spy", metavar="BIN", help="profile the worker with this py-spy during the queries and the pages")
+    parser.add_argument("--profile-out", default="/tmp/ui-profile", help="py-spy output prefix; -queries.txt / -pages.txt are appended")
     parser.add_argument("--keep", action="store_true", help="keep the logs directory instead of removing it")
     args = parser.parse_args(argv)
     if min(args.jobs, args.queues, args.job_sets, args.nodes, args.repeat, args.cursor_depth) < 1:
