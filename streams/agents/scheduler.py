@@ -20,10 +20,17 @@ The agent is thin: `streams.scheduler` decides, this module reads the feed, writ
 publishes the events, commands and cycle record a cycle produced. It takes the feed records
 waiting (up to `BATCH_MAX_RECORDS`), folds them and runs the cycles among them in order, and
 writes the index keys they changed in one `TableBatch` at the end.
+
+A cycle runs on a thread, not on the event loop: over 100,000 queued jobs it takes about a second,
+which on the loop would hold up every API call, UI page and fold batch of the worker for as long.
+It is safe there because nothing else writes the index meanwhile: only this agent folds the feed
+into it, and it awaits the cycle before its next record. The API only reads it (`ClusterView`),
+and a cycle changes entries, never which jobs the index holds, so those reads never fail midway.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -202,7 +209,7 @@ def register(plane: ControlPlane) -> SchedulerState:
                     log.info("committing the cycle of the tick at offset %d, which no earlier owner committed", earlier)
                     await commit_and_publish(state.uncommitted[earlier])
                 state.uncommitted.clear()
-        outcome = cycle(state.index, record, offset, plane.cycle_config, plane.metrics)
+        outcome = await asyncio.to_thread(cycle, state.index, record, offset, plane.cycle_config, plane.metrics)
         commit = committed_record(offset, outcome)
         if commit is None:
             return outcome

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from schemas.codec import decode
 from streams.agents import scheduler
 from streams.plane import ControlPlane
 from streams.scheduler import feed
-from streams.scheduler.cycle import CYCLES_JOB_SET, CYCLES_QUEUE
+from streams.scheduler.cycle import CYCLES_JOB_SET, CYCLES_QUEUE, CycleOutcome
 from streams.scheduler.index import CYCLES_KEY
 from tests.kit.plane import AgentUnderTest, agent_plane, running, sent
 from tests.kit.scheduler import delta, executor, tick
@@ -114,6 +117,32 @@ def test_a_run_the_index_does_not_hold_is_cancelled_on_its_executor(tmp_path: Pa
         assert (cancel["kind"], cancel["executor"], cancel["run_id"], cancel["job_id"]) == ("cancel_run", "ex1", "run-9", "gone-job")
         [(cycle_key, _)] = published(sched)  # the cycle is recorded
         assert cycle_key == f"{CYCLES_QUEUE}/{CYCLES_JOB_SET}"
+
+    asyncio.run(scenario())
+
+
+def test_a_cycle_runs_off_the_event_loop_which_serves_others_meanwhile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cycle over many queued jobs takes about a second: the worker's API and fold go on meanwhile."""
+    served = threading.Event()
+    real_cycle = scheduler.cycle
+
+    def slow_cycle(*args: Any) -> CycleOutcome:
+        # Ends only once a coroutine on the loop has run while it was running (or gives up after 10 s).
+        assert served.wait(10), "nothing else ran on the event loop during the cycle"
+        return real_cycle(*args)
+
+    monkeypatch.setattr(scheduler, "cycle", slow_cycle)
+
+    async def scenario() -> None:
+        sched, state = plane(tmp_path)
+        async with running(sched, "scheduler") as agent:
+            await put(agent, delta("job-1", "a"), executor("ex1", time=T_MS))
+            ticked = asyncio.ensure_future(put(agent, tick(T_MS + 500, "a", owner=state.owner)))
+            await asyncio.sleep(0.05)
+            served.set()  # runs on the loop while the cycle waits for it
+            await ticked
+        (_, leases), _ = published(sched)
+        assert kinds(leases) == [("job-1", "JobLeased")]
 
     asyncio.run(scenario())
 
