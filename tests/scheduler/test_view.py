@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from streams.scheduler.algorithm import reasons
+from streams.scheduler.algorithm.model import CycleInput, CycleResult, LimiterState, PreemptedJob, Unscheduled
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.cycle import run_cycle
 from streams.scheduler.index import SchedulerIndex
@@ -34,6 +35,20 @@ def test_the_cycle_observer_shows_each_queues_shares_allocation_and_why_jobs_wai
     assert view.why("huge") is not None and view.why("a-0") is None
     (ex,) = view.executors(now_ms=3_500)
     assert ex["executor"] == "ex1" and ex["nodes"] == 1 and ex["report_age_s"] == 2.5
+
+
+def test_a_job_preempted_is_told_so_before_any_reason_it_waits_and_an_unknown_job_has_none() -> None:
+    view = ClusterView()
+    inputs = CycleInput(queues=(), nodes=(), running=(), queued=(), now=2.0, seed=1, limiters=LimiterState())
+    result = CycleResult(
+        scheduled=(),
+        preempted=(PreemptedJob("j-2", "n1", "fair share"),),
+        unscheduled=(Unscheduled("no room", True, ("j-1", "j-2")), Unscheduled("gang incomplete", False, ("j-3",))),
+        limiters=LimiterState(),
+        shares=(),
+    )
+    view.observe("default", inputs, result)
+    assert [view.why(job) for job in ("j-1", "j-2", "j-3", "j-4")] == ["no room", "preempted: fair share", "gang incomplete", None]
 
 
 def test_a_view_without_the_scheduler_shows_no_executors() -> None:
