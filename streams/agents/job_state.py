@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode, encode
 from streams.domain.ids import new_id
+from streams.domain.job_index import Position
 from streams.domain.jobs import apply_event, event_kind
 from streams.domain.states import TransitionRefused
 from streams.scheduler import feed
@@ -67,6 +68,9 @@ async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
     forwarded: list[feed.JobDelta | feed.JobSetAction] = []
     commands: list[dict[str, Any]] = []
     outcomes: Counter[str] = Counter()
+    # Where each job's events, and each job set's requests, are on `events`: its page reads those records only.
+    events: dict[str, list[Position]] = {}
+    requests: dict[tuple[str, str], list[Position]] = {}
     for message in messages:
         try:
             sequence = decode("event_sequence", message.value)
@@ -76,6 +80,11 @@ async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
             continue
         rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
         folded = apply_sequence(plane.jobs, sequence, rng, message.partition)
+        position = (message.partition, message.offset)
+        for job_id in folded.named:
+            events.setdefault(job_id, []).append(position)
+        if folded.requests:
+            requests.setdefault((sequence["queue"], sequence["job_set_id"]), []).append(position)
         outcomes.update(folded.outcomes)
         forwarded += folded.feed
         commands += folded.commands
@@ -85,7 +94,7 @@ async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
     records = [(command["executor"].encode(), encode("executor_command", command, validate_record=False)) for command in commands]
     await outbox.keyed(plane.topics.executor_commands.get_topic_name(), records)
     await outbox.delivered()
-    await plane.job_index.write_pending(plane.jobs, plane.batch_producer)  # first: see streams/tables/job_index.py
+    await plane.job_index.write_pending(plane.jobs, plane.batch_producer, events, requests)  # first: see streams/tables/job_index.py
     await plane.jobs.write_pending(plane.batch_producer)
     for outcome, count in outcomes.items():
         plane.metrics.events.labels(outcome).inc(count)
@@ -99,9 +108,12 @@ def feed_records(forwarded: list[feed.JobDelta | feed.JobSetAction]) -> list[Cha
 
 @dataclass
 class Folded:
-    """One sequence's fold: how many events were applied, unchanged, refused...; and what to forward."""
+    """One sequence's fold: how many events were applied, unchanged, refused...; what to forward; and
+    which known jobs it has events of (applied or not) and whether it has job-set requests."""
 
     outcomes: Counter[str] = field(default_factory=Counter)
+    named: dict[str, None] = field(default_factory=dict)
+    requests: bool = False
     feed: list[feed.JobDelta | feed.JobSetAction] = field(default_factory=list)
     commands: list[dict[str, Any]] = field(default_factory=list)
 
@@ -117,6 +129,7 @@ def apply_sequence(jobs: JobStore, sequence: dict[str, Any], rng: random.Random,
         if job_id is None:  # a job-set action, or a cycle record (which describes decisions only)
             action = job_set_action(envelope, event)
             if action is not None:
+                folded.requests = True
                 folded.feed.append(action)
                 outcomes["job_set_action"] += 1
             continue
@@ -125,6 +138,7 @@ def apply_sequence(jobs: JobStore, sequence: dict[str, Any], rng: random.Random,
         try:
             after = apply_event(before, kind, event, envelope)
         except TransitionRefused as exc:
+            folded.named[job_id] = None
             outcomes["refused"] += 1
             log.warning("event %s (%s) refused for job %s: %s", event["event_id"], kind, job_id, exc, extra=_about(envelope, job_id))
             continue
@@ -132,6 +146,7 @@ def apply_sequence(jobs: JobStore, sequence: dict[str, Any], rng: random.Random,
             outcomes["unknown_job"] += 1
             log.warning("event %s (%s) for unknown job %s ignored", event["event_id"], kind, job_id, extra=_about(envelope, job_id))
             continue
+        folded.named[job_id] = None
         if after is before:
             outcomes["unchanged"] += 1
             continue

@@ -15,7 +15,7 @@ from typing import Any
 
 from streams.api.errors import ApiError
 from streams.auth import Permissions, Principal
-from streams.domain.job_index import JobIndex, JobQuery, decode_cursor, encode_cursor
+from streams.domain.job_index import JobIndex, JobQuery, Position, decode_cursor, encode_cursor
 from streams.tables.job_index import JobIndexStore
 from streams.tables.queues import QueueReplica
 
@@ -122,6 +122,11 @@ class JobQueries:
         if not self.ready():
             raise ApiError(503, "this worker is recovering its tables; retry shortly")
         return self.index.current()
+
+    def event_positions(self, job_id: str) -> tuple[Position, ...] | None:
+        """Where a job's events and its job set's requests are on `events` (for a caller already allowed to
+        see the job); None when this worker holds no positions for it."""
+        return self.current().events_of(job_id)
 
     def list_jobs(self, principal: Principal, query: JobQuery) -> dict[str, Any]:
         page = self.current().query(query, self.visible(principal))

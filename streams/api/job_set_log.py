@@ -3,6 +3,9 @@
 Each event stream gets its own consumer: no group means no rebalance for other readers, no
 committed offsets to clean up, and closing the stream is closing the consumer.
 
+A job's page reads only the records that hold its events (`EventsTopic.sequences_at`), whose
+positions the job index keeps, instead of its job set from the start.
+
 "Caught up" is measured against the high watermark of the first fetch of each partition, not
 ListOffsets: Tansu, the embedded broker, answers ListOffsets(latest) with the start of the last
 record batch (see streams/transport.py), which would end a replay before its last events.
@@ -11,6 +14,7 @@ record batch (see streams/transport.py), which would end a replay before its las
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -20,11 +24,17 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from schemas.codec import SchemaError, decode
 from streams.api.errors import ApiError
 from streams.domain.events import sequence_key
+from streams.domain.job_index import Position
 
 log = logging.getLogger(__name__)
 
 # A submission of many jobs is one sequence of up to a few MiB; fetch at least one whole.
 _MAX_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+# Reads by position want one record: brokers answer a fetch with at least one whole record
+# however small the limit, and at most the limit beyond it (without one, Tansu sends the
+# partition's whole rest).
+_AT_FETCH_BYTES = 64 * 1024
+_AT_TIMEOUT_MS = 5_000
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,43 @@ class EventsTopic:
 
     def job_set(self, queue: str, job_set_id: str) -> JobSetLog:
         return JobSetLog(self.bootstrap, self.topic, sequence_key(queue, job_set_id))
+
+    async def sequences_at(self, positions: Sequence[Position]) -> list[dict[str, Any]]:
+        """The sequences (decoded) at ``positions`` (partition, offset), in the order given. A position
+        the topic no longer holds (retention) is left out; an undecodable record is logged and skipped."""
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=_AT_FETCH_BYTES,
+            fetch_max_bytes=_AT_FETCH_BYTES,
+        )
+        await consumer.start()
+        try:
+            found: dict[Position, bytes] = {}
+            for partition, offset in sorted(set(positions)):
+                if (partition, offset) in found:
+                    continue  # came with an earlier fetch
+                tp = TopicPartition(self.topic, partition)
+                if consumer.assignment() != {tp}:
+                    consumer.assign([tp])  # one partition at a time: the consumer prefetches every one assigned
+                consumer.seek(tp, offset)
+                batch = await consumer.getmany(tp, timeout_ms=_AT_TIMEOUT_MS)
+                for message in batch.get(tp, ()):
+                    found[(partition, message.offset)] = message.value
+        finally:
+            await consumer.stop()
+        sequences = []
+        for position in positions:
+            raw = found.get(position)
+            if raw is None:
+                continue
+            try:
+                sequences.append(decode("event_sequence", raw))
+            except SchemaError as exc:
+                log.warning("skipping undecodable event message %s@%s: %s", self.topic, position, exc)
+        return sequences
 
 
 class JobSetLog:

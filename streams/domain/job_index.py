@@ -6,15 +6,22 @@ The fold writes a job's row whenever it changes (the `job-index` table, `streams
 a query walks only the jobs it can match, from its cursor on, and stops once its page is full:
 
 - per queue and state, per queue and job set, per node and per label, the jobs in submission
-  order (a key of submission time then job id, so a job's place never changes); a query takes
-  the narrowest lists its filters name and merges them in order;
+  order (a key of submission time then job id, so a job's place never changes);
+- per queue and state also in last-transition order and in priority order (a job moves in them
+  when its time or priority changes), so every sort has lists in its own order;
 - per queue and job set, how many jobs are in each state, for group counts without a walk.
+
+A query sorted by submission time walks the smallest union of lists its filters name (a job set,
+a node, a label, or its queues' states) and merges them in order. One sorted otherwise walks its
+queues' states in the sort's order, filtering as it goes, unless a filter's list is so small that
+selecting the page from all of it costs less than the walk is expected to (`_select_from_narrow`).
 
 A job's change moves it between lists (`JobIndex.put` compares the new row with the one held),
 so applying the same row twice changes nothing, whichever worker applied the first.
 
-Sorting by submission time walks the lists; sorting by last transition or priority selects the
-page from every matching job (a heap over the matches, so its cost grows with them).
+A row also holds where the job's events are on the `events` topic (`JobRow.events`: partition
+and offset of each record with one of them), and the index where the requests of each job set
+with any are (`JobIndex.requests`), so that a job's page reads those records and no others.
 """
 
 from __future__ import annotations
@@ -22,9 +29,9 @@ from __future__ import annotations
 import base64
 import heapq
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
@@ -35,6 +42,11 @@ from streams.domain.states import ACTIVE, JOB_STATE_ORDER, JOB_STATES
 SORTS = ("submitted", "last_transition", "priority")
 MAX_LIMIT = 1000
 _REASON_CHARS = 500  # a reason is shown in a list cell; the job's page has it whole
+
+# Where a record is on the `events` topic: (partition, offset).
+Position = tuple[int, int]
+# Keys of the `job-index` table's entries for job sets' requests; job ids (ULIDs) never start so.
+REQUESTS_PREFIX = "job-set:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +67,19 @@ class JobRow:
     labels: tuple[tuple[str, str], ...]
     reason: str | None
     cancel_requested: bool
+    # The records of `events` that hold the job's events, in order; None for a row written before
+    # they were kept (its job set is read whole instead).
+    events: tuple[Position, ...] | None = ()
 
     @property
     def key(self) -> str:
-        """Its place in every list: submission time, then job id."""
+        """Its place in the lists in submission order: submission time, then job id."""
         return sort_key(self.submitted, self.job_id)
+
+    def key_by(self, sort: str) -> str:
+        """Its place in the lists of ``sort`` (one of `SORTS`)."""
+        value = self.submitted if sort == "submitted" else self.last_transition if sort == "last_transition" else self.priority
+        return sort_key(value, self.job_id)
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -77,15 +97,31 @@ class JobRow:
                 [list(pair) for pair in self.labels],
                 self.reason,
                 self.cancel_requested,
+                None if self.events is None else [list(position) for position in self.events],
             ],
             separators=(",", ":"),
         ).encode()
 
     @classmethod
     def decode(cls, job_id: str, raw: bytes) -> JobRow:
-        q, js, state, priority, pc, submitted, last, runs, executor, node, labels, reason, cancel = json.loads(raw)
+        q, js, state, priority, pc, submitted, last, runs, executor, node, labels, reason, cancel, *kept = json.loads(raw)
+        events = _positions(kept[0]) if kept else None  # a row of 13 fields was written before events were kept
         return cls(
-            job_id, q, js, state, priority, pc, submitted, last, runs, executor, node, tuple((k, v) for k, v in labels), reason, cancel
+            job_id,
+            q,
+            js,
+            state,
+            priority,
+            pc,
+            submitted,
+            last,
+            runs,
+            executor,
+            node,
+            tuple((k, v) for k, v in labels),
+            reason,
+            cancel,
+            events,
         )
 
     def view(self) -> dict[str, Any]:
@@ -128,6 +164,31 @@ def row_of(job: dict[str, Any]) -> JobRow:
         reason=reason[:_REASON_CHARS] if reason else None,
         cancel_requested=job["cancel_requested"],
     )
+
+
+def with_events(row: JobRow, held: tuple[Position, ...] | None, new: Iterable[Position]) -> JobRow:
+    """``row`` with the positions of its job's events: those ``held`` so far and the ``new`` ones,
+    in order, each once (a batch folded again adds nothing). A job whose earlier events were not
+    kept (``held`` None) keeps none."""
+    if held is None:
+        return replace(row, events=None)
+    return replace(row, events=tuple(sorted({*held, *new})))
+
+
+def _positions(raw: list[list[int]] | None) -> tuple[Position, ...] | None:
+    return None if raw is None else tuple((partition, offset) for partition, offset in raw)
+
+
+def encode_requests(queue: str, job_set: str, positions: tuple[Position, ...]) -> tuple[str, bytes]:
+    """A job set's request positions as a `job-index` table entry (a key no job id has)."""
+    return REQUESTS_PREFIX + json.dumps([queue, job_set], separators=(",", ":")), json.dumps([list(p) for p in positions]).encode()
+
+
+def decode_requests(key: str, raw: bytes) -> tuple[tuple[str, str], tuple[Position, ...]]:
+    queue, job_set = json.loads(key.removeprefix(REQUESTS_PREFIX))
+    positions = _positions(json.loads(raw))
+    assert positions is not None
+    return (queue, job_set), positions
 
 
 def sort_key(value: int | float, job_id: str) -> str:
@@ -195,14 +256,17 @@ class JobQuery:
         )
 
     def key_of(self, row: JobRow) -> str:
-        value = row.submitted if self.sort == "submitted" else row.last_transition if self.sort == "last_transition" else row.priority
-        return sort_key(value, row.job_id)
+        return row.key_by(self.sort)
 
 
 @dataclass(frozen=True)
 class Page:
     rows: list[JobRow]
     next_after: str | None  # the key to continue after, when more rows match
+
+
+# The sorts besides submission time: each has lists per queue and state in its own order.
+_ORDERED = ("last_transition", "priority")
 
 
 @dataclass
@@ -212,22 +276,33 @@ class JobIndex:
     by_job_set: dict[tuple[str, str], SortedList] = field(default_factory=dict)
     by_node: dict[str, SortedList] = field(default_factory=dict)
     by_label: dict[tuple[str, str], SortedList] = field(default_factory=dict)
+    # sort -> (queue, state) -> the jobs in that sort's order
+    ordered: dict[str, dict[tuple[str, str], SortedList]] = field(default_factory=lambda: {sort: {} for sort in _ORDERED})
     # (queue, job set) -> jobs per state
     counts: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
+    # (queue, job set) -> where its requests (events without a job id) are on `events`
+    requests: dict[tuple[str, str], tuple[Position, ...]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, rows: Iterable[JobRow]) -> JobIndex:
-        """An index of ``rows``, each list sorted once (a rebuild after a rebalance)."""
-        index = cls()
-        lists: dict[tuple[str, Any], list[str]] = {}
+    def of(cls, rows: Iterable[JobRow], requests: Iterable[tuple[tuple[str, str], tuple[Position, ...]]] = ()) -> JobIndex:
+        """An index of ``rows`` and job sets' ``requests``, each list sorted once (a rebuild after a rebalance)."""
+        index = cls(requests=dict(requests))
+        lists: defaultdict[tuple[str, Any], list[str]] = defaultdict(list)
+        ordered: dict[str, defaultdict[tuple[str, str], list[str]]] = {sort: defaultdict(list) for sort in _ORDERED}
+        counts: defaultdict[tuple[str, str], Counter[str]] = defaultdict(Counter)
         for row in rows:
             index.rows[row.job_id] = row
             key = row.key
             for name, where in _entries(row):
-                lists.setdefault((name, where), []).append(key)
-            index.counts.setdefault((row.queue, row.job_set), Counter())[row.state] += 1
+                lists[(name, where)].append(key)
+            for sort, lists_of_sort in ordered.items():
+                lists_of_sort[(row.queue, row.state)].append(row.key_by(sort))
+            counts[(row.queue, row.job_set)][row.state] += 1
         for (name, where), keys in lists.items():
             index._kinds[name][where] = SortedList(keys)
+        for sort, lists_of_sort in ordered.items():
+            index.ordered[sort] = {where: SortedList(keys) for where, keys in lists_of_sort.items()}
+        index.counts.update(counts)
         return index
 
     def __post_init__(self) -> None:
@@ -251,17 +326,17 @@ class JobIndex:
         if before is not None:
             old_key = before.key
             for name, where in removed:
-                lists = self._kinds[name]
-                lists[where].remove(old_key)
-                if not lists[where]:
-                    del lists[where]
+                _remove(self._kinds[name], where, old_key)
         key = row.key
         for name, where in added:
-            lists = self._kinds[name]
-            if where in lists:
-                lists[where].add(key)
-            else:
-                lists[where] = SortedList((key,))
+            _add(self._kinds[name], where, key)
+        for sort, lists in self.ordered.items():
+            new = ((row.queue, row.state), row.key_by(sort))
+            old = None if before is None else ((before.queue, before.state), before.key_by(sort))
+            if old != new:
+                if old is not None:
+                    _remove(lists, *old)
+                _add(lists, *new)
         if before is not None:
             if (before.queue, before.job_set, before.state) == (row.queue, row.job_set, row.state):
                 return
@@ -270,6 +345,14 @@ class JobIndex:
             if counts[before.state] == 0:
                 del counts[before.state]
         self.counts.setdefault((row.queue, row.job_set), Counter())[row.state] += 1
+
+    def events_of(self, job_id: str) -> tuple[Position, ...] | None:
+        """Where the job's events and its job set's requests are on `events`, in order; None when this
+        index does not hold the job or its row was written before its events were kept."""
+        row = self.rows.get(job_id)
+        if row is None or row.events is None:
+            return None
+        return tuple(sorted({*row.events, *self.requests.get((row.queue, row.job_set), ())}))
 
     # ------------------------------------------------------------------ queries
 
@@ -291,55 +374,60 @@ class JobIndex:
 
     def query(self, query: JobQuery, visible: Callable[[str], bool]) -> Page:
         """The page of jobs ``query`` asks for among the queues ``visible`` lets the caller see."""
-        wanted = self._candidates(query, visible)
+        queues = [q for q in dict.fromkeys(query.queues or sorted({q for q, _ in self.counts})) if visible(q)]
+        states = list(dict.fromkeys(query.states or JOB_STATE_ORDER))  # a state named twice is walked once
+        by_state = [self.by_state[(q, s)] for q in queues for s in states if (q, s) in self.by_state]
+        narrow = self._narrowest(query, queues)
         if query.sort == "submitted":
-            rows = list(islice(wanted, query.limit + 1))
-        else:
-            keyed = ((query.key_of(row), row) for row in wanted)
+            sources = by_state if narrow is None or _size(by_state) <= _size(narrow) else narrow
+            rows = list(islice(self._walk(query, visible, sources, in_order=True), query.limit + 1))
+        elif narrow is not None and _select_from_narrow(_size(narrow), _size(by_state), query.limit):
+            keyed = ((query.key_of(row), row) for row in self._walk(query, visible, narrow, in_order=False))
             if query.after is not None:
                 after = query.after
                 keyed = ((k, row) for k, row in keyed if (k < after if query.descending else k > after))
             pick = heapq.nlargest if query.descending else heapq.nsmallest
             rows = [row for _, row in pick(query.limit + 1, keyed, key=lambda pair: pair[0])]
+        else:
+            lists = self.ordered[query.sort]
+            in_sort_order = [lists[(q, s)] for q in queues for s in states if (q, s) in lists]
+            rows = list(islice(self._walk(query, visible, in_sort_order, in_order=True), query.limit + 1))
         more = len(rows) > query.limit
         rows = rows[: query.limit]
         return Page(rows, query.key_of(rows[-1]) if more else None)
 
-    def _candidates(self, query: JobQuery, visible: Callable[[str], bool]) -> Iterator[JobRow]:
-        """Every job matching ``query``, in submission order (as the query orders it) when sorting by it."""
-        sources = self._sources(query, visible)
-        in_order = query.sort == "submitted"
-        low = None if query.submitted_from is None else sort_key(query.submitted_from, "")
-        high = None if query.submitted_to is None else sort_key(query.submitted_to, "")
+    def _walk(self, query: JobQuery, visible: Callable[[str], bool], sources: list[SortedList], in_order: bool) -> Iterator[JobRow]:
+        """Every job of ``sources`` matching ``query``; with ``in_order``, the sources are in the query's
+        sort order and the walk follows it from the cursor on, else it follows submission order."""
+        low = high = None
+        if query.sort == "submitted" or not in_order:  # the lists are in submission order: the time bounds bound the walk
+            low = None if query.submitted_from is None else sort_key(query.submitted_from, "")
+            high = None if query.submitted_to is None else sort_key(query.submitted_to, "")
         if in_order and query.after is not None:
             if query.descending:
                 high = query.after if high is None else min(high, query.after)
             else:
                 low = query.after if low is None else max(low, query.after)
-        walks = [
-            (key for key in source.irange(low, high, inclusive=(True, False), reverse=query.descending) if key != query.after)
-            for source in sources
-        ]
-        keys = heapq.merge(*walks, reverse=query.descending) if len(walks) > 1 else (walks[0] if walks else iter(()))
+        reverse = query.descending if in_order else False
+        skip = query.after if in_order else None  # the cursor's own job, on the previous page
+        walks = [(key for key in source.irange(low, high, inclusive=(True, False), reverse=reverse) if key != skip) for source in sources]
+        keys = heapq.merge(*walks, reverse=reverse) if len(walks) > 1 else (walks[0] if walks else iter(()))
         rows = self.rows
         for key in keys:
             row = rows[key.rpartition("|")[2]]
             if visible(row.queue) and query.matches(row):
                 yield row
 
-    def _sources(self, query: JobQuery, visible: Callable[[str], bool]) -> list[SortedList]:
-        """The narrowest lists that hold every job the query can match."""
-        queues = [q for q in dict.fromkeys(query.queues or sorted({q for q, _ in self.counts})) if visible(q)]
+    def _narrowest(self, query: JobQuery, queues: list[str]) -> list[SortedList] | None:
+        """The smallest union of lists, in submission order, that holds every job the query's job set,
+        node or label filters can match; None when it names none of them."""
+        unions: list[list[SortedList]] = []
         if query.job_set is not None:
-            return [self.by_job_set[(q, query.job_set)] for q in queues if (q, query.job_set) in self.by_job_set]
-        narrow: list[SortedList] = []
+            unions.append([self.by_job_set[(q, query.job_set)] for q in queues if (q, query.job_set) in self.by_job_set])
         if query.node is not None:
-            narrow.append(self.by_node.get(query.node, SortedList()))
-        narrow += [self.by_label.get(pair, SortedList()) for pair in query.labels]
-        if narrow:
-            return [min(narrow, key=len)]
-        states = dict.fromkeys(query.states or JOB_STATE_ORDER)  # a state named twice is walked once
-        return [self.by_state[(q, s)] for q in queues for s in states if (q, s) in self.by_state]
+            unions.append([self.by_node[query.node]] if query.node in self.by_node else [])
+        unions += [[self.by_label[pair]] if pair in self.by_label else [] for pair in query.labels]
+        return min(unions, key=_size) if unions else None
 
     def group_counts(self, group_by: str, queues: tuple[str, ...], visible: Callable[[str], bool]) -> list[dict[str, Any]]:
         """Jobs per state for each queue (``group_by`` "queue") or each job set ("job_set") of ``queues`` (all when empty)."""
@@ -355,6 +443,31 @@ class JobIndex:
             {"queue": group[0], **({"job_set": group[1]} if group_by == "job_set" else {}), "counts": _all_states(counts)}
             for group, counts in sorted(groups.items())
         ]
+
+
+def _size(lists: list[SortedList]) -> int:
+    return sum(len(keys) for keys in lists)
+
+
+def _select_from_narrow(narrow: int, in_sort_order: int, limit: int) -> bool:
+    """Whether a page sorted by other than submission time is cheaper to select from every job of
+    the narrowest filter's lists (``narrow`` jobs, each looked at) than to walk the queues' states
+    in the sort's order (``in_sort_order`` jobs), where about one job in in_sort_order / narrow
+    matches, until the page is full."""
+    return narrow * narrow <= (limit + 1) * in_sort_order
+
+
+def _add(lists: dict[Any, SortedList], where: Any, key: str) -> None:
+    if where in lists:
+        lists[where].add(key)
+    else:
+        lists[where] = SortedList((key,))
+
+
+def _remove(lists: dict[Any, SortedList], where: Any, key: str) -> None:
+    lists[where].remove(key)
+    if not lists[where]:
+        del lists[where]
 
 
 def _all_states(counts: Counter[str]) -> dict[str, int]:

@@ -6,6 +6,10 @@ states (`JobIndexStore.write_pending`). Rows are compared with the index's own, 
 previous state: a batch folded again after a crash, whose job states the table already held,
 still writes any row the crash lost, because the index is written first.
 
+Besides a row per job it holds an entry per job set with requests (cancel or reprioritise the
+job set): where they are on `events` (keys `job-set:["queue","job set"]`), for the pages of the
+job set's jobs.
+
 The rows of this worker's active partitions are held in memory as a `JobIndex` with its sorted
 lists; it is rebuilt from the table (one read of small rows, each list sorted once) after every
 rebalance, so queries never read the jobs table.
@@ -13,6 +17,7 @@ rebalance, so queries never read the jobs table.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +25,16 @@ import faust
 from faust.types import TP, TableT
 
 from streams.config import Settings
-from streams.domain.job_index import JobIndex, JobRow, row_of
+from streams.domain.job_index import (
+    REQUESTS_PREFIX,
+    JobIndex,
+    JobRow,
+    Position,
+    decode_requests,
+    encode_requests,
+    row_of,
+    with_events,
+)
 from streams.tables.batched import BatchProducer, TableBatch
 from streams.tables.jobs import JobStore
 from streams.tables.types import TextKey
@@ -48,7 +62,13 @@ class JobIndexStore:
     def current(self) -> JobIndex:
         """The index of this worker's active partitions (rebuilt first if they changed); call once tables are recovered."""
         if self._index is None:
-            self._index = JobIndex.of(JobRow.decode(job_id, raw) for job_id, raw in self.table.items())
+            rows, requests = [], []
+            for key, raw in self.table.items():
+                if key.startswith(REQUESTS_PREFIX):
+                    requests.append(decode_requests(key, raw))
+                else:
+                    rows.append(JobRow.decode(key, raw))
+            self._index = JobIndex.of(rows, requests)
         return self._index
 
     def partitions(self) -> list[int]:
@@ -56,21 +76,45 @@ class JobIndexStore:
         topic = self.table.changelog_topic.get_topic_name()
         return sorted(tp.partition for tp in self.table.app.assignor.assigned_actives() if isinstance(tp, TP) and tp.topic == topic)
 
-    async def write_pending(self, jobs: JobStore, producer: BatchProducer) -> None:
-        """Write the rows of the jobs the fold changed in this batch (``jobs``' pending writes) that differ from the index's.
+    async def write_pending(
+        self,
+        jobs: JobStore,
+        producer: BatchProducer,
+        events: Mapping[str, list[Position]],
+        requests: Mapping[tuple[str, str], list[Position]],
+    ) -> None:
+        """Write the rows of the jobs the fold changed in this batch (``jobs``' pending writes), or whose
+        ``events`` it read (a refused event is shown on the job's page too), that differ from the
+        index's; and the positions of job sets' ``requests``.
 
         Call it before the jobs are written: see the module's docstring."""
         index = self.current()
         batch = TableBatch(self.table, producer)
-        rows = []
+        changed: dict[str, tuple[int, JobRow]] = {}
         for partition, job_id, _ in jobs.pending():
             job = jobs.latest(job_id)
             assert job is not None  # pending: written by this batch's fold
-            row = row_of(job)
+            held = index.rows.get(job_id)
+            changed[job_id] = (partition, with_events(row_of(job), () if held is None else held.events, events.get(job_id, ())))
+        for job_id, positions in events.items():
+            held = index.rows.get(job_id)
+            if job_id not in changed and held is not None:
+                changed[job_id] = (positions[-1][0], with_events(held, held.events, positions))
+        rows = []
+        for job_id, (partition, row) in changed.items():
             if index.changed(row):
                 batch.put(partition, job_id, row.encode())
                 rows.append(row)
+        held_requests = {}
+        for (queue, job_set), positions in requests.items():
+            known = index.requests.get((queue, job_set), ())
+            merged = tuple(sorted({*known, *positions}))
+            if merged != known:
+                key, value = encode_requests(queue, job_set, merged)
+                batch.put(positions[-1][0], key, value)
+                held_requests[(queue, job_set)] = merged
         await batch.write()
         # Held once written, before the jobs table is: a caller told its jobs are in finds them in lists too.
         for row in rows:
             index.put(row)
+        index.requests.update(held_requests)

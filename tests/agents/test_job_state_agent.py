@@ -12,6 +12,7 @@ from schemas.codec import decode, encode
 from streams.agents import job_state
 from streams.plane import ControlPlane
 from streams.scheduler import feed
+from streams.tables.job_index import JobIndexStore
 from tests.kit.jobs import ENVELOPE, Events
 from tests.kit.plane import agent_plane, running, sent
 
@@ -147,5 +148,31 @@ def test_events_of_an_unknown_job_are_ignored(tmp_path: Path) -> None:
         assert "never-submitted" not in jobs.jobs
         assert sent(jobs) == []
         assert counted(jobs, "unknown_job") == 1
+
+    asyncio.run(scenario())
+
+
+def test_each_jobs_rows_keep_where_its_events_and_its_job_sets_requests_are(tmp_path: Path) -> None:
+    """A job's page reads only these records of `events`: the fold keeps their positions in the job index."""
+
+    async def scenario() -> None:
+        jobs, one, two = plane(tmp_path), Events("job-1"), Events("job-2")
+        cancel_set = ("JobCancelRequested", {"event_id": "set-e1", "created": 5, "job_id": None, "payload": {"reason": "enough"}})
+        async with running(jobs, "job-state") as agent:
+            await agent.put(message(one.submitted(), two.submitted()), key=KEY, offset=0)
+            await agent.put(message(one.leased("run-1")), key=KEY, offset=1)
+            await agent.put(message(cancel_set), key=KEY, offset=2)
+            await agent.put(message(two("JobRunRunning", run_id="run-7")), key=KEY, offset=3)  # refused: job-2 has no run
+            written = sent(jobs, "flotilla-job-index-changelog")
+            await agent.put(message(one.leased("run-1")), key=KEY, offset=1)  # delivered again after a crash
+
+        assert counted(jobs, "refused") == 1
+        # rows at each change, and the job set's requests under their own key
+        assert [s.text_key for s in written] == ["job-1", "job-2", "job-1", 'job-set:["team-a","set-1"]', "job-2"]
+        assert sent(jobs, "flotilla-job-index-changelog") == written  # the same positions again: nothing to write
+        for index in (jobs.job_index.current(), JobIndexStore(jobs.job_index.table).current()):  # held, and rebuilt from the table
+            assert index.events_of("job-1") == ((0, 0), (0, 1), (0, 2))
+            assert index.events_of("job-2") == ((0, 0), (0, 2), (0, 3))
+            assert index.events_of("job-3") is None
 
     asyncio.run(scenario())

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.domain.job_index import JobIndex, JobQuery, JobRow, decode_cursor, encode_cursor, entry_change, row_of
+from streams.domain.job_index import (
+    REQUESTS_PREFIX,
+    JobIndex,
+    JobQuery,
+    JobRow,
+    _select_from_narrow,
+    decode_cursor,
+    decode_requests,
+    encode_cursor,
+    encode_requests,
+    entry_change,
+    row_of,
+    with_events,
+)
 from streams.domain.states import JOB_STATE_ORDER
 from streams.domain.validation import SubmitPolicy, validate_item
 from tests.kit.jobs import Events, fold, item
@@ -195,3 +209,68 @@ def test_a_job_sets_rows_and_the_queues_with_unfinished_jobs() -> None:
     assert index.active_queues() == {"a"}
     index.put(row(1, queue="a", job_set="s", state="failed"))
     assert index.active_queues() == set()
+
+
+def test_a_rows_event_positions_merge_in_order_and_a_row_from_before_they_were_kept_keeps_none() -> None:
+    held = row(1, events=((0, 4), (0, 9)))
+    assert with_events(held, held.events, [(0, 12), (0, 4)]).events == ((0, 4), (0, 9), (0, 12))
+    assert JobRow.decode("J0001", held.encode()) == held
+    legacy = json.loads(held.encode())[:13]  # as written before positions were kept
+    old = JobRow.decode("J0001", json.dumps(legacy).encode())
+    assert old.events is None and replace(old, events=held.events) == held
+    assert with_events(old, old.events, [(0, 12)]).events is None
+    key, value = encode_requests("a", "s/1", ((0, 7),))
+    assert key.startswith(REQUESTS_PREFIX) and decode_requests(key, value) == (("a", "s/1"), ((0, 7),))
+
+
+def test_a_jobs_events_are_its_own_records_and_its_job_sets_requests() -> None:
+    index = JobIndex.of(
+        [row(1, job_set="s", events=((0, 1), (0, 5))), row(2, job_set="t", events=((0, 2),)), row(3, job_set="s", events=None)],
+        [(("a", "s"), ((0, 3), (0, 5)))],
+    )
+    assert index.events_of("J0001") == ((0, 1), (0, 3), (0, 5))
+    assert index.events_of("J0002") == ((0, 2),)
+    assert index.events_of("J0003") is None  # read from its job set instead
+    assert index.events_of("J9999") is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(rows, max_size=40))
+def test_the_lists_in_each_sorts_order_hold_what_a_rebuild_holds_after_any_changes(changes: list[JobRow]) -> None:
+    index = JobIndex()
+    latest: dict[str, JobRow] = {}
+    for change in changes:
+        change = replace(change, submitted=latest[change.job_id].submitted) if change.job_id in latest else change
+        latest[change.job_id] = change
+        index.put(change)
+    rebuilt = JobIndex.of(latest.values())
+    for sort in ("last_transition", "priority"):
+        assert {where: list(keys) for where, keys in index.ordered[sort].items()} == {
+            where: list(keys) for where, keys in rebuilt.ordered[sort].items()
+        }
+        for (queue, state), keys in index.ordered[sort].items():
+            assert list(keys) == sorted(r.key_by(sort) for r in latest.values() if (r.queue, r.state) == (queue, state))
+
+
+@pytest.mark.parametrize(("label", "selects"), [(("tier", "gold"), True), (("team", "x"), False)])
+def test_a_page_sorted_otherwise_is_selected_from_a_small_filters_list_or_walked_in_the_sorts_order(
+    label: tuple[str, str], selects: bool
+) -> None:
+    # 400 jobs; "tier=gold" on 4 of them (cheaper to select from), "team=x" on half (cheaper to walk in order)
+    every = [
+        row(
+            n,
+            queue="ab"[n % 2],
+            state=("queued", "running")[n % 3 == 0],
+            priority=float(n % 7),
+            last_transition=5_000 - n,
+            labels=(("team", "x"),) * (n % 2) + (("tier", "gold"),) * (n % 100 == 0),
+        )
+        for n in range(400)
+    ]
+    index = JobIndex.of(every)
+    assert _select_from_narrow(len(index.by_label[label]), len(every), 5) is selects
+    for sort in ("priority", "last_transition"):
+        for descending in (True, False):
+            query = JobQuery(labels=(label,), sort=sort, descending=descending, limit=5)
+            assert all_pages(index, query, {"a", "b"}) == brute_force(every, query, {"a", "b"})

@@ -1,8 +1,9 @@
 """What a job's page shows beyond its state: its spec, its events, its logs, why it waits; and the cluster.
 
 - `GET /api/v1/jobs/{job_id}/spec`: the job's spec as submitted (Avro `JobSubmitted` payload).
-- `GET /api/v1/jobs/{job_id}/events`: the job's events (and its job set's requests), read from the
-  `events` topic up to now, oldest first.
+- `GET /api/v1/jobs/{job_id}/events`: the job's events (and its job set's requests), oldest first:
+  the records of the `events` topic that hold them, at the positions the job index keeps (those
+  the fold has folded).
 - `GET /api/v1/jobs/{job_id}/logs?run=<run id>`: a run's output, fetched from the executor that
   ran it (`FLOTILLA_EXECUTOR_URLS`), which keeps it if its backend does (local: files; Kubernetes:
   the pod's log while the pod exists).
@@ -80,13 +81,12 @@ def register(plane: ControlPlane, ops: Operations) -> None:
         @answers_errors
         async def get(self, request: web.Request, job_id: str) -> web.Response:
             job = ops.job(caller(plane.auth, request), job_id)
-            found = []
-            async with events.job_set(job["queue"], job["job_set_id"]) as log:
-                while True:
-                    for sequence in await log.read(_EVENT_READ_MS):
-                        found += [record for record in event_records(sequence) if record["job_id"] in (job_id, None)]
-                    if await log.caught_up():
-                        break
+            positions = ops.queries.event_positions(job_id)
+            if positions is not None:
+                sequences = await events.sequences_at(positions)
+            else:  # a row from before positions were kept: the job set from its start
+                sequences = await _job_set_sequences(events, job["queue"], job["job_set_id"])
+            found = [record for sequence in sequences for record in event_records(sequence) if record["job_id"] in (job_id, None)]
             return self.json({"job_id": job_id, "events": jsonable(found)})
 
     @app.page("/api/v1/jobs/{job_id}/logs")
@@ -141,6 +141,15 @@ def register(plane: ControlPlane, ops: Operations) -> None:
                 for pool, cycle in sorted(cluster.pools.items())
             ]
             return self.json({"scheduler_here": cluster.scheduling, "pools": pools, "executors": cluster.executors(now)})
+
+
+async def _job_set_sequences(events: EventsTopic, queue: str, job_set_id: str) -> list[dict[str, Any]]:
+    sequences = []
+    async with events.job_set(queue, job_set_id) as log:
+        while True:
+            sequences += await log.read(_EVENT_READ_MS)
+            if await log.caught_up():
+                return sequences
 
 
 def _fetch_log(base: str, run_id: str) -> str:
