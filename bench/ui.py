@@ -9,9 +9,12 @@ run 1-cpu jobs for an hour, so some jobs run and the rest wait.
    `flotilla.submissions` (bench/ingest.py's way); done when GET /api/v1/job-counts counts them all.
    One job set is then cancelled (REST), so the jobs are queued, running or cancelled.
 2. queries: each REST query of the list below `--repeat` times in a row from this process (one
-   connection per call, as the UI's browser makes them), wall time per call: p50, p95, max.
+   connection per call, as the UI's browser makes them), wall time per call: p50, p95, max. Deep
+   pages twice: the walk from the first page to page `--cursor-depth` (20) by each page's cursor,
+   and that page alone by its cursor.
 3. pages: headless Chromium (Debian's, as the UI tests drive it) opens each UI page; the time from
-   navigation to the page's rows on screen (the first load, then `--repeat` more).
+   navigation to the page's rows on screen (the first load, then `--repeat` more), and of it the
+   longest the page waited for one API call (the browser's resource timing: request to last byte).
 4. restart: the worker is stopped and started again on its data directory; the time until it is
    healthy, and the first jobs list after it (the index is rebuilt from the job-index table then).
 
@@ -146,11 +149,13 @@ def wait_cancelled(client: Client, jobs: int) -> dict[str, int]:
 
 
 def queries(client: Client, queue: str, cursor_depth: int) -> dict[str, Callable[[], Any]]:
-    def deep_page() -> Any:
+    def walk(pages: int = cursor_depth) -> Any:
         page = client.list_jobs(queues=[queue])
-        for _ in range(cursor_depth - 1):
+        for _ in range(pages - 1):
             page = client.list_jobs(queues=[queue], cursor=page.next_cursor)
         return page
+
+    deep_cursor = walk(cursor_depth - 1).next_cursor if cursor_depth > 1 else None  # where page `cursor_depth` starts
 
     return {
         "newest_100_all_queues": lambda: client.list_jobs(),
@@ -162,10 +167,19 @@ def queries(client: Client, queue: str, cursor_depth: int) -> dict[str, Callable
         "label_and_state": lambda: client.list_jobs(labels={"shard": "3"}, states=["cancelled"]),
         "sort_last_transition_one_queue": lambda: client.list_jobs(queues=[queue], sort="last_transition"),
         "sort_priority_all": lambda: client.list_jobs(sort="priority"),
-        f"page_{cursor_depth}_by_cursor_one_queue": deep_page,
+        f"walk_{cursor_depth}_pages_one_queue": lambda: walk(cursor_depth),
+        f"page_{cursor_depth}_by_cursor_one_queue": lambda: client.list_jobs(queues=[queue], cursor=deep_cursor),
         "counts_by_queue": lambda: client.job_counts(),
         "counts_by_job_set": lambda: client.job_counts(group_by="job_set"),
     }
+
+
+# The longest a page's browser waited for one of its API calls, from sending it to its last byte
+# (the browser's resource timing): what of a page's time is the worker's.
+SLOWEST_API_CALL = """
+return Math.max(0, ...performance.getEntriesByType("resource")
+  .filter((e) => e.name.includes("/api/")).map((e) => e.responseEnd - e.requestStart));
+"""
 
 
 def pages(worker_url: str, directory: Path, queue: str, job_id: str, repeat: int) -> dict[str, dict[str, float]]:
@@ -185,7 +199,7 @@ def pages(worker_url: str, directory: Path, queue: str, job_id: str, repeat: int
     with chromium(directory / "chromium-profile", directory / "chromedriver.log") as driver:
         driver.get(f"{worker_url}/")
         for name, (route, rows) in routes.items():
-            times = []
+            times, waits = [], []
             for n in range(repeat + 1):
                 driver.get("about:blank")
                 started = time.perf_counter()
@@ -200,8 +214,11 @@ def pages(worker_url: str, directory: Path, queue: str, job_id: str, repeat: int
                     first = elapsed
                 else:
                     times.append(elapsed)
-            found[name] = {"first_ms": round(1000 * first, 1), **figures(times)}
-            log(f"  page {name}: first {1000 * first:.0f} ms, p50 {found[name]['p50_ms']:.0f} ms")
+                    waits.append(driver.execute_script(SLOWEST_API_CALL) / 1000)
+            wait = figures(waits)
+            found[name] = {"first_ms": round(1000 * first, 1), **figures(times), "api_p50_ms": wait["p50_ms"], "api_p95_ms": wait["p95_ms"]}
+            slowest = f"slowest API call {wait['p50_ms']:.0f} ms"
+            log(f"  page {name}: first {1000 * first:.0f} ms, p50 {found[name]['p50_ms']:.0f} ms ({slowest})")
     return found
 
 
@@ -295,7 +312,8 @@ def run(args: argparse.Namespace, directory: Path, children: Children) -> dict[s
         started = time.monotonic()
         worker.start(300.0)
         healthy = time.monotonic() - started
-        first, answer = timed(lambda: client.list_jobs(), 1)
+        with profiled(args, children, worker, "first-list"):
+            first, answer = timed(lambda: client.list_jobs(), 1)
         assert answer.jobs, "no job listed after the restart"
         restart = {"healthy_s": round(healthy, 2), "first_list_ms": round(1000 * first[0], 1)}
         log(f"restart: healthy after {healthy:.1f}s, first list {1000 * first[0]:.0f} ms (rebuilds the index)")
@@ -318,11 +336,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--job-sets", type=int, default=10, help="job sets per queue (default 10)")
     parser.add_argument("--nodes", type=int, default=8, help="fake 32-cpu nodes: 32 running jobs each (default 8)")
     parser.add_argument("--repeat", type=int, default=20, help="timed repetitions of each query and page (default 20)")
-    parser.add_argument("--cursor-depth", type=int, default=20, help="pages walked by cursor in the deep-page query (default 20)")
+    parser.add_argument("--cursor-depth", type=int, default=20, help="the deep page, walked to and read alone by cursor (default 20)")
     parser.add_argument("--no-browser", dest="browser", action="store_false", help="skip the page times (no Chromium)")
     parser.add_argument("--no-restart", dest="restart", action="store_false", help="skip the restart")
-    parser.add_argument("--py-spy", metavar="BIN", help="profile the worker with this py-spy during the queries and the pages")
-    parser.add_argument("--profile-out", default="/tmp/ui-profile", help="py-spy output prefix; -queries.txt / -pages.txt are appended")
+    parser.add_argument(
+        "--py-spy",
+        metavar="BIN",
+        help="profile the worker with this py-spy during the queries, the pages and the first list after the restart",
+    )
+    parser.add_argument(
+        "--profile-out", default="/tmp/ui-profile", help="py-spy output prefix; -queries.txt, -pages.txt, -first-list.txt are appended"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the logs directory instead of removing it")
     args = parser.parse_args(argv)
     if min(args.jobs, args.queues, args.job_sets, args.nodes, args.repeat, args.cursor_depth) < 1:
@@ -363,7 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, times in result["queries"].items():
         print(f"  query {name}: p50 {times['p50_ms']} ms, p95 {times['p95_ms']} ms, max {times['max_ms']} ms ({result['rows'][name]} rows)")
     for name, times in result["pages"].items():
-        print(f"  page {name}: first {times['first_ms']} ms, then p50 {times['p50_ms']} ms, p95 {times['p95_ms']} ms")
+        print(
+            f"  page {name}: first {times['first_ms']} ms, then p50 {times['p50_ms']} ms, p95 {times['p95_ms']} ms;"
+            f" its slowest API call p50 {times['api_p50_ms']} ms, p95 {times['api_p95_ms']} ms"
+        )
     if result["restart"]:
         print(f"restart: healthy after {result['restart']['healthy_s']}s; first list {result['restart']['first_list_ms']} ms")
     print(json.dumps({"jobs": args.jobs, "queues": args.queues, "job_sets": args.job_sets, "repeat": args.repeat, **result}))
