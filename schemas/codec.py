@@ -439,13 +439,29 @@ class Splice:
 
     def encode(self, record: Mapping[str, Any], field_bytes: bytes) -> bytes:
         """``record`` (whose own value of the field is not read) with ``field_bytes`` in its place."""
+        head, tail = self._around(record)
+        return b"".join((head, field_bytes, tail))
+
+    def field_in(self, raw: bytes, record: Mapping[str, Any]) -> bytes | None:
+        """The field's encoding inside ``raw``, when ``raw`` is what `encode` writes for ``record``
+        now (same framing, same schema); None otherwise.
+
+        Cutting it out of a stored record takes the encoding of the fields around it only, so a
+        record read back (decoded from a table, say) is written again without encoding the field."""
+        head, tail = self._around(record)
+        if len(raw) < len(head) + len(tail) or not raw.startswith(head) or not raw.endswith(tail):
+            return None
+        return raw[len(head) : len(raw) - len(tail)]
+
+    def _around(self, record: Mapping[str, Any]) -> tuple[bytes, bytes]:
+        """The framing and the fields before the spliced one, and the fields after it."""
         rest = self._tag_record({k: v for k, v in record.items() if k != self.field})
-        buffer = io.BytesIO()
-        buffer.write(self._registry.header(self.name))
-        self._write(buffer, self._head, rest)
-        buffer.write(field_bytes)
-        self._write(buffer, self._tail, rest)
-        return buffer.getvalue()
+        head = io.BytesIO()
+        head.write(self._registry.header(self.name))
+        self._write(head, self._head, rest)
+        tail = io.BytesIO()
+        self._write(tail, self._tail, rest)
+        return head.getvalue(), tail.getvalue()
 
     def _write(self, buffer: io.BytesIO, schema: dict, value: Any) -> None:
         try:
