@@ -427,14 +427,27 @@ class Splice:
         self._registry = registry
         self._head = part({"type": "record", "name": f"{name}.head", "fields": fields[:position]})
         self._tail = part({"type": "record", "name": f"{name}.tail", "fields": fields[position + 1 :]})
-        self._field = part(named[field_type]) if isinstance(field_type, str) else part(field_type)
+        self._field = part({"type": "record", "name": f"{name}.{field}", "fields": [fields[position]]})
         self._tag_record = registry._tagger(name)
         self._tag_field = _compile_tagger(field_type, named, {}) or _unchanged
+        self._branches = (
+            [b if isinstance(b, str) else b.get("name", b.get("type")) for b in field_type] if isinstance(field_type, list) else []
+        )
+
+    def branch_bytes(self, branch: str, encoded: bytes) -> bytes:
+        """The encoding of the spliced field, a union, as its branch ``branch`` (a type's full name)
+        whose value encodes to ``encoded``: Avro writes the branch's index, then the value. So a
+        job's spec encoded for its job state is copied into a lease command's nullable spec."""
+        if branch not in self._branches:
+            raise SchemaError(f"field {self.field!r} of {self.name!r} has no branch {branch!r}")
+        index = self._branches.index(branch)
+        assert index < 64  # the index as a one-byte zig-zag varint
+        return bytes((index << 1,)) + encoded
 
     def field_bytes(self, value: Any) -> bytes:
         """The encoding of ``value`` as the spliced field."""
         buffer = io.BytesIO()
-        self._write(buffer, self._field, self._tag_field(value))
+        self._write(buffer, self._field, {self.field: self._tag_field(value)})
         return buffer.getvalue()
 
     def encode(self, record: Mapping[str, Any], field_bytes: bytes) -> bytes:

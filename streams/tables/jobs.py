@@ -65,6 +65,8 @@ class JobStore:
     _decoded: OrderedDict[str, tuple[bytes, dict[str, Any], bytes | None]] = field(default_factory=OrderedDict, repr=False)
     # job id -> (partition of the event that changed it last, the job): folded, not yet in the table.
     _pending: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict, repr=False)
+    # job id -> (spec, its encoding) made during the batch (for a lease command) before the job's write.
+    _fresh_specs: dict[str, tuple[Any, bytes]] = field(default_factory=dict, repr=False)
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.table
@@ -108,13 +110,29 @@ class JobStore:
         writer = splice("job_state", "spec")
         return [(partition, job_id, self._encode(writer, job_id, job)) for job_id, (partition, job) in self._pending.items()]
 
-    def _encode(self, writer: Splice, job_id: str, job: dict[str, Any]) -> bytes:
+    def spec_bytes(self, job_id: str, spec: dict[str, Any]) -> bytes:
+        """The encoding of ``spec``, the spec of the job the fold holds: kept from the job's last write
+        or read (or cut out of its stored bytes), or made now and kept for the job's write."""
+        return self._spec(splice("job_state", "spec"), job_id, spec)
+
+    def _spec(self, writer: Splice, job_id: str, spec: dict[str, Any]) -> bytes:
         cached = self._decoded.get(job_id)
-        spec = None
-        if cached is not None and cached[1]["spec"] is job["spec"]:
-            spec = cached[2] if cached[2] is not None else writer.field_in(cached[0], cached[1])
-        if spec is None:
-            spec = writer.field_bytes(job["spec"])
+        if cached is not None and cached[1]["spec"] is spec:
+            if cached[2] is not None:
+                return cached[2]
+            found = writer.field_in(cached[0], cached[1])
+            if found is not None:
+                self._decoded[job_id] = (cached[0], cached[1], found)
+                return found
+        fresh = self._fresh_specs.get(job_id)
+        if fresh is not None and fresh[0] is spec:
+            return fresh[1]
+        made = writer.field_bytes(spec)
+        self._fresh_specs[job_id] = (spec, made)
+        return made
+
+    def _encode(self, writer: Splice, job_id: str, job: dict[str, Any]) -> bytes:
+        spec = self._spec(writer, job_id, job["spec"])
         raw = writer.encode(job, spec)
         self._remember(job_id, raw, job, spec)
         return raw
@@ -126,7 +144,7 @@ class JobStore:
             self._decoded.popitem(last=False)
 
     def mark_written(self) -> None:
-        self._pending = {}
+        self._pending, self._fresh_specs = {}, {}
 
     async def write_pending(self, producer: BatchProducer) -> None:
         """Write the pending jobs to the table and its changelog, `job-states`, in one batch."""

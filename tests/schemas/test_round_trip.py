@@ -136,3 +136,5 @@ def test_a_spliced_field_is_cut_out_of_a_stored_record_and_only_of_one_that_enco
 def test_splicing_a_field_the_schema_lacks_is_refused() -> None:
     with pytest.raises(codec.SchemaError, match="no field"):
         codec.splice("job_state", "nonsense")
+    with pytest.raises(codec.SchemaError, match="no branch"):
+        codec.splice("executor_command", "spec").branch_bytes("flotilla.Nonsense", b"")
