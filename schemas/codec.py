@@ -632,3 +632,4 @@ splice = _default.splice
 current_writer = _default.current_writer
 use_schema_registry = _default.use_schema_registry
 use_single_object = _default.use_single_object
+writer_of = _default.writer_of
