@@ -193,7 +193,8 @@ def _typed(type_name: object, value: Any) -> str:
     kind = str(type_name)
     expected: tuple[type, ...] = {"bool": (bool,), "int": (int,), "float": (int, float)}.get(kind, (str, int, float))
     if isinstance(value, bool) and kind != "bool" or not isinstance(value, expected):
-        raise ValueError(f"{value!r} is not a {kind if kind != 'str' else 'text'} value")
+        described = {"bool": "a boolean", "int": "an integer", "float": "a number"}.get(kind, "text")
+        raise ValueError(f"{value!r} is not {described}")
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 

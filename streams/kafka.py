@@ -53,6 +53,15 @@ class KafkaClients:
     sasl_password: str | None = field(default=None, repr=False)
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
 
+    def describe(self) -> str:
+        """How clients connect, for the start-up line (no secret)."""
+        parts = [self.security_protocol]
+        if self.sasl_mechanism is not None:
+            parts.append(f"{self.sasl_mechanism} as {self.sasl_username}")
+        if self.ssl_context is not None:
+            parts.append("hostname checked" if self.ssl_context.check_hostname else "hostname NOT checked")
+        return ", ".join(parts)
+
     def options(self) -> dict[str, Any]:
         """The aiokafka keyword arguments every client takes: bootstrap servers and security."""
         options: dict[str, Any] = {"bootstrap_servers": self.bootstrap, "security_protocol": self.security_protocol}
