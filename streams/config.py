@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +45,13 @@ class Settings:
     kafka_sasl_mechanism: str = ""
     kafka_sasl_username: str = ""
     # The password: from FLOTILLA_KAFKA_SASL_PASSWORD (a Kubernetes Secret) or a file holding it.
-    kafka_sasl_password: str = ""
+    kafka_sasl_password: str = field(default="", repr=False)
     kafka_sasl_password_file: str = ""
     # TLS: the CA bundle (PEM; empty: the system's CAs), and for mutual TLS the client certificate and key.
     kafka_ssl_cafile: str = ""
     kafka_ssl_certfile: str = ""
     kafka_ssl_keyfile: str = ""
-    kafka_ssl_key_password: str = ""
+    kafka_ssl_key_password: str = field(default="", repr=False)
     # Off only for brokers whose certificates do not name the address clients use; the chain is checked either way.
     kafka_ssl_check_hostname: bool = True
     # A YAML file of these settings, read before FLOTILLA_* variables and flags (which win over it).
