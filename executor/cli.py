@@ -1,8 +1,9 @@
 """`flotilla-executor --id ID --backend local|fake|kubernetes`: one executor per cluster.
 
-Broker, topic prefix and app id come from ``FLOTILLA_*`` variables like every Flotilla process;
-``--broker`` overrides the variable. Exit status: 0 after a clean stop (SIGTERM, SIGINT), 2 for a
-bad command line or configuration, 1 when the executor fails while running.
+Broker, topic prefix, app id and the Kafka clients' security come from the settings file and
+``FLOTILLA_*`` variables like every Flotilla process; ``--broker`` and the Kafka flags
+(streams/broker_options.py) override them. Exit status: 0 after a clean stop (SIGTERM, SIGINT), 2 for
+a bad command line or configuration (Kafka settings included), 1 when the executor fails while running.
 """
 
 from __future__ import annotations
