@@ -39,11 +39,11 @@ def run_worker(settings: Settings) -> int:
     except KafkaConfigError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return CONFIG_ERROR
-    print(f"Kafka: {settings.broker} ({kafka.describe()}; {settings.processing_guarantee})", flush=True)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
         print(f"API access: {describe_access(settings)}", flush=True)
+        print(f"Kafka: {settings.broker} ({kafka.describe()}; {settings.processing_guarantee})", flush=True)
         plane = create_control_plane(settings)  # reads the scheduler configuration, fetches the OIDC key set
     except (AuthConfigError, ConfigFileError) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
