@@ -91,9 +91,7 @@ class JobIndexStore:
         index = self.current()
         batch = TableBatch(self.table, producer)
         changed: dict[str, tuple[int, JobRow]] = {}
-        for partition, job_id, _ in jobs.pending():
-            job = jobs.latest(job_id)
-            assert job is not None  # pending: written by this batch's fold
+        for partition, job_id, job in jobs.pending():
             held = index.rows.get(job_id)
             changed[job_id] = (partition, with_events(row_of(job), () if held is None else held.events, events.get(job_id, ())))
         for job_id, positions in events.items():
