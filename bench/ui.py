@@ -7,6 +7,8 @@ run 1-cpu jobs for an hour, so some jobs run and the rest wait.
 1. fill: N jobs (1 cpu, labels `shard=<i mod 10>`, and `rare=yes` on one job in 1,000) in submit
    requests of 100 over `--queues` queues and `--job-sets` job sets per queue, produced straight to
    `flotilla.submissions` (bench/ingest.py's way); done when GET /api/v1/job-counts counts them all.
+   Meanwhile the counts and the newest 100 jobs are read every half second and timed (reads while
+   the fold is busy).
    One job set is then cancelled (REST), so the jobs are queued, running or cancelled.
 2. queries: each REST query of the list below `--repeat` times in a row from this process (one
    connection per call, as the UI's browser makes them), wall time per call: p50, p95, max. Deep
@@ -114,11 +116,16 @@ def figures(times: list[float]) -> dict[str, float]:
     }
 
 
-def wait_counted(client: Client, jobs: int) -> float:
+def wait_counted(client: Client, jobs: int, during: dict[str, list[float]]) -> float:
+    """Seconds until ``jobs`` are counted; meanwhile the counts and the newest 100 jobs are read every
+    half second, and how long each read took is added to ``during`` (reads while the fold is busy)."""
     started = time.monotonic()
     next_report = started + 10
     while True:
-        counted = sum(sum(group.counts.values()) for group in client.job_counts())
+        times, answer = timed(client.job_counts, 1)
+        during["counts_by_queue"] += times
+        during["newest_100_all_queues"] += timed(client.list_jobs, 1)[0]
+        counted = sum(sum(group.counts.values()) for group in answer)
         now = time.monotonic()
         if counted >= jobs:
             return now - started
@@ -192,7 +199,7 @@ def pages(worker_url: str, directory: Path, queue: str, job_id: str, repeat: int
         "jobs_running": ("/jobs?state=running", "tr[data-job]"),
         "job_set": (f"/jobset/{queue}/set-1", "tr[data-job]"),
         "job_page": (f"/job/{job_id}", "#job-state .state"),
-        # Its events are read from the events topic (the job set's key, from the start), after the rest is shown.
+        # Its events are read from the records of the events topic that hold them, after the rest is shown.
         "job_page_events": (f"/job/{job_id}", "section[aria-label=Events] table tbody tr"),
     }
     found: dict[str, dict[str, float]] = {}
@@ -285,7 +292,10 @@ def run(args: argparse.Namespace, directory: Path, children: Children) -> dict[s
     log(f"fill: producing {len(records):,} submit requests ...")
     started = time.monotonic()
     asyncio.run(fill(broker.bootstrap, records))
-    fill_s = (time.monotonic() - started) + wait_counted(client, args.jobs)
+    during: dict[str, list[float]] = {"counts_by_queue": [], "newest_100_all_queues": []}
+    fill_s = (time.monotonic() - started) + wait_counted(client, args.jobs, during)
+    while_filling = {name: figures(times) for name, times in during.items()}
+    log(f"fill: reads meanwhile {while_filling}")
     client.call("POST", f"/api/v1/queues/{queues[0]}/jobsets/set-2/cancel", {"reason": "bench"})
     by_state = wait_cancelled(client, args.jobs // (args.queues * args.job_sets))
     log(f"fill: {args.jobs:,} jobs listed after {fill_s:.1f}s; by state {by_state}")
@@ -319,6 +329,7 @@ def run(args: argparse.Namespace, directory: Path, children: Children) -> dict[s
         log(f"restart: healthy after {healthy:.1f}s, first list {1000 * first[0]:.0f} ms (rebuilds the index)")
     return {
         "fill_s": round(fill_s, 1),
+        "while_filling": while_filling,
         "states": by_state,
         "worker_rss_before_mib": round(rss_before, 1),
         "worker_rss_full_mib": round(rss_full, 1),
@@ -383,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(directory, ignore_errors=True)
     print(f"conditions: {conditions}")
     print(f"fill: {result['fill_s']}s until every job was listed; states {result['states']}")
+    for name, times in result["while_filling"].items():
+        print(f"  query {name} while the fold was busy: p50 {times['p50_ms']} ms, p95 {times['p95_ms']} ms, max {times['max_ms']} ms")
     print(f"worker RSS: {result['worker_rss_before_mib']} MiB before the jobs, {result['worker_rss_full_mib']} MiB with them")
     for name, times in result["queries"].items():
         print(f"  query {name}: p50 {times['p50_ms']} ms, p95 {times['p95_ms']} ms, max {times['max_ms']} ms ({result['rows'][name]} rows)")
