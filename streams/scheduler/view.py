@@ -23,6 +23,7 @@ from streams.scheduler.index import SchedulerIndex
 class PoolCycle:
     inputs: CycleInput
     result: CycleResult
+    _queues: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     def why(self, job_id: str) -> str | None:
         """Why the cycle left the job queued, or preempted it. A search, not a dict of every job: a cycle
@@ -37,7 +38,13 @@ class PoolCycle:
         return None
 
     def queues(self) -> list[dict[str, Any]]:
-        """Per queue of the pool: weight, shares, allocation and its jobs in the cycle."""
+        """Per queue of the pool: weight, shares, allocation and its jobs in the cycle (counted once per
+        cycle: the queues page asks every 2 s per viewer, and counting 100,000 queued jobs takes ~20 ms)."""
+        if self._queues is None:
+            self._queues = self._count_queues()
+        return self._queues
+
+    def _count_queues(self) -> list[dict[str, Any]]:
         queued = Counter(job.queue for job in self.inputs.queued)
         running = Counter(run.job.queue for run in self.inputs.running)
         weights = {queue.name: queue.weight for queue in self.inputs.queues}

@@ -26,6 +26,7 @@ def test_the_cycle_observer_shows_each_queues_shares_allocation_and_why_jobs_wai
     assert outcome.leased == 2
     (cycle,) = view.pools.values()
     shares = {q["queue"]: q for q in cycle.queues()}
+    assert cycle.queues() is cycle.queues()  # counted once per cycle
     assert shares["a"]["fair_share"] == shares["b"]["fair_share"] == 0.5
     held = {name: q["allocation"].get("cpu", 0) for name, q in shares.items()}
     assert held == {"a": 8 * CPU, "b": 8 * CPU}  # one 8-cpu job each, by fair share
