@@ -290,10 +290,11 @@ def run(args: argparse.Namespace, directory: Path, children: Children) -> dict[s
     log(f"encoding {args.jobs:,} jobs ...")
     records = requests(args.jobs, queues, args.job_sets)
     log(f"fill: producing {len(records):,} submit requests ...")
-    started = time.monotonic()
-    asyncio.run(fill(broker.bootstrap, records))
     during: dict[str, list[float]] = {"counts_by_queue": [], "newest_100_all_queues": []}
-    fill_s = (time.monotonic() - started) + wait_counted(client, args.jobs, during)
+    with profiled(args, children, worker, "fill"):
+        started = time.monotonic()
+        asyncio.run(fill(broker.bootstrap, records))
+        fill_s = (time.monotonic() - started) + wait_counted(client, args.jobs, during)
     while_filling = {name: figures(times) for name, times in during.items()}
     log(f"fill: reads meanwhile {while_filling}")
     client.call("POST", f"/api/v1/queues/{queues[0]}/jobsets/set-2/cancel", {"reason": "bench"})
@@ -353,10 +354,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--py-spy",
         metavar="BIN",
-        help="profile the worker with this py-spy during the queries, the pages and the first list after the restart",
+        help="profile the worker with this py-spy during the fill, the queries, the pages and the first list after the restart",
     )
     parser.add_argument(
-        "--profile-out", default="/tmp/ui-profile", help="py-spy output prefix; -queries.txt, -pages.txt, -first-list.txt are appended"
+        "--profile-out",
+        default="/tmp/ui-profile",
+        help="py-spy output prefix; -fill.txt, -queries.txt, -pages.txt, -first-list.txt are appended",
     )
     parser.add_argument("--keep", action="store_true", help="keep the logs directory instead of removing it")
     args = parser.parse_args(argv)
