@@ -11,7 +11,8 @@ waiting, up to `BATCH_MAX_MESSAGES` or what arrived within `BATCH_WITHIN_S`; the
 over all of them, then the batch's deltas (each job's last between job-set actions) go to the
 feed as few `Changes` records, in order, and its commands in one produce batch per partition, and
 once the broker has them all, the batch's job states (each job's last) go to the table in one
-`TableBatch`.
+`TableBatch`; a batch of more than `PART_MAX_EVENTS` job events does so in parts, with a turn of
+the event loop between them.
 A per-message Faust write and send cost 90-230 us each; a batched one about 3 us.
 
 All the logic is the pure fold in `streams.domain.jobs`. A message it cannot decode or an event
@@ -21,6 +22,7 @@ other job.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from collections import Counter
@@ -47,6 +49,9 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX_MESSAGES = 500
 BATCH_WITHIN_S = 0.005
+# Job events folded before what they give is sent and written (`BatchPart`): a part holds the event
+# loop for about 0.1 s at most, and each costs a few milliseconds more than one batch would.
+PART_MAX_EVENTS = 1_000
 # The Avro type of a job's spec, in job states and lease commands alike.
 SPEC_TYPE = "flotilla.JobSubmitted"
 # Deltas per feed record: about 300 bytes each, so a record stays far below the message size limit.
@@ -61,48 +66,78 @@ def register(plane: ControlPlane) -> None:
 
 
 async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
-    """Fold a batch of `events` messages, send what it forwards, then write its job states, each all at once.
+    """Fold a batch of `events` messages, send what it forwards, then write its job states, each all at
+    once, in parts of about `PART_MAX_EVENTS` job events (`BatchPart`).
 
     The forwarded deltas and commands are acknowledged before the job states are written: were the
     table written first, a worker killed in between would find the jobs folded after its restart,
     forward nothing, and the scheduler would never hear that a job was leased or had ended. Faust
     acknowledges the batch's messages after this returns and flushes the producer before it
-    commits their offsets."""
-    forwarded: list[feed.JobDelta | feed.JobSetAction] = []
-    commands: list[dict[str, Any]] = []
-    outcomes: Counter[str] = Counter()
-    # Where each job's events, and each job set's requests, are on `events`: its page reads those records only.
-    events: dict[str, list[Position]] = {}
-    requests: dict[tuple[str, str], list[Position]] = {}
+    commits their offsets, so a batch written in parts is acknowledged whole, as before."""
+    part = BatchPart()
     for message in messages:
+        part.messages.append(message)
         try:
             sequence = decode("event_sequence", message.value)
         except SchemaError as exc:
-            outcomes["undecodable"] += 1
+            part.outcomes["undecodable"] += 1
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
             continue
         rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
-        folded = apply_sequence(plane.jobs, sequence, rng, message.partition)
+        part.add(message, sequence, apply_sequence(plane.jobs, sequence, rng, message.partition))
+        if part.job_events >= PART_MAX_EVENTS:
+            await write_part(plane, part)
+            part = BatchPart()
+            await asyncio.sleep(0)  # a turn of the event loop for everything else
+    if part.messages:
+        await write_part(plane, part)
+
+
+@dataclass
+class BatchPart:
+    """What folding some of a batch's messages gave, to be sent and written together.
+
+    A batch is written in parts so that the event loop is never held for long: the fold, the
+    encoding of what it forwards and the writing of the jobs and their rows run without a pause
+    between two awaits, and a batch of 500 submissions of 100 jobs each held every API call and UI
+    page of the worker for 2-3 s (bench/ui.py, reads while the fold is busy)."""
+
+    messages: list[Message] = field(default_factory=list)
+    forwarded: list[feed.JobDelta | feed.JobSetAction] = field(default_factory=list)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    # Where each job's events, and each job set's requests, are on `events`: its page reads those records only.
+    events: dict[str, list[Position]] = field(default_factory=dict)
+    requests: dict[tuple[str, str], list[Position]] = field(default_factory=dict)
+    job_events: int = 0
+
+    def add(self, message: Message, sequence: dict[str, Any], folded: Folded) -> None:
         position = (message.partition, message.offset)
         for job_id in folded.named:
-            events.setdefault(job_id, []).append(position)
+            self.events.setdefault(job_id, []).append(position)
         if folded.requests:
-            requests.setdefault((sequence["queue"], sequence["job_set_id"]), []).append(position)
-        outcomes.update(folded.outcomes)
-        forwarded += folded.feed
-        commands += folded.commands
-    forwarded = feed.latest_deltas(forwarded)
+            self.requests.setdefault((sequence["queue"], sequence["job_set_id"]), []).append(position)
+        self.outcomes.update(folded.outcomes)
+        self.forwarded += folded.feed
+        self.commands += folded.commands
+        self.job_events += len(sequence["events"])
+
+
+async def write_part(plane: ControlPlane, part: BatchPart) -> None:
+    """Send what the part forwards, then write its jobs' rows and states."""
+    forwarded = feed.latest_deltas(part.forwarded)
     outbox = Outbox(plane.batch_producer)
     deltas = [(None, feed.encode(record)) for record in feed_records(forwarded)]
     await outbox.partition(plane.topics.scheduler_feed.get_topic_name(), 0, deltas)
-    records = [(command["executor"].encode(), encoded_command(plane.jobs, command)) for command in commands]
+    records = [(command["executor"].encode(), encoded_command(plane.jobs, command)) for command in part.commands]
     await outbox.keyed(plane.topics.executor_commands.get_topic_name(), records)
     await outbox.delivered()
-    await plane.job_index.write_pending(plane.jobs, plane.batch_producer, events, requests)  # first: see streams/tables/job_index.py
+    # The rows before the jobs: see streams/tables/job_index.py.
+    await plane.job_index.write_pending(plane.jobs, plane.batch_producer, part.events, part.requests)
     await plane.jobs.write_pending(plane.batch_producer)
-    for outcome, count in outcomes.items():
+    for outcome, count in part.outcomes.items():
         plane.metrics.events.labels(outcome).inc(count)
-    plane.refold.folded_batch(messages, forwarded)
+    plane.refold.folded_batch(part.messages, forwarded)
 
 
 def encoded_command(jobs: JobStore, command: dict[str, Any]) -> bytes:

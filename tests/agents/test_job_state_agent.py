@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from schemas.codec import decode, encode
 from streams.agents import job_state
@@ -174,5 +177,41 @@ def test_each_jobs_rows_keep_where_its_events_and_its_job_sets_requests_are(tmp_
             assert index.events_of("job-1") == ((0, 0), (0, 1), (0, 2))
             assert index.events_of("job-2") == ((0, 0), (0, 2), (0, 3))
             assert index.events_of("job-3") is None
+
+    asyncio.run(scenario())
+
+
+def test_a_batch_of_many_job_events_is_written_in_parts_with_a_turn_of_the_event_loop_between(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The event loop serves the API between parts: a batch of 500 submissions of 100 jobs held it for seconds."""
+    monkeypatch.setattr(job_state, "PART_MAX_EVENTS", 2)
+
+    async def scenario() -> None:
+        jobs = plane(tmp_path)
+        async with running(jobs, "job-state"):
+            batch: list[Any] = [
+                SimpleNamespace(
+                    topic="flotilla.events", partition=0, offset=n, value=message(*(Events(f"job-{n}{i}").submitted() for i in "ab"))
+                )
+                for n in range(3)
+            ]
+            seen: list[int] = []
+
+            async def meanwhile() -> None:
+                seen.append(len(feed_records(jobs)))
+
+            other = asyncio.ensure_future(meanwhile())  # runs at the event loop's next turn
+            await job_state.fold_batch(jobs, batch)
+            await other
+
+        assert seen == [1]  # after the first part was sent and written, before the others
+        assert [[d.job_id for d in deltas(record)] for record in feed_records(jobs)] == [
+            ["job-0a", "job-0b"],
+            ["job-1a", "job-1b"],
+            ["job-2a", "job-2b"],
+        ]
+        assert all(stored(jobs, f"job-{n}{i}")["state"] == "queued" for n in range(3) for i in "ab")
+        assert counted(jobs, "applied") == 6
 
     asyncio.run(scenario())
