@@ -8,13 +8,16 @@ tables of a plane, on the memory store and on RocksDB.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
+import faust
 import pytest
+from faust.stores.rocksdb import Store
 from faust.types import TP
 
 from streams.plane import ControlPlane
-from streams.tables.batched import TableBatch
+from streams.tables.batched import Records, TableBatch
 from tests.kit.plane import agent_plane, sent
 
 
@@ -25,19 +28,26 @@ class Recorded:
         self.batches: list[tuple[str, int, list[tuple[bytes | None, bytes | None]]]] = []
         self.next_offset = next_offset
 
-    async def send_partition(self, topic: str, partition: int, records: list[tuple[bytes | None, bytes | None]]) -> asyncio.Future[int]:
+    async def send_partition(self, topic: str, partition: int, records: Records) -> asyncio.Future[int]:
         self.batches.append((topic, partition, list(records)))
         done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         done.set_result(self.next_offset)
         self.next_offset += len(records)
         return done
 
-    async def send_keyed(self, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> asyncio.Future[dict[int, int]]:
+    async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[dict[int, int]]:
         raise AssertionError("a table writes to the partitions of its source records")
 
 
+def jobs_table(plane: ControlPlane) -> faust.Table:
+    """The Faust table behind the plane's job store (which reads it as a plain mapping)."""
+    table = plane.app.tables["jobs"]
+    assert isinstance(table, faust.Table)
+    return table
+
+
 def per_key_records(
-    plane: ControlPlane, table_name: str, writes: list[tuple[int, str, bytes | None]]
+    plane: ControlPlane, table_name: str, writes: Sequence[tuple[int, str, bytes | None]]
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     """What Faust's own per-key changelog path sends for ``writes``."""
     table = plane.app.tables[table_name]
@@ -54,17 +64,18 @@ def test_the_changelog_records_are_byte_for_byte_what_per_key_writes_send(tmp_pa
         writes = [(0, "job-1", b"\x01state-a"), (0, "job-2", b"\x02state-b"), (0, "job-1", b"\x03state-c")]
         expected = per_key_records(plane, "jobs", writes)
         send = Recorded()
-        batch = TableBatch(plane.jobs.table, send)
+        table = jobs_table(plane)
+        batch = TableBatch(table, send)
         for partition, key, value in writes:
             batch.put(partition, key, value)
         await batch.write()
 
         ((topic, partition, records),) = send.batches
-        assert topic == plane.jobs.table.changelog_topic.get_topic_name() == "flotilla.job-states"
+        assert topic == table.changelog_topic.get_topic_name() == "flotilla.job-states"
         assert partition == 0
         # the last write of a key wins, and goes out after the others
         assert records == [(expected[1][1], expected[1][2]), (expected[2][1], expected[2][2])]
-        assert [plane.jobs.table.data[key] for key in ("job-1", "job-2")] == [b"\x03state-c", b"\x02state-b"]
+        assert [table.data[key] for key in ("job-1", "job-2")] == [b"\x03state-c", b"\x02state-b"]
 
     asyncio.run(scenario())
 
@@ -92,7 +103,7 @@ def test_text_keys_and_deletes_reach_the_store_and_the_changelog(tmp_path: Path)
 def test_each_partition_is_written_to_its_own_database_and_changelog_partition(tmp_path: Path) -> None:
     async def scenario() -> None:
         plane = agent_plane(tmp_path, store="rocksdb://", partitions=3)
-        table = plane.jobs.table
+        table = jobs_table(plane)
         send = Recorded(next_offset=40)
         batch = TableBatch(table, send)
         batch.put(2, "job-on-2", b"two")
@@ -105,6 +116,7 @@ def test_each_partition_is_written_to_its_own_database_and_changelog_partition(t
             (0, [b"job-on-0"]),
         ]
         store = table.data
+        assert isinstance(store, Store)
         assert store._db_for_partition(2).get(b"job-also-on-2") == b"two again"
         assert store._db_for_partition(0).get(b"job-on-0") == b"zero"
         assert store._db_for_partition(0).get(b"job-on-2") is None
@@ -120,7 +132,7 @@ def test_an_empty_batch_sends_nothing(tmp_path: Path) -> None:
     async def scenario() -> None:
         plane = agent_plane(tmp_path)
         send = Recorded()
-        await TableBatch(plane.jobs.table, send).write()
+        await TableBatch(jobs_table(plane), send).write()
         assert send.batches == []
 
     asyncio.run(scenario())
