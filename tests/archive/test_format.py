@@ -13,6 +13,7 @@ from streams.archive.segments import CODECS, index_path, read_index, segments_in
 from streams.archive.source import ArchiveSource
 from streams.archive.writer import ArchiveWriter
 from tests.archive.builders import EVENTS, T0, records, written
+from tests.kit.avro import as_record
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -30,7 +31,7 @@ def test_a_standard_avro_reader_reads_every_segment(tmp_path: Path) -> None:
         with open(segment, "rb") as handle:
             avro = fastavro.reader(handle)
             assert avro.metadata["flotilla.topic"] == EVENTS and avro.metadata["flotilla.partition"] == "0"
-            read += [(r["offset"], r["key"], r["value"], r["timestamp"]) for r in avro]
+            read += [(r["offset"], r["key"], r["value"], r["timestamp"]) for r in map(as_record, avro)]
     assert read == [(r.offset, r.key, r.value, r.timestamp) for r in records(0, 1500)]
 
 
