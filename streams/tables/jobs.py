@@ -8,7 +8,6 @@ bytes so that one encoding serves both the table and the `job-states` topic.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,8 +55,7 @@ class JobStore:
     fold shares the spec between a job's states, and encoding it was most of each write.
     """
 
-    # The Faust table; the fold reads it as a mapping only, so tests of the fold give it a dict.
-    table: MutableMapping[str, bytes]
+    table: TableT
     cache_size: int = 20_000
     # job id -> (stored bytes, the job they encode, its spec's encoding)
     _decoded: OrderedDict[str, tuple[bytes, dict[str, Any], bytes]] = field(default_factory=OrderedDict, repr=False)

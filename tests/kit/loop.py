@@ -70,7 +70,7 @@ class Loop:
     jobs: JobStore = field(init=False)
 
     def __post_init__(self) -> None:
-        self.jobs = JobStore(self.table)
+        self.jobs = JobStore(self.table)  # type: ignore[arg-type]  # a dict stands in for the Faust table: the fold reads it as a mapping
 
     def job(self, job_id: str) -> dict[str, Any]:
         job = self.jobs.get(job_id)

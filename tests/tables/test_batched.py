@@ -11,7 +11,6 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-import faust
 import pytest
 from faust.stores.rocksdb import Store
 from faust.types import TP
@@ -39,13 +38,6 @@ class Recorded:
         raise AssertionError("a table writes to the partitions of its source records")
 
 
-def jobs_table(plane: ControlPlane) -> faust.Table:
-    """The Faust table behind the plane's job store (which reads it as a plain mapping)."""
-    table = plane.app.tables["jobs"]
-    assert isinstance(table, faust.Table)
-    return table
-
-
 def per_key_records(
     plane: ControlPlane, table_name: str, writes: Sequence[tuple[int, str, bytes | None]]
 ) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -64,18 +56,17 @@ def test_the_changelog_records_are_byte_for_byte_what_per_key_writes_send(tmp_pa
         writes = [(0, "job-1", b"\x01state-a"), (0, "job-2", b"\x02state-b"), (0, "job-1", b"\x03state-c")]
         expected = per_key_records(plane, "jobs", writes)
         send = Recorded()
-        table = jobs_table(plane)
-        batch = TableBatch(table, send)
+        batch = TableBatch(plane.jobs.table, send)
         for partition, key, value in writes:
             batch.put(partition, key, value)
         await batch.write()
 
         ((topic, partition, records),) = send.batches
-        assert topic == table.changelog_topic.get_topic_name() == "flotilla.job-states"
+        assert topic == plane.jobs.table.changelog_topic.get_topic_name() == "flotilla.job-states"
         assert partition == 0
         # the last write of a key wins, and goes out after the others
         assert records == [(expected[1][1], expected[1][2]), (expected[2][1], expected[2][2])]
-        assert [table.data[key] for key in ("job-1", "job-2")] == [b"\x03state-c", b"\x02state-b"]
+        assert [plane.jobs.table.data[key] for key in ("job-1", "job-2")] == [b"\x03state-c", b"\x02state-b"]
 
     asyncio.run(scenario())
 
@@ -103,7 +94,7 @@ def test_text_keys_and_deletes_reach_the_store_and_the_changelog(tmp_path: Path)
 def test_each_partition_is_written_to_its_own_database_and_changelog_partition(tmp_path: Path) -> None:
     async def scenario() -> None:
         plane = agent_plane(tmp_path, store="rocksdb://", partitions=3)
-        table = jobs_table(plane)
+        table = plane.jobs.table
         send = Recorded(next_offset=40)
         batch = TableBatch(table, send)
         batch.put(2, "job-on-2", b"two")
@@ -132,7 +123,7 @@ def test_an_empty_batch_sends_nothing(tmp_path: Path) -> None:
     async def scenario() -> None:
         plane = agent_plane(tmp_path)
         send = Recorded()
-        await TableBatch(jobs_table(plane), send).write()
+        await TableBatch(plane.jobs.table, send).write()
         assert send.batches == []
 
     asyncio.run(scenario())
