@@ -4,12 +4,13 @@ Avro library, with every codec; groups become blocks; segments roll; the index p
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import fastavro
 import pytest
 
 from streams.archive.reader import partitions, read_partition, verify
-from streams.archive.segments import CODECS, index_path, read_index, segments_in
+from streams.archive.segments import CODECS, Block, Header, index_path, read_index, segments_in
 from streams.archive.source import ArchiveSource
 from streams.archive.writer import ArchiveWriter
 from tests.archive.builders import EVENTS, T0, records, written
@@ -57,8 +58,8 @@ def test_a_read_from_a_late_offset_skips_the_segments_and_blocks_before_it(tmp_p
     decoded: list[int] = []
     original = reader.decode
 
-    def counting(block: object, header: object) -> list[dict[str, object]]:
-        found = original(block, header)  # type: ignore[arg-type]
+    def counting(block: Block, header: Header) -> list[dict[str, Any]]:
+        found = original(block, header)
         decoded.append(len(found))
         return found
 
