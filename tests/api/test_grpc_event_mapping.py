@@ -16,6 +16,7 @@ from schemas.codec import decode, encode
 from streams.api.grpc.event_mapping import JobSetEvents, Position, check_message_id, resume_ids
 from streams.api.resume import ResumeAfter
 from streams.scheduler.cycle import SCHEDULER_USER
+from tests.kit.armada import inner, kind
 from tests.schemas.samples import JOB_ID, JOB_SET, QUEUE, RUN_ID, T0, job_submitted
 
 OTHER_JOB = "01HZ3M1Q8K4V6T9XW2B7C5D0EG"
@@ -57,18 +58,6 @@ class Log:
     def last(self) -> Any:
         """The inner event (e.g. a JobFailedEvent) of the last message."""
         return inner(self.messages()[-1])
-
-
-def kind(message: event_pb2.EventStreamMessage) -> str:
-    """The name of the event ``message`` carries (its ``events`` one-of)."""
-    name = message.message.WhichOneof("events")
-    assert name is not None, "every message carries an event"
-    return name
-
-
-def inner(message: event_pb2.EventStreamMessage) -> Any:
-    """The event ``message`` carries (e.g. a JobFailedEvent)."""
-    return getattr(message.message, kind(message))
 
 
 def submitted(log: Log, job_id: str = JOB_ID, user: str = "alice") -> str:

@@ -26,6 +26,7 @@ from ops.broker import EmbeddedBroker
 from tests.integration.helpers import broker_connections
 from tests.integration.pipeline import Executors, cancel_job_set, fake_item, new_queue, submit_jobs, wait_states
 from tests.integration.workers import Worker, poll, running_worker
+from tests.kit.armada import inner, kind
 
 pytestmark = pytest.mark.integration
 
@@ -59,14 +60,8 @@ def client(channel: grpc.Channel) -> ArmadaClient:
     return ArmadaClient(channel, event_timeout=timedelta(seconds=30))
 
 
-def kind(message: event_pb2.EventStreamMessage) -> str:
-    name = message.message.WhichOneof("events")
-    assert name is not None, "every message carries an event"
-    return name
-
-
 def job_of(message: event_pb2.EventStreamMessage) -> str:
-    return getattr(message.message, kind(message)).job_id
+    return inner(message).job_id
 
 
 @dataclass
