@@ -8,9 +8,10 @@ change means downstream: a job delta to `scheduler-feed` when the scheduler's vi
 
 It works in batches (DESIGN.md, "The hot path works in batches"): Faust hands it the messages
 waiting, up to `BATCH_MAX_MESSAGES` or what arrived within `BATCH_WITHIN_S`; the pure fold runs
-over all of them, then the batch's deltas go to the feed as few `Changes` records, in order, and
-its commands in one produce batch per partition, and once the broker has them all, the batch's
-job states go to the table in one `TableBatch`.
+over all of them, then the batch's deltas (each job's last between job-set actions) go to the
+feed as few `Changes` records, in order, and its commands in one produce batch per partition, and
+once the broker has them all, the batch's job states (each job's last) go to the table in one
+`TableBatch`.
 A per-message Faust write and send cost 90-230 us each; a batched one about 3 us.
 
 All the logic is the pure fold in `streams.domain.jobs`. A message it cannot decode or an event
@@ -26,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from schemas.codec import SchemaError, decode, encode
+from schemas.codec import SchemaError, decode, encode, splice
 from streams.domain.ids import new_id
 from streams.domain.jobs import apply_event, event_kind
 from streams.domain.states import TransitionRefused
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX_MESSAGES = 500
 BATCH_WITHIN_S = 0.005
+# The Avro type of a job's spec, in job states and lease commands alike.
+SPEC_TYPE = "flotilla.JobSubmitted"
 # Deltas per feed record: about 300 bytes each, so a record stays far below the message size limit.
 MAX_CHANGES_PER_RECORD = 2_000
 
@@ -66,7 +69,7 @@ def register(plane: ControlPlane) -> None:
             # before it commits their offsets.
             outbox = Outbox(producer)
             await outbox.partition(feed_topic, 0, [(None, feed.encode(record)) for record in feed_records(folded.feed)])
-            commands = [(c["executor"].encode(), encode("executor_command", c, validate_record=False)) for c in folded.commands]
+            commands = [(c["executor"].encode(), encoded_command(jobs, c)) for c in folded.commands]
             await outbox.keyed(commands_topic, commands)
             await outbox.delivered()
             await plane.job_index.write_pending(jobs, producer)  # first: see streams/tables/job_index.py
@@ -78,7 +81,8 @@ def register(plane: ControlPlane) -> None:
 
 def fold_batch(jobs: JobStore, messages: list[Message]) -> Folded:
     """Fold a batch of `events` messages into ``jobs``, where the job states wait as pending writes
-    until the agent writes them: what the batch forwards, in order, and how its events went."""
+    until the agent writes them: what the batch forwards, in order (each job's last delta between
+    job-set actions, `feed.latest_deltas`), and how its events went."""
     batch = Folded()
     for message in messages:
         try:
@@ -92,7 +96,18 @@ def fold_batch(jobs: JobStore, messages: list[Message]) -> Folded:
         batch.outcomes.update(folded.outcomes)
         batch.feed += folded.feed
         batch.commands += folded.commands
+    batch.feed = feed.latest_deltas(batch.feed)
     return batch
+
+
+def encoded_command(jobs: JobStore, command: dict[str, Any]) -> bytes:
+    """The command's message. A lease carries the job's spec, whose encoding the jobs table already
+    has (or will store with the job's state): it is copied in, not encoded again (most of a lease's
+    cost in the fold)."""
+    if command["spec"] is None:
+        return encode("executor_command", command, validate_record=False)
+    writer = splice("executor_command", "spec")
+    return writer.encode(command, writer.branch_bytes(SPEC_TYPE, jobs.spec_bytes(command["job_id"], command["spec"])))
 
 
 def feed_records(forwarded: list[feed.JobDelta | feed.JobSetAction]) -> list[Changes]:

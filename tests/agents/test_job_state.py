@@ -13,7 +13,7 @@ from typing import Any
 from faust.types import Message
 
 from schemas.codec import decode, encode
-from streams.agents.job_state import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, feed_records, fold_batch
+from streams.agents.job_state import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, encoded_command, feed_records, fold_batch
 from streams.scheduler import feed
 from streams.tables.jobs import JobStore
 from tests.kit.jobs import ENVELOPE, Events
@@ -160,7 +160,8 @@ def test_a_batch_folds_its_messages_in_order_skipping_what_does_not_decode() -> 
     folded = fold_batch(jobs, batch)
 
     assert folded.outcomes == {"applied": 3, "undecodable": 1}
-    assert [(d.job_id, d.state) for d in deltas(folded)] == [("job-6", "queued"), ("job-6", "leased"), ("job-7", "queued")]
+    # each job's last delta only: it states the whole job
+    assert [(d.job_id, d.state) for d in deltas(folded)] == [("job-6", "leased"), ("job-7", "queued")]
     [lease] = folded.commands
     assert (lease["kind"], lease["job_id"]) == ("lease", "job-6")
     # the job states wait for the agent's write, each on its message's partition
@@ -170,3 +171,24 @@ def test_a_batch_folds_its_messages_in_order_skipping_what_does_not_decode() -> 
     assert fold_batch(dict_jobs(), batch).commands == folded.commands
     [elsewhere] = fold_batch(dict_jobs(), [message(0, 12, batch[0].value or b"")]).commands
     assert elsewhere["command_id"] != lease["command_id"]
+
+
+def test_a_lease_command_carries_the_spec_the_job_state_stored_as_encode_writes_it() -> None:
+    """Its spec's encoding is the job state's, copied: for a job just submitted in the same batch, for one
+    read back from the table, and for one whose encoding the table's bytes give."""
+    jobs, ev = dict_jobs(), Events("job-9")
+    same_batch = apply_sequence(jobs, sequence(ev.submitted(), ev.leased("run-1")), random.Random(1))
+    [lease] = same_batch.commands
+    assert lease["kind"] == "lease" and lease["spec"] is not None
+    assert encoded_command(jobs, lease) == encode("executor_command", lease)
+    settle(jobs)
+    assert decode("job_state", jobs.table["job-9"])["spec"] == decode("executor_command", encoded_command(jobs, lease))["spec"]
+
+    stored, other = dict_jobs(), Events("job-10")
+    fold(stored, sequence(other.submitted()), random.Random(2))
+    reread = dict_jobs()
+    reread.table.update(stored.table)  # another worker's table: nothing cached
+    [lease] = apply_sequence(reread, sequence(other.leased("run-1")), random.Random(3)).commands
+    assert encoded_command(reread, lease) == encode("executor_command", lease)
+    cancelled = apply_sequence(reread, sequence(other("JobCancelled", reason="no")), random.Random(4)).commands
+    assert [encoded_command(reread, c) for c in cancelled] == [encode("executor_command", c) for c in cancelled]
