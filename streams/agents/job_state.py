@@ -40,6 +40,8 @@ from streams.scheduler.feed import Changes, feed_change
 from streams.tables.batched import Outbox
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from faust.types import Message
 
     from streams.plane import ControlPlane
@@ -49,7 +51,7 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX_MESSAGES = 500
 BATCH_WITHIN_S = 0.005
-# Job events folded before what they give is sent and written (`BatchPart`): a part holds the event
+# Job events folded before what they give is sent and written (`FoldedPart`): a part holds the event
 # loop for about 0.1 s at most, and each costs a few milliseconds more than one batch would.
 PART_MAX_EVENTS = 1_000
 # The Avro type of a job's spec, in job states and lease commands alike.
@@ -59,22 +61,43 @@ MAX_CHANGES_PER_RECORD = 2_000
 
 
 def register(plane: ControlPlane) -> None:
+    jobs, producer = plane.jobs, plane.batch_producer
+    feed_topic = plane.topics.scheduler_feed.get_topic_name()
+    commands_topic = plane.topics.executor_commands.get_topic_name()
+
+    async def write(part: FoldedPart) -> None:
+        """Send what the part forwards, then write its jobs' rows and states.
+
+        What it forwards is acknowledged before its job states are written: were the table written
+        first, a worker killed in between would find the jobs folded after its restart, forward
+        nothing, and the scheduler would never hear that a job was leased or had ended. Faust
+        acknowledges the batch's messages after the agent's loop body and flushes the producer
+        before it commits their offsets, so a batch written in parts is acknowledged whole."""
+        outbox = Outbox(producer)
+        await outbox.partition(feed_topic, 0, [(None, feed.encode(record)) for record in feed_records(part.feed)])
+        commands = [(c["executor"].encode(), encoded_command(jobs, c)) for c in part.commands]
+        await outbox.keyed(commands_topic, commands)
+        await outbox.delivered()
+        # The rows before the jobs: see streams/tables/job_index.py.
+        await plane.job_index.write_pending(jobs, producer, part.events, part.requests)
+        await jobs.write_pending(producer)
+        for outcome, count in part.outcomes.items():
+            plane.metrics.events.labels(outcome).inc(count)
+        plane.refold.folded_batch(part.messages, part.feed)
+
     @plane.app.agent(plane.topics.events, name="job-state", concurrency=1)
     async def fold(stream: Any) -> None:
         async for events in stream.take_events(BATCH_MAX_MESSAGES, within=BATCH_WITHIN_S):
-            await fold_batch(plane, [event.message for event in events])
+            for part in fold_batch(jobs, [event.message for event in events]):
+                await write(part)
+                await asyncio.sleep(0)  # a turn of the event loop for everything else
 
 
-async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
-    """Fold a batch of `events` messages, send what it forwards, then write its job states, each all at
-    once, in parts of about `PART_MAX_EVENTS` job events (`BatchPart`).
-
-    The forwarded deltas and commands are acknowledged before the job states are written: were the
-    table written first, a worker killed in between would find the jobs folded after its restart,
-    forward nothing, and the scheduler would never hear that a job was leased or had ended. Faust
-    acknowledges the batch's messages after this returns and flushes the producer before it
-    commits their offsets, so a batch written in parts is acknowledged whole, as before."""
-    part = BatchPart()
+def fold_batch(jobs: JobStore, messages: list[Message]) -> Iterator[FoldedPart]:
+    """Fold a batch of `events` messages into ``jobs``, where the job states wait as pending writes
+    until the agent writes them, in parts of about `PART_MAX_EVENTS` job events: each part is given
+    before the next one is folded, so the agent writes it, and lets the event loop turn, in between."""
+    part = FoldedPart()
     for message in messages:
         part.messages.append(message)
         try:
@@ -84,18 +107,20 @@ async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
             continue
         rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
-        part.add(message, sequence, apply_sequence(plane.jobs, sequence, rng, message.partition))
+        part.add(message, sequence, apply_sequence(jobs, sequence, rng, message.partition))
         if part.job_events >= PART_MAX_EVENTS:
-            await write_part(plane, part)
-            part = BatchPart()
-            await asyncio.sleep(0)  # a turn of the event loop for everything else
+            yield part.done()
+            part = FoldedPart()
     if part.messages:
-        await write_part(plane, part)
+        yield part.done()
 
 
 @dataclass
-class BatchPart:
-    """What folding some of a batch's messages gave, to be sent and written together.
+class FoldedPart:
+    """What folding some of a batch's messages gave, to be sent and written together: how their
+    events went, what they forward, in order (each job's last delta between job-set actions once
+    `done`, `feed.latest_deltas`), and where each job's events and each job set's requests are on
+    `events` (a job's page reads those records only).
 
     A batch is written in parts so that the event loop is never held for long: the fold, the
     encoding of what it forwards and the writing of the jobs and their rows run without a pause
@@ -103,10 +128,9 @@ class BatchPart:
     page of the worker for 2-3 s (bench/ui.py, reads while the fold is busy)."""
 
     messages: list[Message] = field(default_factory=list)
-    forwarded: list[feed.JobDelta | feed.JobSetAction] = field(default_factory=list)
-    commands: list[dict[str, Any]] = field(default_factory=list)
     outcomes: Counter[str] = field(default_factory=Counter)
-    # Where each job's events, and each job set's requests, are on `events`: its page reads those records only.
+    feed: list[feed.JobDelta | feed.JobSetAction] = field(default_factory=list)
+    commands: list[dict[str, Any]] = field(default_factory=list)
     events: dict[str, list[Position]] = field(default_factory=dict)
     requests: dict[tuple[str, str], list[Position]] = field(default_factory=dict)
     job_events: int = 0
@@ -118,26 +142,13 @@ class BatchPart:
         if folded.requests:
             self.requests.setdefault((sequence["queue"], sequence["job_set_id"]), []).append(position)
         self.outcomes.update(folded.outcomes)
-        self.forwarded += folded.feed
+        self.feed += folded.feed
         self.commands += folded.commands
         self.job_events += len(sequence["events"])
 
-
-async def write_part(plane: ControlPlane, part: BatchPart) -> None:
-    """Send what the part forwards, then write its jobs' rows and states."""
-    forwarded = feed.latest_deltas(part.forwarded)
-    outbox = Outbox(plane.batch_producer)
-    deltas = [(None, feed.encode(record)) for record in feed_records(forwarded)]
-    await outbox.partition(plane.topics.scheduler_feed.get_topic_name(), 0, deltas)
-    records = [(command["executor"].encode(), encoded_command(plane.jobs, command)) for command in part.commands]
-    await outbox.keyed(plane.topics.executor_commands.get_topic_name(), records)
-    await outbox.delivered()
-    # The rows before the jobs: see streams/tables/job_index.py.
-    await plane.job_index.write_pending(plane.jobs, plane.batch_producer, part.events, part.requests)
-    await plane.jobs.write_pending(plane.batch_producer)
-    for outcome, count in part.outcomes.items():
-        plane.metrics.events.labels(outcome).inc(count)
-    plane.refold.folded_batch(part.messages, forwarded)
+    def done(self) -> FoldedPart:
+        self.feed = feed.latest_deltas(self.feed)
+        return self
 
 
 def encoded_command(jobs: JobStore, command: dict[str, Any]) -> bytes:

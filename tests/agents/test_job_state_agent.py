@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -189,20 +188,17 @@ def test_a_batch_of_many_job_events_is_written_in_parts_with_a_turn_of_the_event
 
     async def scenario() -> None:
         jobs = plane(tmp_path)
-        async with running(jobs, "job-state"):
-            batch: list[Any] = [
-                SimpleNamespace(
-                    topic="flotilla.events", partition=0, offset=n, value=message(*(Events(f"job-{n}{i}").submitted() for i in "ab"))
-                )
-                for n in range(3)
-            ]
-            seen: list[int] = []
+        seen: list[int] = []
 
-            async def meanwhile() -> None:
-                seen.append(len(feed_records(jobs)))
+        async def meanwhile() -> None:
+            """What another coroutine sees once the fold has sent anything."""
+            while not feed_records(jobs):
+                await asyncio.sleep(0)
+            seen.append(len(feed_records(jobs)))
 
-            other = asyncio.ensure_future(meanwhile())  # runs at the event loop's next turn
-            await job_state.fold_batch(jobs, batch)
+        async with running(jobs, "job-state") as agent:
+            other = asyncio.ensure_future(meanwhile())
+            await agent.put_batch([message(*(Events(f"job-{n}{i}").submitted() for i in "ab")) for n in range(3)], key=KEY)
             await other
 
         assert seen == [1]  # after the first part was sent and written, before the others
