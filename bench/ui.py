@@ -9,7 +9,8 @@ run 1-cpu jobs for an hour, so some jobs run and the rest wait.
    `flotilla.submissions` (bench/ingest.py's way); done when GET /api/v1/job-counts counts them all.
    Meanwhile the counts and the newest 100 jobs are read every half second and timed (reads while
    the fold is busy).
-   One job set is then cancelled (REST), so the jobs are queued, running or cancelled.
+   One job set is then cancelled (REST), so the jobs are queued, running or cancelled. Then the
+   worker is asked nothing for 10 s (idle: what the scheduling cycle over the queued jobs costs).
 2. queries: each REST query of the list below `--repeat` times in a row from this process (one
    connection per call, as the UI's browser makes them), wall time per call: p50, p95, max. Deep
    pages twice: the walk from the first page to page `--cursor-depth` (20) by each page's cursor,
@@ -19,6 +20,9 @@ run 1-cpu jobs for an hour, so some jobs run and the rest wait.
    longest the page waited for one API call (the browser's resource timing: request to last byte).
 4. restart: the worker is stopped and started again on its data directory; the time until it is
    healthy, and the first jobs list after it (the index is rebuilt from the job-index table then).
+
+The worker's CPU time is measured during the fill, the idle pause, the queries and the pages
+(seconds, and the cores it kept busy).
 
 Progress goes to stderr; the last stdout line is one JSON object.
 
@@ -52,7 +56,7 @@ if str(ROOT) not in sys.path:
 
 from aiokafka import AIOKafkaProducer  # noqa: E402
 
-from bench.ingest import PRODUCER_OPTIONS, produce_all, read_status  # noqa: E402
+from bench.ingest import PRODUCER_OPTIONS, cpu_seconds, produce_all, read_status  # noqa: E402
 from bench.processes import Children, Command, exit_status  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.executor import ExecutorProcess  # noqa: E402
@@ -65,6 +69,9 @@ SUBMISSIONS = "flotilla.submissions"
 BATCH = 100
 RARE_EVERY = 1000
 FILL_TIMEOUT_S = 900.0
+# Seconds the worker is asked nothing once the jobs are in: what it spends on its own (the scheduling
+# cycle over the queued jobs, the executor's reports).
+IDLE_S = 10.0
 
 
 def log(message: str) -> None:
@@ -230,6 +237,22 @@ def pages(worker_url: str, directory: Path, queue: str, job_id: str, repeat: int
 
 
 @contextmanager
+def measured(
+    args: argparse.Namespace, children: Children, worker: WorkerProcess, phase: str, usage: dict[str, dict[str, float]]
+) -> Iterator[None]:
+    """The worker's CPU during a phase, into ``usage[phase]``: seconds of wall and CPU time and the
+    cores it kept busy (the scheduling cycle's thread among them); profiled too when asked for."""
+    assert worker.process is not None
+    pid = worker.process.pid
+    with profiled(args, children, worker, phase):
+        started, cpu_before = time.monotonic(), cpu_seconds(pid)
+        yield
+        wall, cpu = time.monotonic() - started, cpu_seconds(pid) - cpu_before
+    usage[phase] = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "cores": round(cpu / wall, 2)}
+    log(f"worker CPU during {phase}: {cpu:.1f} s in {wall:.1f} s ({cpu / wall:.2f} cores)")
+
+
+@contextmanager
 def profiled(args: argparse.Namespace, children: Children, worker: WorkerProcess, phase: str) -> Iterator[None]:
     """py-spy on the worker during a phase, when asked for: `--format raw` (folded stacks), every thread."""
     if not args.py_spy:
@@ -291,7 +314,8 @@ def run(args: argparse.Namespace, directory: Path, children: Children) -> dict[s
     records = requests(args.jobs, queues, args.job_sets)
     log(f"fill: producing {len(records):,} submit requests ...")
     during: dict[str, list[float]] = {"counts_by_queue": [], "newest_100_all_queues": []}
-    with profiled(args, children, worker, "fill"):
+    usage: dict[str, dict[str, float]] = {}
+    with measured(args, children, worker, "fill", usage):
         started = time.monotonic()
         asyncio.run(fill(broker.bootstrap, records))
         fill_s = (time.monotonic() - started) + wait_counted(client, args.jobs, during)
@@ -301,10 +325,12 @@ def run(args: argparse.Namespace, directory: Path, children: Children) -> dict[s
     by_state = wait_cancelled(client, args.jobs // (args.queues * args.job_sets))
     log(f"fill: {args.jobs:,} jobs listed after {fill_s:.1f}s; by state {by_state}")
     rss_full = rss_mib(worker)
+    with measured(args, children, worker, "idle", usage):
+        time.sleep(IDLE_S)
 
     results: dict[str, dict[str, float]] = {}
     rows: dict[str, int] = {}
-    with profiled(args, children, worker, "queries"):
+    with measured(args, children, worker, "queries", usage):
         for name, call in queries(client, queues[0], args.cursor_depth).items():
             times, answer = timed(call, args.repeat)
             results[name] = figures(times)
@@ -314,7 +340,7 @@ def run(args: argparse.Namespace, directory: Path, children: Children) -> dict[s
     one_job = client.list_jobs(queues=[queues[0]], job_set="set-1", limit=1).jobs[0].job_id
     page_times = {}
     if args.browser:
-        with profiled(args, children, worker, "pages"):
+        with measured(args, children, worker, "pages", usage):
             page_times = pages(worker.url, directory, queues[0], one_job, args.repeat)
 
     restart: dict[str, float] = {}
@@ -334,6 +360,7 @@ def run(args: argparse.Namespace, directory: Path, children: Children) -> dict[s
         "states": by_state,
         "worker_rss_before_mib": round(rss_before, 1),
         "worker_rss_full_mib": round(rss_full, 1),
+        "worker_cpu": usage,
         "queries": results,
         "rows": rows,
         "pages": page_times,
@@ -359,7 +386,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--profile-out",
         default="/tmp/ui-profile",
-        help="py-spy output prefix; -fill.txt, -queries.txt, -pages.txt, -first-list.txt are appended",
+        help="py-spy output prefix; -fill.txt, -idle.txt, -queries.txt, -pages.txt, -first-list.txt are appended",
     )
     parser.add_argument("--keep", action="store_true", help="keep the logs directory instead of removing it")
     args = parser.parse_args(argv)
@@ -400,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, times in result["while_filling"].items():
         print(f"  query {name} while the fold was busy: p50 {times['p50_ms']} ms, p95 {times['p95_ms']} ms, max {times['max_ms']} ms")
     print(f"worker RSS: {result['worker_rss_before_mib']} MiB before the jobs, {result['worker_rss_full_mib']} MiB with them")
+    for phase, used in result["worker_cpu"].items():
+        print(f"worker CPU during {phase}: {used['cpu_s']} s in {used['wall_s']} s ({used['cores']} cores)")
     for name, times in result["queries"].items():
         print(f"  query {name}: p50 {times['p50_ms']} ms, p95 {times['p95_ms']} ms, max {times['max_ms']} ms ({result['rows'][name]} rows)")
     for name, times in result["pages"].items():
