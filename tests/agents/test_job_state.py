@@ -10,8 +10,8 @@ import random
 from typing import Any
 
 from schemas.codec import decode, encode
-from streams.agents.job_state import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, feed_records
 from streams.scheduler import feed
+from streams.scheduler.fold import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, feed_records
 from streams.tables.jobs import JobStore
 from tests.kit.jobs import ENVELOPE, Events
 from tests.kit.stores import dict_jobs, settle

@@ -17,7 +17,7 @@ from typing import Any
 
 from streams.archive.lock import DirLock
 from streams.archive.restore import archived_count, restore
-from streams.archive.writer import ArchiveWriter
+from streams.archive.writer import ArchiveWriter, seal_generation
 from streams.config import Settings
 from streams.topics import ensure_topics
 
@@ -28,7 +28,8 @@ def lock_state_dir(state: Path) -> DirLock:
 
 
 def restore_log(settings: Settings) -> int:
-    """Repair the archive, create the topics, re-produce the archive into the broker; returns the records restored.
+    """Repair the archive, set its scheduler feed aside, create the topics, re-produce the archive into the broker;
+    returns the records restored.
 
     Raises Locked, ArchiveCorrupt or RestoreError with the reason."""
     archive = Path(settings.archive_dir)
@@ -39,6 +40,8 @@ def restore_log(settings: Settings) -> int:
         writer.close()
     for cut in cuts:
         print(f"warning: {cut}", file=sys.stderr, flush=True)
+    # The scheduler starts a new feed in the empty broker: the one archived so far is kept apart, for replays.
+    seal_generation(archive, settings.topic("scheduler-feed"))
     asyncio.run(ensure_topics(settings))
     total = archived_count(archive)
     if total == 0:
