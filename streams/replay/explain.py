@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from streams.domain.jobs import apply_event
 from streams.domain.states import TransitionRefused
+from streams.replay.cycles import Configurations, Placed, Repeated, repeat
+from streams.replay.history import CycleRecord, History, JobEvent
+from streams.scheduler import feed
 from streams.scheduler.algorithm import reasons
-from streams.scheduler.algorithm.model import CycleInput, CycleResult
-from streams.scheduler.config import CycleConfig
-from streams.scheduler.history import CycleRecord, History, JobEvent
-from streams.scheduler.replay import replay
+from streams.scheduler.algorithm.model import CycleResult
 
 # Shares are compared at this precision when consecutive cycles are grouped into one span.
 SHARE_DIGITS = 3
@@ -55,51 +55,55 @@ class CycleOutcome:
 
 # -- replay: the cycles the records do not tell ------------------------------------------------
 def replayed_outcomes(
-    feed: Iterable[tuple[int, bytes]],
-    config: CycleConfig,
+    generations: Iterable[tuple[str, Iterable[tuple[Placed, feed.FeedRecord | None]]]],
+    configurations: Configurations,
     job_id: str,
     *,
+    since_ms: int | None = None,
     until_ms: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[int, CycleOutcome]:
     """Per tick offset, what each repeated cycle did with the job (cycles that did not consider
-    it are left out). Stops after the first cycle past ``until_ms``."""
-    captured: list[tuple[str, CycleInput, CycleResult]] = []
-    watching = replace(config, observe=lambda pool, inputs, result: captured.append((pool, inputs, result)))
+    it are left out), over the feed's generations (`streams.replay.source.feed_records`). A
+    generation's cycles after ``until_ms`` are not run (its records are not read further)."""
     found: dict[int, CycleOutcome] = {}
-    time: int | None = None
-    for count, outcome in enumerate(replay(feed, watching), start=1):
-        if progress is not None:
-            progress(count, outcome.seed)
-        for pool, inputs, result in captured:
-            time = round(inputs.now * 1000)
-            seen = _outcome_in(result, job_id)
-            if seen is None:
+    cycles = 0
+    for name, records in generations:
+        for step in repeat(name, records, configurations, capture_pools=True):
+            if not isinstance(step, Repeated):
                 continue
-            kind, reason, node = seen
-            queue = next((j.queue for j in inputs.queued if j.id == job_id), None) or next(
-                (r.job.queue for r in inputs.running if r.job.id == job_id), ""
-            )
-            shares = {s.queue: _share_row(s) for s in result.shares}
-            executor, _, node_name = (node or "").partition("/")
-            found.setdefault(
-                outcome.seed,
-                CycleOutcome(
-                    outcome.cycle_id,
-                    time,
-                    outcome.seed,
-                    kind,
-                    reason,
-                    "replayed",
-                    pool,
-                    shares.get(queue),
-                    executor or None,
-                    node_name or None,
-                ),
-            )
-        captured.clear()
-        if until_ms is not None and time is not None and time > until_ms:
-            break
+            cycles += 1
+            if progress is not None:
+                progress(cycles, step.offset)
+            if until_ms is not None and step.tick.time > until_ms:
+                break
+            if since_ms is not None and step.tick.time < since_ms:
+                continue
+            for pool, inputs, result in step.pools:
+                seen = _outcome_in(result, job_id)
+                if seen is None:
+                    continue
+                kind, reason, node = seen
+                queue = next((j.queue for j in inputs.queued if j.id == job_id), None) or next(
+                    (r.job.queue for r in inputs.running if r.job.id == job_id), ""
+                )
+                share = next((_share_row(s) for s in result.shares if s.queue == queue), None)
+                executor, _, node_name = (node or "").partition("/")
+                found.setdefault(
+                    step.offset,
+                    CycleOutcome(
+                        step.outcome.cycle_id,
+                        step.tick.time,
+                        step.offset,
+                        kind,
+                        reason,
+                        "replayed",
+                        pool,
+                        share,
+                        executor or None,
+                        node_name or None,
+                    ),
+                )
     return found
 
 

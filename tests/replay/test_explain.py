@@ -13,7 +13,7 @@ from streams.scheduler.algorithm import reasons
 from streams.scheduler.algorithm.model import PriorityClass
 from streams.scheduler.config import CycleConfig, default_priority_classes
 from streams.scheduler.cycle import CycleOutcome
-from streams.scheduler.explain import (
+from streams.replay.explain import (
     FAIR_SHARE,
     URGENCY,
     NotFound,
@@ -23,8 +23,11 @@ from streams.scheduler.explain import (
     replayed_outcomes,
     scheduling_report,
 )
+from streams.archive.segments import Record
+from streams.replay.cycles import Configurations
+from streams.scheduler.config_file import parse
 from streams.scheduler.feed import QueueInfo
-from streams.scheduler.history import read_history
+from streams.replay.history import read_history
 from tests.kit.loop import Loop
 from tests.kit.scheduler import nodes, tick
 
@@ -50,6 +53,13 @@ class LoggedLoop(Loop):
         offset = len(self.feed_log)
         self.feed_log.append((offset, feed.encode(tick(at, *queues))))
         return super().cycle(at, *queues, deliver=deliver, offset=offset)
+
+
+def replayed(loop: LoggedLoop, job_id: str) -> dict[int, Any]:
+    """The loop's feed replayed with the loop's own configuration."""
+    records = [(Record("feed", 0, offset, 0, None, raw, ()), feed.decode(raw)) for offset, raw in loop.feed_log]
+    configuration = replace(parse({}), cycle=loop.config)
+    return replayed_outcomes([("feed", records)], Configurations(given=[configuration]), job_id)
 
 
 def small(loop: Loop, at: int) -> None:
@@ -134,9 +144,9 @@ def test_a_job_the_cap_hides_is_recomputed_by_replaying_the_feed() -> None:
     assert hidden["cycles_hidden"] == len(history.cycles) == 2  # the third cycle decided nothing: no record
     assert "replay" in hidden["waiting"][0]["reason"]
 
-    replayed = replayed_outcomes(loop.feed_log, loop.config, "w1")
-    assert sorted(c.tick_offset for c in history.cycles) == sorted(replayed)[:2] and len(replayed) == 3
-    report = job_report(history, "w1", replayed)
+    recomputed = replayed(loop, "w1")
+    assert sorted(c.tick_offset for c in history.cycles) == sorted(recomputed)[:2] and len(recomputed) == 3
+    report = job_report(history, "w1", recomputed)
     assert report["cycles_hidden"] == 0
     assert {span["reason"] for span in report["waiting"]} == {reasons.JOB_DOES_NOT_FIT}
     assert report["waiting"][0]["sources"] == ["replayed"]
@@ -151,8 +161,8 @@ def test_a_cycle_that_decided_nothing_left_no_record_and_the_replay_tells_it() -
     loop.cycle(5_000)  # nothing changes: no record
     history = read_history(loop.log, ["w1"])
     assert [c.time for c in history.cycles] == [2_000, 3_000]
-    replayed = replayed_outcomes(loop.feed_log, loop.config, "w1")
-    report = job_report(history, "w1", replayed)
+    recomputed = replayed(loop, "w1")
+    report = job_report(history, "w1", recomputed)
     assert report["waiting"][-1]["to"] == 5_000
     assert sum(span["cycles"] for span in report["waiting"]) == 4
 
