@@ -2,68 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 import pytest
 
-from schemas import codec
-from streams.scheduler import feed
+from streams.replay.explain import FAIR_SHARE, URGENCY, NotFound, choose_cycle, job_report, queue_report, scheduling_report
+from streams.replay.history import read_history
 from streams.scheduler.algorithm import reasons
 from streams.scheduler.algorithm.model import PriorityClass
 from streams.scheduler.config import CycleConfig, default_priority_classes
-from streams.scheduler.cycle import CycleOutcome
-from streams.replay.explain import (
-    FAIR_SHARE,
-    URGENCY,
-    NotFound,
-    choose_cycle,
-    job_report,
-    queue_report,
-    replayed_outcomes,
-    scheduling_report,
-)
-from streams.archive.segments import Record
-from streams.replay.cycles import Configurations
-from streams.scheduler.config_file import parse
-from streams.scheduler.feed import QueueInfo
-from streams.replay.history import read_history
-from tests.kit.loop import Loop
-from tests.kit.scheduler import nodes, tick
-
-
-@dataclass
-class LoggedLoop(Loop):
-    """The loop, keeping what reached `events` (in order) and the scheduler feed (with offsets)."""
-
-    log: list[dict[str, Any]] = field(default_factory=list)
-    feed_log: list[tuple[int, bytes]] = field(default_factory=list)
-
-    def publish(self, sequence: dict[str, Any], deliver: bool = True) -> None:
-        self.log.append(codec.decode("event_sequence", codec.encode("event_sequence", sequence)))
-        super().publish(sequence, deliver)
-
-    def deliver(self) -> None:
-        for record in self.feed:
-            self.feed_log.append((len(self.feed_log), feed.encode(record)))
-        super().deliver()
-
-    def cycle(self, at: int, *queues: str | QueueInfo, deliver: bool = True, offset: int | None = None) -> CycleOutcome:
-        self.deliver()
-        offset = len(self.feed_log)
-        self.feed_log.append((offset, feed.encode(tick(at, *queues))))
-        return super().cycle(at, *queues, deliver=deliver, offset=offset)
-
-
-def replayed(loop: LoggedLoop, job_id: str) -> dict[int, Any]:
-    """The loop's feed replayed with the loop's own configuration."""
-    records = [(Record("feed", 0, offset, 0, None, raw, ()), feed.decode(raw)) for offset, raw in loop.feed_log]
-    configuration = replace(parse({}), cycle=loop.config)
-    return replayed_outcomes([("feed", records)], Configurations(given=[configuration]), job_id)
-
-
-def small(loop: Loop, at: int) -> None:
-    loop.report("ex1", at, nodes(count=1, cpu=4))
+from tests.replay.kit import LoggedLoop, replayed, small
 
 
 def fair_share_story(config: CycleConfig | None = None) -> LoggedLoop:

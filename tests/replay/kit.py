@@ -1,0 +1,56 @@
+"""A scheduling loop that keeps its log: the events (in order) and the scheduler feed (with offsets)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from schemas import codec
+from streams.archive.segments import Record
+from streams.replay.cycles import Configurations
+from streams.replay.explain import replayed_outcomes
+from streams.scheduler import feed
+from streams.scheduler.config_file import parse
+from streams.scheduler.cycle import CycleOutcome
+from streams.scheduler.feed import QueueInfo
+from tests.kit.loop import Loop
+from tests.kit.scheduler import nodes, tick
+
+
+@dataclass
+class LoggedLoop(Loop):
+    """The loop, keeping what reached `events` (in order) and the scheduler feed (with offsets)."""
+
+    log: list[dict[str, Any]] = field(default_factory=list)
+    feed_log: list[tuple[int, bytes]] = field(default_factory=list)
+
+    def publish(self, sequence: dict[str, Any], deliver: bool = True) -> None:
+        self.log.append(codec.decode("event_sequence", codec.encode("event_sequence", sequence)))
+        super().publish(sequence, deliver)
+
+    def deliver(self) -> None:
+        for record in self.feed:
+            self.feed_log.append((len(self.feed_log), feed.encode(record)))
+        super().deliver()
+
+    def cycle(self, at: int, *queues: str | QueueInfo, deliver: bool = True, offset: int | None = None) -> CycleOutcome:
+        self.deliver()
+        offset = len(self.feed_log)
+        self.feed_log.append((offset, feed.encode(tick(at, *queues))))
+        return super().cycle(at, *queues, deliver=deliver, offset=offset)
+
+
+def replayed(loop: LoggedLoop, job_id: str) -> dict[int, Any]:
+    """The loop's feed replayed with the loop's own configuration."""
+    records = feed_records(loop)
+    configuration = replace(parse({}), cycle=loop.config)
+    return replayed_outcomes([("feed", records)], Configurations(given=[configuration]), job_id)
+
+
+def small(loop: Loop, at: int, cpu: int = 4) -> None:
+    loop.report("ex1", at, nodes(count=1, cpu=cpu))
+
+
+def feed_records(loop: LoggedLoop) -> list[tuple[Record, feed.FeedRecord | None]]:
+    """The loop's feed as `streams.replay.source.feed_records` gives a generation's, one tick a second apart on the log."""
+    return [(Record("feed", 0, offset, 0, None, raw, ()), feed.decode(raw)) for offset, raw in loop.feed_log]
