@@ -62,11 +62,12 @@ def replayed_outcomes(
     since_ms: int | None = None,
     until_ms: int | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> dict[int, CycleOutcome]:
-    """Per tick offset, what each repeated cycle did with the job (cycles that did not consider
+) -> dict[str, CycleOutcome]:
+    """Per cycle id (a faithful replay names cycles as the scheduler did), what each repeated
+    cycle did with the job (cycles that did not consider
     it are left out), over the feed's generations (`streams.replay.source.feed_records`). A
     generation's cycles after ``until_ms`` are not run (its records are not read further)."""
-    found: dict[int, CycleOutcome] = {}
+    found: dict[str, CycleOutcome] = {}
     cycles = 0
     for name, records in generations:
         for step in repeat(name, records, configurations, capture_pools=True):
@@ -90,7 +91,7 @@ def replayed_outcomes(
                 share = next((_share_row(s) for s in result.shares if s.queue == queue), None)
                 executor, _, node_name = (node or "").partition("/")
                 found.setdefault(
-                    step.offset,
+                    step.outcome.cycle_id,
                     CycleOutcome(
                         step.outcome.cycle_id,
                         step.tick.time,
@@ -130,9 +131,9 @@ def _share_row(share: Any) -> dict[str, Any]:
 
 
 # -- the job's story ---------------------------------------------------------------------------
-def job_report(history: History, job_id: str, replayed: dict[int, CycleOutcome] | None = None) -> dict[str, Any]:
+def job_report(history: History, job_id: str, replayed: dict[str, CycleOutcome] | None = None) -> dict[str, Any]:
     """The job's events and every cycle's account of it. ``replayed``: outcomes recomputed by
-    replay, by tick offset, used where the records do not name the job."""
+    replay, by cycle id, used where the records do not name the job."""
     events = history.events.get(job_id) or []
     if not events or events[0].kind != "JobSubmitted":
         raise NotFound(f"job {job_id} is not in the log (read {history.sequences:,} event sequences)")
@@ -142,23 +143,23 @@ def job_report(history: History, job_id: str, replayed: dict[int, CycleOutcome] 
     end = events[-1].time if job["state"] in ("succeeded", "failed", "cancelled", "preempted") else None
     outcomes: list[CycleOutcome] = []
     hidden = 0
-    recorded_ticks = set()
+    recorded = set()
     for cycle in history.cycles:
         if cycle.time < first.time or (end is not None and cycle.time > end):
             continue
-        recorded_ticks.add(cycle.tick_offset)
+        recorded.add(cycle.cycle_id)
         outcome = _recorded_outcome(cycle, job_id, first.queue)
         queued = any(start <= cycle.time and (stop is None or cycle.time <= stop) for start, stop in queued_spans)
         if outcome is None and queued:
-            outcome = (replayed or {}).get(cycle.tick_offset)
+            outcome = (replayed or {}).get(cycle.cycle_id)
             if outcome is None:
                 hidden += 1
                 outcome = _unnamed(cycle, first.queue)
         if outcome is not None:
             outcomes.append(outcome)
     # Cycles that decided nothing left no record: the replay tells them.
-    for tick, outcome in sorted((replayed or {}).items()):
-        if tick not in recorded_ticks and outcome.time >= first.time and (end is None or outcome.time <= end):
+    for cycle_id, outcome in sorted((replayed or {}).items()):
+        if cycle_id not in recorded and outcome.time >= first.time and (end is None or outcome.time <= end):
             outcomes.append(outcome)
     outcomes.sort(key=lambda o: (o.time, o.tick_offset))
     return {

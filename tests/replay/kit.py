@@ -40,7 +40,7 @@ class LoggedLoop(Loop):
         return super().cycle(at, *queues, deliver=deliver, offset=offset)
 
 
-def replayed(loop: LoggedLoop, job_id: str) -> dict[int, Any]:
+def replayed(loop: LoggedLoop, job_id: str) -> dict[str, Any]:
     """The loop's feed replayed with the loop's own configuration."""
     records = feed_records(loop)
     configuration = replace(parse({}), cycle=loop.config)

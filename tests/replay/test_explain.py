@@ -93,7 +93,7 @@ def test_a_job_the_cap_hides_is_recomputed_by_replaying_the_feed() -> None:
     assert "replay" in hidden["waiting"][0]["reason"]
 
     recomputed = replayed(loop, "w1")
-    assert sorted(c.tick_offset for c in history.cycles) == sorted(recomputed)[:2] and len(recomputed) == 3
+    assert {c.cycle_id for c in history.cycles} < set(recomputed) and len(recomputed) == 3
     report = job_report(history, "w1", recomputed)
     assert report["cycles_hidden"] == 0
     assert {span["reason"] for span in report["waiting"]} == {reasons.JOB_DOES_NOT_FIT}
