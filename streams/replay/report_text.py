@@ -82,8 +82,10 @@ def job_report_text(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_COLUMNS = (("queue", "<20"), ("weight", ">7"), ("fair", ">6"), ("capped", ">6"), ("before", ">6"), ("after", ">6"))
-_COLUMNS += (("queued", ">7"), ("running", ">7"), ("sched", ">6"), ("preempt", ">7"))
+_COLUMNS = (
+    *(("queue", "<20"), ("weight", ">7"), ("fair", ">6"), ("capped", ">6"), ("before", ">6"), ("after", ">6")),
+    *(("queued", ">7"), ("running", ">7"), ("sched", ">6"), ("preempt", ">7")),
+)
 
 
 def _queue_rows(rows: list[dict[str, Any]]) -> list[str]:

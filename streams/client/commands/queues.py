@@ -67,7 +67,8 @@ COMMANDS = (
 )
 
 
-def register(commands: Any) -> None:
+def register(commands: Any) -> dict[str, Any]:
+    """Returns the subcommands of each verb (`get`...), for other command groups to join."""
     for verb, cordoned in (("cordon", True), ("uncordon", False)):
         targets = commands.add_parser(verb, help=f"{verb} queues (as armadactl {verb} queues)").add_subparsers(
             dest="target", required=True, metavar="WHAT"
@@ -93,6 +94,7 @@ def register(commands: Any) -> None:
             actions.add_parser(command.action, help=command.help),
         ):
             _arguments(parser, command)
+    return verbs
 
 
 def _arguments(parser: argparse.ArgumentParser, command: QueueCommand) -> None:
