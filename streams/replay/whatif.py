@@ -7,9 +7,11 @@ configuration, and a simulated executor that runs each leased job for as long as
 took. Nothing here reads a clock: a cycle's time is its recorded tick's.
 
 Run times come from the log: a job's run that ended on its own (succeeded, or failed in its
-container) gives its length, from its lease to its end, and the outcome; a job with no such run
-(preempted, cancelled or still running in reality) runs for the longest run it had, a lower bound
-counted as `estimated`, or, never leased, until it is cancelled or the window ends.
+container) gives its length, from its lease to its end, and the outcome. A job with no such run
+(preempted, cancelled, still running or never leased in reality) runs until it is cancelled or
+the window ends: how long it would have run is not on the log, and a run cut short (by a
+preemption the other configuration might not make) would free its node too early. The report
+counts the jobs that ran without such an end (`estimated_runtimes`).
 
 Both sides are measured the same way from their runs (`measure`): per queue the dominant resource
 share of the capacity at each tick, waiting times (submission to first lease), preemptions by the
@@ -69,11 +71,11 @@ class RecordedJob:
         return min((run.start for run in self.runs.values()), default=None)
 
     def runtime(self) -> tuple[int | None, bool, bool]:
-        """(length ms or None, succeeded, estimated)."""
+        """(length ms, or None: until it is cancelled or the window ends; succeeded; unknown
+        though it ran, because no run of it ended on its own)."""
         if self.finished is not None:
             return self.finished[0], self.finished[1], False
-        lengths = [run.end - run.start for run in self.runs.values() if run.end is not None]
-        return (max(lengths), True, True) if lengths else (None, True, False)
+        return None, True, bool(self.runs)
 
 
 @dataclass
