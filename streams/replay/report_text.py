@@ -12,6 +12,22 @@ def when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def parse_time(text: str | None) -> int | None:
+    """Epoch milliseconds of ``text``: digits are epoch ms; otherwise ISO 8601 (a date, or a date and
+    time; UTC when no offset). Raises ValueError saying what is accepted."""
+    if text is None:
+        return None
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a time: give ISO 8601 (2026-01-31, 2026-01-31T12:00:00Z) or epoch milliseconds") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
 def resources_text(milli: dict[str, int]) -> str:
     """Milli-units as a person writes them: cpu=4, memory=256Gi."""
     parts = []

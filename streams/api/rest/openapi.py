@@ -46,6 +46,10 @@ _QUEUE = _path("queue", "a queue name")
 _JOB_SET = _path("job_set", "a job set id")
 _ACCEPTED = {"202": _json("the request is on the log", {"type": "object", "properties": {"event_ids": {"type": "array"}}})}
 _EXECUTOR = _path("executor", "an executor id")
+_CYCLE = [
+    _query("cycle", "a cycle id (default: the last cycle recorded)"),
+    _query("at", "the last cycle at or before this time (epoch ms or ISO 8601)"),
+]
 _MATCHED = {"202": _json("a request for each matching job is on the log", {"type": "object", "properties": {"job_ids": {"type": "array"}}})}
 
 _LIST_PARAMETERS = [
@@ -204,6 +208,29 @@ DOCUMENT: dict[str, Any] = {
                     _query("from", "resume after this event id"),
                     _query("watch", "false: end after the events present"),
                 ],
+            )
+        },
+        "/api/v1/jobs/{job_id}/explain": {
+            "get": _op(
+                "the job's story from the log: its events, why it waited each cycle (with its queue's shares),"
+                " where it was placed, why it was preempted (Armada's job report, for every past cycle)",
+                {"200": _json("the story, and `report`: the same as text"), "503": _ERROR},
+                parameters=[_JOB, _query("replay", "false: only what the cycle records say (no replay of the scheduler feed)", "boolean")],
+            )
+        },
+        "/api/v1/queues/{queue}/scheduler-report": {
+            "get": _op(
+                "the queue in one scheduling cycle: weight, fair share, demand-capped fair share, share before and after,"
+                " jobs queued, running, scheduled and preempted (Armada's queue report)",
+                {"200": _json("the report, and `report`: the same as text"), "503": _ERROR},
+                parameters=[_QUEUE, *_CYCLE],
+            )
+        },
+        "/api/v1/scheduling-report": {
+            "get": _op(
+                "what one scheduling cycle did per pool and queue, why jobs stayed queued or were preempted (Armada's scheduling report)",
+                {"200": _json("the report, and `report`: the same as text"), "503": _ERROR},
+                parameters=_CYCLE,
             )
         },
         "/api/v1/cluster": {

@@ -17,7 +17,7 @@ from faust import web
 from streams.api.errors import ApiError
 from streams.api.job_queries import JobQueries, parse_query
 from streams.api.operations import Operations
-from streams.api.rest import job_control, job_details, job_set_events, openapi, ui
+from streams.api.rest import job_control, job_details, job_set_events, openapi, reports, ui
 from streams.api.rest.http import answers_errors, caller, json_body, query_lists
 from streams.api.rest.route_errors import json_route_errors
 from streams.domain import jobspec
@@ -38,6 +38,7 @@ def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
     job_control.register(plane, ops)
     job_set_events.register(plane, ops)
     job_details.register(plane, ops)
+    reports.register(plane, ops)
 
     @app.page("/health")
     class Health(web.View):

@@ -185,14 +185,9 @@ def _time(ms: int | None) -> str:
 
 def parse_time(text: str | None) -> int | None:
     """Epoch milliseconds of ``text``: digits are epoch ms; otherwise ISO 8601 (a date, or a date and time; UTC when no offset)."""
-    if text is None:
-        return None
-    if text.isdigit():
-        return int(text)
+    from streams.replay.report_text import parse_time as parsed
+
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return parsed(text)
     except ValueError as exc:
-        raise CommandError(f"{text!r} is not a time: give ISO 8601 (2026-01-31, 2026-01-31T12:00:00Z) or epoch milliseconds") from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+        raise CommandError(str(exc)) from exc
