@@ -22,8 +22,8 @@ from streams.auth import Principal
 from streams.config import Settings
 from streams.replay import answers
 from streams.replay.explain import NotFound
-from streams.replay.report_text import parse_time
 from streams.replay.source import LogSource, LogUnavailable
+from streams.replay.times import parse_time
 from streams.scheduler.config_file import SchedulerConfiguration
 
 T = TypeVar("T")
@@ -70,6 +70,6 @@ class SchedulerReports:
 def parse_at(text: str | None) -> int | None:
     """A cycle's time as a query gives it: epoch ms or ISO 8601 (UTC unless it says otherwise)."""
     try:
-        return parse_time(text or None)
+        return parse_time(text) if text else None
     except ValueError as exc:
         raise ApiError(400, f"at: {exc}") from exc

@@ -10,7 +10,21 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from streams.client.commands import CommandError, config, control, explain, jobs, log, queues, scenario, services, version, watch, whatif
+from streams.client.commands import (
+    CommandError,
+    config,
+    control,
+    explain,
+    jobs,
+    log,
+    queues,
+    replays,
+    scenario,
+    services,
+    version,
+    watch,
+    whatif,
+)
 from streams.client.commands.connection import add_connection_options
 from streams.client.contexts import ConfigError
 from streams.client.jobfile import JobFileError
@@ -30,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     scenario.register(commands)
     version.register(commands)
     log.register(commands)
+    replays.register(commands)
     explain.register(commands, verbs["get"])
     whatif.register(commands)
     return parser

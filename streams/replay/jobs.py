@@ -12,6 +12,7 @@ job_state Avro bytes.
 
 from __future__ import annotations
 
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -153,6 +154,18 @@ def job_at(source: LogSource, job_id: str, until_ms: int | None) -> dict[str, An
     needle = job_id.encode()
     refolded = refold(source, Refold(), until_ms=until_ms, keep=lambda record: needle in (record.value or b""))
     return refolded.job(job_id)
+
+
+def fold_queues(source: LogSource, until_ms: int | None, progress: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    """The queues at ``until_ms`` with their jobs' counts and usage (`queue_summaries`): the whole of
+    `events` up to then folded into a scratch RocksDB table, so memory stays small however long the log."""
+    with tempfile.TemporaryDirectory(prefix="flotilla-at-") as scratch:
+        table = RocksTable(Path(scratch) / "jobs")
+        try:
+            refolded = refold(source, Refold(table), until_ms=until_ms, progress=progress)
+            return queue_summaries(queue_definitions(source, until_ms), refolded.states())
+        finally:
+            table.close()
 
 
 def queue_definitions(source: LogSource, until_ms: int | None) -> dict[str, dict[str, Any]]:

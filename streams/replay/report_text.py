@@ -2,30 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
-
-def when(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_time(text: str | None) -> int | None:
-    """Epoch milliseconds of ``text``: digits are epoch ms; otherwise ISO 8601 (a date, or a date and
-    time; UTC when no offset). Raises ValueError saying what is accepted."""
-    if text is None:
-        return None
-    if text.isdigit():
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ValueError(f"{text!r} is not a time: give ISO 8601 (2026-01-31, 2026-01-31T12:00:00Z) or epoch milliseconds") from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+from streams.replay.times import show_time as when
 
 
 def resources_text(milli: dict[str, int]) -> str:

@@ -44,7 +44,10 @@ class FeedGeneration:
 
 
 class LogSource(Protocol):
-    description: str  # for messages: "the archive DIR", "the broker HOST:PORT"
+    @property
+    def description(self) -> str:
+        """For messages: "the archive DIR", "the broker HOST:PORT"."""
+        ...
 
     def partitions(self, topic: str) -> list[int]:
         """The partitions of ``topic`` (short name); raises LogUnavailable when the log has no such topic."""

@@ -12,7 +12,7 @@ import io
 from html import escape
 from typing import Any
 
-from streams.replay.report_text import when
+from streams.replay.times import show_time as when
 
 METRICS = (
     ("wait_p50_s", "wait p50 (s)"),

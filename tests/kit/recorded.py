@@ -144,7 +144,7 @@ class Recorder:
             yield job_id, self.jobs.get(job_id)
 
     def run(self) -> None:
-        """Start leased runs; finish those that ran ``run_ms``."""
+        """Start leased runs; finish those that ran ``run_ms``, as an executor reports them."""
         by_set: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for job_id, job in self.all_jobs():
             if not job["runs"]:
@@ -152,13 +152,13 @@ class Recorder:
             run = job["runs"][-1]
             if run["state"] == "leased":
                 self.started[run["run_id"]] = self.now
-                body = events.payload("JobRunRunning", {"run_id": run["run_id"], "node": run["node"]})
+                bodies = [events.payload("JobRunRunning", {"run_id": run["run_id"], "node": run["node"]})]
             elif run["state"] == "running" and self.now - self.started.get(run["run_id"], self.now) >= self.run_ms:
-                body = events.payload("JobRunSucceeded", {"run_id": run["run_id"]})
+                bodies = [events.payload(kind, {"run_id": run["run_id"]}) for kind in ("JobRunSucceeded", "JobSucceeded")]
             else:
                 continue
-            by_set.setdefault((job["queue"], job["job_set_id"]), []).append(
-                events.event(new_id(self.now, self.rng), self.now, job_id, body)
+            by_set.setdefault((job["queue"], job["job_set_id"]), []).extend(
+                events.event(new_id(self.now, self.rng), self.now, job_id, body) for body in bodies
             )
         for (queue, job_set), batch in sorted(by_set.items()):
             self.publish(queue, job_set, self.executor, batch)

@@ -50,6 +50,7 @@ _CYCLE = [
     _query("cycle", "a cycle id (default: the last cycle recorded)"),
     _query("at", "the last cycle at or before this time (epoch ms or ISO 8601)"),
 ]
+_AT = _query("at", "a past time (ISO 8601 or epoch ms): the answer folded from the log up to then")
 _MATCHED = {"202": _json("a request for each matching job is on the log", {"type": "object", "properties": {"job_ids": {"type": "array"}}})}
 
 _LIST_PARAMETERS = [
@@ -128,7 +129,11 @@ DOCUMENT: dict[str, Any] = {
         },
         "/api/v1/openapi.json": {"get": {"summary": "this document", "security": [], "responses": {"200": _json("the document")}}},
         "/api/v1/queues": {
-            "get": _op("every queue", {"200": _json("the queues")}),
+            "get": _op(
+                "every queue; with `at`, the queues as the log said then, with their queued and running jobs and usage",
+                {"200": _json("the queues (and `as_of` with `at`)"), "503": _ERROR},
+                parameters=[_AT],
+            ),
             "post": _op("create a queue", {"201": _json("the queue")}, body=True, conflict=True),
         },
         "/api/v1/queues/{name}": {
@@ -174,7 +179,38 @@ DOCUMENT: dict[str, Any] = {
                 parameters=[_query("group_by", "queue (default) or job_set"), _query("queue", "queue names")],
             )
         },
-        "/api/v1/jobs/{job_id}": {"get": _op("a job's state and runs", {"200": _json("the job")}, parameters=[_JOB])},
+        "/api/v1/jobs/{job_id}": {
+            "get": _op(
+                "a job's state and runs; with `at`, as the log said then (its events folded up to that time)",
+                {"200": _json("the job (and `as_of` with `at`)"), "503": _ERROR},
+                parameters=[_JOB, _AT],
+            )
+        },
+        "/api/v1/audit": {
+            "get": _op(
+                "administrators: repeat every recorded scheduling cycle from the log and compare it with what was recorded",
+                {
+                    "200": _json(
+                        "the audit: cycles repeated and matched, decisions and records matched, the first divergence (null if none)",
+                        {
+                            "type": "object",
+                            "properties": {
+                                "ok": {"type": "boolean"},
+                                "cycles": {"type": "integer"},
+                                "decisions_matched": {"type": "integer"},
+                                "divergences": {"type": "integer"},
+                                "first_divergence": {"type": ["object", "null"]},
+                            },
+                        },
+                    ),
+                    "503": _ERROR,
+                },
+                parameters=[
+                    _query("since", "compare only cycles at or after this time (ISO 8601 or epoch ms)"),
+                    _query("until", "compare only cycles at or before this time"),
+                ],
+            )
+        },
         "/api/v1/jobs/{job_id}/spec": {"get": _op("a job's spec", {"200": _json("the spec")}, parameters=[_JOB])},
         "/api/v1/jobs/{job_id}/events": {"get": _op("a job's events, oldest first", {"200": _json("the events")}, parameters=[_JOB])},
         "/api/v1/jobs/{job_id}/logs": {

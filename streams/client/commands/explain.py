@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from streams.client.commands import CommandError
-from streams.client.commands.log import parse_time
-from streams.client.commands.replaying import Progress, add_log_options, open_log
+from streams.client.commands.replays import add_log_options, log_source, time_option
+
+PROGRESS_EVERY_S = 0.5
 
 
 def register(commands: Any, get: Any) -> None:
@@ -74,7 +77,10 @@ def _cycle_options(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--cycle", metavar="ID", help="this cycle (its id, as explain and the reports show it)")
     which.add_argument(
-        "--at", metavar="TIME", help="the last cycle at or before TIME (ISO 8601, UTC unless it says otherwise, or epoch ms)"
+        "--at",
+        type=time_option,
+        metavar="TIME",
+        help="the last cycle at or before TIME (ISO 8601, UTC unless it says otherwise, or epoch ms)",
     )
 
 
@@ -87,7 +93,7 @@ def _answering(args: argparse.Namespace) -> Iterator[tuple[Any, Progress]]:
 
     progress = Progress(args.quiet)
     try:
-        with open_log(args) as log:
+        with log_source(args) as log:
             yield log, progress
     except (NotFound, LogUnavailable, ArchiveCorrupt) as exc:
         raise CommandError(str(exc)) from exc
@@ -122,7 +128,7 @@ def _scheduling_report(args: argparse.Namespace) -> int:
     from streams.replay.report_text import scheduling_report_text
 
     with _answering(args) as (log, progress):
-        report = scheduling(log, args.cycle, parse_time(args.at), progress)
+        report = scheduling(log, args.cycle, args.at, progress)
     return _print(args, report, scheduling_report_text)
 
 
@@ -131,5 +137,31 @@ def _queue_report(args: argparse.Namespace) -> int:
     from streams.replay.report_text import queue_report_text
 
     with _answering(args) as (log, progress):
-        report = queue(log, args.queue, args.cycle, parse_time(args.at), progress)
+        report = queue(log, args.queue, args.cycle, args.at, progress)
     return _print(args, report, queue_report_text)
+
+
+class Progress:
+    """Prints the latest of what it is told on standard error, at most every `PROGRESS_EVERY_S`,
+    rewriting one line on a terminal; `done` ends the line."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.last = 0.0
+        self.shown = False
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, message: str) -> None:
+        now = time.monotonic()
+        if self.quiet or now - self.last < PROGRESS_EVERY_S:
+            return
+        self.last = now
+        self.shown = True
+        if self.tty:
+            print(f"\r\033[K{message}", end="", file=sys.stderr, flush=True)
+        else:
+            print(message, file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        if self.shown and self.tty:
+            print(file=sys.stderr)

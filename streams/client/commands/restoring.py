@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from streams.archive.lock import DirLock
 from streams.archive.restore import archived_count, restore
@@ -66,6 +66,7 @@ class Progress:
     last_done: int = -1
     total: int = 0
     first: tuple[float, int] | None = None  # (time, done) of the first progress
+    out: TextIO | None = None  # standard output unless given (the replay commands show it on standard error)
 
     def show(self, done: int, total: int, finished: bool = False) -> None:
         now = time.monotonic()
@@ -78,11 +79,11 @@ class Progress:
         rate = (done - done_then) / (now - since) if now > since else 0.0
         if finished:
             took = f" in {now - since:.1f} s ({rate:,.0f} {self.unit}/s)" if rate else ""
-            print(f"  {self.what} {done:,} {self.unit}{took}", flush=True)
+            print(f"  {self.what} {done:,} {self.unit}{took}", file=self.out or sys.stdout, flush=True)
             return
         left = f", about {(total - done) / rate:.0f} s left" if rate > 0 and total >= done else ""
         pace = f" ({rate:,.0f} {self.unit}/s{left})" if rate else ""
-        print(f"  {self.what} {done:,} of {total:,} {self.unit}{pace}", flush=True)
+        print(f"  {self.what} {done:,} of {total:,} {self.unit}{pace}", file=self.out or sys.stdout, flush=True)
 
     def from_health(self, health: dict[str, Any]) -> None:
         """A worker's /health answer while it refolds: {"status": "refolding", "folded", "total"}."""

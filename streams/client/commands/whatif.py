@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from streams.client.commands import CommandError
-from streams.client.commands.log import parse_time
-from streams.client.commands.replaying import Progress, add_log_options, open_log
+from streams.client.commands.explain import Progress
+from streams.client.commands.replays import add_log_options, log_source, time_option
 
 
 def register(commands: Any) -> None:
@@ -24,8 +24,14 @@ def register(commands: Any) -> None:
         "what-if", help="replay the recorded workload with another scheduler configuration and compare with what happened"
     )
     parser.add_argument("--config", type=Path, required=True, help="the other scheduler configuration (YAML, as `flotilla up --config`)")
-    parser.add_argument("--from", dest="since", metavar="TIME", help="report on jobs submitted and cycles from TIME (ISO 8601 or epoch ms)")
-    parser.add_argument("--to", dest="until", metavar="TIME", help="simulate and report up to TIME")
+    parser.add_argument(
+        "--from",
+        dest="since",
+        type=time_option,
+        metavar="TIME",
+        help="report on jobs submitted and cycles from TIME (ISO 8601 or epoch ms)",
+    )
+    parser.add_argument("--to", dest="until", type=time_option, metavar="TIME", help="simulate and report up to TIME")
     parser.add_argument(
         "--priority-factor",
         action="append",
@@ -68,14 +74,14 @@ def _what_if(args: argparse.Namespace) -> int:
     except ConfigFileError as exc:
         raise CommandError(str(exc)) from exc
     weights = _weights(args.priority_factor)
-    since, until = parse_time(args.since), parse_time(args.until)
+    since, until = args.since, args.until
     if since is not None and until is not None and until < since:
-        raise CommandError(f"--to {args.until} is before --from {args.since}")
+        raise CommandError("--to is before --from")
     progress = Progress(args.quiet)
     workload = whatif.Workload()
     recorded: list[str] = []
     try:
-        with open_log(args) as log:
+        with log_source(args) as log:
             sequences = 0
             for _, sequence in event_sequences(log, until_ms=until):
                 sequences += 1
