@@ -33,6 +33,9 @@ class BrokerLog:
         self.settings = settings
         self.description = f"the broker {settings.bootstrap}"
         self._loop = asyncio.new_event_loop()
+        # aiokafka's synchronous calls (assign, seek, ...) find the loop as the thread's current
+        # one: a thread (the API's replays) or a process whose loop was unset has none otherwise.
+        asyncio.set_event_loop(self._loop)
         self._consumers: list[AIOKafkaConsumer] = []
         self._metadata = self._consumer()
 
@@ -41,6 +44,7 @@ class BrokerLog:
             self._loop.run_until_complete(consumer.stop())
         self._consumers.clear()
         self._loop.close()
+        asyncio.set_event_loop(None)
 
     def __enter__(self) -> BrokerLog:
         return self
@@ -52,16 +56,19 @@ class BrokerLog:
         return self._loop.run_until_complete(coroutine)
 
     def _consumer(self) -> AIOKafkaConsumer:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=FETCH_WAIT_MS,
-            max_partition_fetch_bytes=MAX_MESSAGE_BYTES,
-            fetch_max_bytes=MAX_MESSAGE_BYTES,
-            request_timeout_ms=int(CONNECT_TIMEOUT_S * 1000) + 5000,
-        )
+        async def create() -> AIOKafkaConsumer:  # aiokafka wants to be made on a running loop
+            return AIOKafkaConsumer(
+                bootstrap_servers=self.settings.bootstrap,
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=FETCH_WAIT_MS,
+                max_partition_fetch_bytes=MAX_MESSAGE_BYTES,
+                fetch_max_bytes=MAX_MESSAGE_BYTES,
+                request_timeout_ms=int(CONNECT_TIMEOUT_S * 1000) + 5000,
+            )
+
+        consumer = self._run(create())
         try:
             self._run(asyncio.wait_for(consumer.start(), CONNECT_TIMEOUT_S))
         except (KafkaError, OSError, TimeoutError) as exc:
