@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streams.domain.jobs import apply_event
+from streams.domain.resources import job_resource_request
 from streams.domain.states import TransitionRefused
 from streams.replay.cycles import Configurations, Placed, Repeated, repeat
 from streams.replay.history import CycleRecord, History, JobEvent
@@ -367,23 +368,10 @@ def _event_row(e: JobEvent) -> dict[str, Any]:
     p = e.payload
     details: dict[str, Any] = {}
     if e.kind == "JobSubmitted":
-        requests: dict[str, Any] = {}
-        for container in (p.get("pod_spec") or {}).get("containers") or []:
-            requests.update(((container.get("resources") or {}).get("requests")) or {})
+        requests = job_resource_request(p.get("pod_spec") or {})  # milli-units, as the cycle records' allocations
         details = {"user": e.user, "priority": p.get("priority"), "priority_class": p.get("priority_class"), "requests": requests}
     else:
-        for name in (
-            "run_id",
-            "executor",
-            "node",
-            "pool",
-            "reason",
-            "message",
-            "exit_code",
-            "new_priority",
-            "scheduled_at_priority",
-            "cycle_id",
-        ):
+        for name in _EVENT_DETAILS:
             if p.get(name) is not None:
                 details[name] = p[name]
         if e.job_set_wide:

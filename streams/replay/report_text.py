@@ -30,7 +30,8 @@ def shares_text(queue: str, shares: dict[str, Any] | None) -> str:
 
 
 def _event_text(event: dict[str, Any]) -> str:
-    details = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("time", "kind"))
+    shown = {k: resources_text(v) if k == "requests" else v for k, v in event.items() if k not in ("time", "kind")}
+    details = ", ".join(f"{k}={v}" for k, v in shown.items())
     return f"  {when(event['time'])}  {event['kind']}" + (f"  ({details})" if details else "")
 
 
