@@ -52,23 +52,29 @@ class BrokerLog:
         return self._loop.run_until_complete(coroutine)
 
     def _consumer(self) -> AIOKafkaConsumer:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=FETCH_WAIT_MS,
-            max_partition_fetch_bytes=MAX_MESSAGE_BYTES,
-            fetch_max_bytes=MAX_MESSAGE_BYTES,
-            request_timeout_ms=int(CONNECT_TIMEOUT_S * 1000) + 5000,
-        )
+        async def started() -> AIOKafkaConsumer:
+            consumer = AIOKafkaConsumer(  # on this loop: aiokafka takes the running one
+                bootstrap_servers=self.settings.bootstrap,
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=FETCH_WAIT_MS,
+                max_partition_fetch_bytes=MAX_MESSAGE_BYTES,
+                fetch_max_bytes=MAX_MESSAGE_BYTES,
+                request_timeout_ms=int(CONNECT_TIMEOUT_S * 1000) + 5000,
+            )
+            try:
+                await asyncio.wait_for(consumer.start(), CONNECT_TIMEOUT_S)
+            except BaseException:
+                await consumer.stop()
+                raise
+            return consumer
+
         try:
-            self._run(asyncio.wait_for(consumer.start(), CONNECT_TIMEOUT_S))
+            consumer = self._run(started())
         except (KafkaError, OSError, TimeoutError) as exc:
-            self._run(consumer.stop())
-            raise LogUnavailable(
-                f"cannot reach {self.description}: {exc or type(exc).__name__} (give --broker, or --from-archive DIR)"
-            ) from exc
+            reason = str(exc) or type(exc).__name__
+            raise LogUnavailable(f"cannot reach {self.description}: {reason} (give --broker, or --from-archive DIR)") from exc
         self._consumers.append(consumer)
         return consumer
 
@@ -101,14 +107,14 @@ class BrokerLog:
     def _read(self, tp: TopicPartition, from_offset: int, since_ms: int | None, until_ms: int | None) -> Iterator[Record]:
         consumer = self._consumer()
         try:
-            consumer.assign([tp])
+            self._run(_assign(consumer, tp))
             start = from_offset
             if since_ms is not None:
                 found = self._run(consumer.offsets_for_times({tp: since_ms}))[tp]
                 start = max(start, found.offset) if found is not None else -1
             if start < 0:
                 return
-            consumer.seek(tp, start)
+            self._run(_seek(consumer, tp, start))
             while True:
                 fetched = self._run(consumer.getmany(tp, timeout_ms=FETCH_WAIT_MS * 5, max_records=FETCH_RECORDS))
                 for message in fetched.get(tp, ()):
@@ -143,10 +149,10 @@ class BrokerLog:
         consumer = self._consumer()
         try:
             tp = TopicPartition(self.name(topic), partition)
-            consumer.assign([tp])
+            self._run(_assign(consumer, tp))
             end = int(self._run(consumer.end_offsets([tp]))[tp])
             if end > 0:
-                consumer.seek(tp, end - 1)
+                self._run(_seek(consumer, tp, end - 1))
                 while consumer.highwater(tp) is None:
                     self._run(consumer.getmany(tp, timeout_ms=FETCH_WAIT_MS * 5, max_records=1))
                 end = max(end, consumer.highwater(tp) or 0)
@@ -162,3 +168,12 @@ class BrokerLog:
             for record in self.records(topic, partition):
                 values[record.key or b""] = record.value
         return {key: value for key, value in values.items() if value is not None}
+
+
+# aiokafka's assign and seek want the running loop: they run on the reader's own.
+async def _assign(consumer: AIOKafkaConsumer, tp: TopicPartition) -> None:
+    consumer.assign([tp])
+
+
+async def _seek(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int) -> None:
+    consumer.seek(tp, offset)
