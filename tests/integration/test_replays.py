@@ -6,10 +6,11 @@ waits for the one before to come back through the broker), so besides it the tes
 into the feed as a timer with a 5 ms period would, and a short workload leaves thousands of cycles
 on the feed, each run, committed and published by the worker's scheduler. A fake executor runs
 two queues' jobs, a gang among them, the second queue's arrival preempting the first's for fair
-share, and a third queue's jobs wait for nodes that do not exist. Then: the audit matches every cycle, from the broker and from the archive alone; a copy of
-the log with one decision changed fails it, naming the cycle, its inputs and the difference; the
-time-travel reads answer what the log said then; the rebuild equals the live tables, and, once every
-data directory and changelog topic is deleted, rebuilds every job's state from `events` alone.
+share, and a third queue's jobs wait for nodes that do not exist. Then: the audit matches every
+cycle, from the broker and from the archive alone; a copy of the log with one decision changed
+fails it, naming the cycle, its inputs and the difference; the time-travel reads answer what the
+log said then; the rebuild equals the live tables, and, once every data directory and changelog
+topic is deleted, rebuilds every job's state from `events` alone.
 """
 
 from __future__ import annotations
