@@ -33,9 +33,6 @@ class BrokerLog:
         self.settings = settings
         self.description = f"the broker {settings.bootstrap}"
         self._loop = asyncio.new_event_loop()
-        # aiokafka's synchronous calls (assign, seek, ...) find the loop as the thread's current
-        # one: a thread (the API's replays) or a process whose loop was unset has none otherwise.
-        asyncio.set_event_loop(self._loop)
         self._consumers: list[AIOKafkaConsumer] = []
         self._metadata = self._consumer()
 
@@ -44,7 +41,6 @@ class BrokerLog:
             self._loop.run_until_complete(consumer.stop())
         self._consumers.clear()
         self._loop.close()
-        asyncio.set_event_loop(None)
 
     def __enter__(self) -> BrokerLog:
         return self
@@ -56,8 +52,8 @@ class BrokerLog:
         return self._loop.run_until_complete(coroutine)
 
     def _consumer(self) -> AIOKafkaConsumer:
-        async def create() -> AIOKafkaConsumer:  # aiokafka wants to be made on a running loop
-            return AIOKafkaConsumer(
+        async def started() -> AIOKafkaConsumer:
+            consumer = AIOKafkaConsumer(  # on this loop: aiokafka takes the running one
                 bootstrap_servers=self.settings.bootstrap,
                 group_id=None,
                 enable_auto_commit=False,
@@ -67,15 +63,18 @@ class BrokerLog:
                 fetch_max_bytes=MAX_MESSAGE_BYTES,
                 request_timeout_ms=int(CONNECT_TIMEOUT_S * 1000) + 5000,
             )
+            try:
+                await asyncio.wait_for(consumer.start(), CONNECT_TIMEOUT_S)
+            except BaseException:
+                await consumer.stop()
+                raise
+            return consumer
 
-        consumer = self._run(create())
         try:
-            self._run(asyncio.wait_for(consumer.start(), CONNECT_TIMEOUT_S))
+            consumer = self._run(started())
         except (KafkaError, OSError, TimeoutError) as exc:
-            self._run(consumer.stop())
-            raise LogUnavailable(
-                f"cannot reach {self.description}: {exc or type(exc).__name__} (give --broker, or --from-archive DIR)"
-            ) from exc
+            reason = str(exc) or type(exc).__name__
+            raise LogUnavailable(f"cannot reach {self.description}: {reason} (give --broker, or --from-archive DIR)") from exc
         self._consumers.append(consumer)
         return consumer
 
@@ -108,14 +107,14 @@ class BrokerLog:
     def _read(self, tp: TopicPartition, from_offset: int, since_ms: int | None, until_ms: int | None) -> Iterator[Record]:
         consumer = self._consumer()
         try:
-            consumer.assign([tp])
+            self._run(_assign(consumer, tp))
             start = from_offset
             if since_ms is not None:
                 found = self._run(consumer.offsets_for_times({tp: since_ms}))[tp]
                 start = max(start, found.offset) if found is not None else -1
             if start < 0:
                 return
-            consumer.seek(tp, start)
+            self._run(_seek(consumer, tp, start))
             while True:
                 fetched = self._run(consumer.getmany(tp, timeout_ms=FETCH_WAIT_MS * 5, max_records=FETCH_RECORDS))
                 for message in fetched.get(tp, ()):
@@ -150,10 +149,10 @@ class BrokerLog:
         consumer = self._consumer()
         try:
             tp = TopicPartition(self.name(topic), partition)
-            consumer.assign([tp])
+            self._run(_assign(consumer, tp))
             end = int(self._run(consumer.end_offsets([tp]))[tp])
             if end > 0:
-                consumer.seek(tp, end - 1)
+                self._run(_seek(consumer, tp, end - 1))
                 while consumer.highwater(tp) is None:
                     self._run(consumer.getmany(tp, timeout_ms=FETCH_WAIT_MS * 5, max_records=1))
                 end = max(end, consumer.highwater(tp) or 0)
@@ -169,3 +168,12 @@ class BrokerLog:
             for record in self.records(topic, partition):
                 values[record.key or b""] = record.value
         return {key: value for key, value in values.items() if value is not None}
+
+
+# aiokafka's assign and seek want the running loop: they run on the reader's own.
+async def _assign(consumer: AIOKafkaConsumer, tp: TopicPartition) -> None:
+    consumer.assign([tp])
+
+
+async def _seek(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int) -> None:
+    consumer.seek(tp, offset)

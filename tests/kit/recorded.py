@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,7 +26,7 @@ from streams.replay.source import EVENTS, FEED, FeedGeneration, LogUnavailable
 from streams.scheduler import feed
 from streams.scheduler.commit import committed
 from streams.scheduler.config_file import SchedulerConfiguration, parse
-from streams.scheduler.cycle import run_cycle
+from streams.scheduler.cycle import CycleOutcome, run_cycle
 from streams.scheduler.feed import NodeState, QueueInfo
 from streams.scheduler.fold import apply_sequence, feed_records, message_rng
 from streams.scheduler.index import SchedulerIndex
@@ -68,15 +68,16 @@ class MemoryLog:
     def feed_generations(self) -> list[FeedGeneration]:
         feeds = [*self.sealed, self.topics.get((FEED, 0), [])]
         names = [f"{PREFIX}{FEED}@{n}" for n in range(1, len(feeds))] + [PREFIX + FEED]
-        return [
-            FeedGeneration(name, len(records), lambda records=records: iter(list(records)))
-            for name, records in zip(names, feeds, strict=True)
-        ]
+        return [FeedGeneration(name, len(records), _reader(records)) for name, records in zip(names, feeds, strict=True)]
 
     def replace(self, topic: str, partition: int, offset: int, value: bytes) -> None:
         """Tamper with a record: the same place on the log, another value."""
         records = self.topics[(topic, partition)]
         records[offset] = replace(records[offset], value=value)
+
+
+def _reader(records: list[Record]) -> Callable[[], Iterator[Record]]:
+    return lambda: iter(list(records))
 
 
 @dataclass
@@ -93,20 +94,24 @@ class Recorder:
     index: SchedulerIndex = field(default_factory=SchedulerIndex)
     folded: dict[int, int] = field(default_factory=dict)  # events partition -> next offset to fold
     scheduled: int = 0  # next feed offset the scheduler reads
-    started: dict[str, int] = field(default_factory=dict)  # run id -> when it started running
+    # The executor: run id -> (job id, queue, job set, node) of each run it holds, and when each started running.
+    runs: dict[str, tuple[str, str, str, str]] = field(default_factory=dict)
+    started: dict[str, int] = field(default_factory=dict)
+    full_state_ms: int = 5_000
+    reported_in_full: int | None = None
     configured: bool = False
 
     # -- ingest -------------------------------------------------------------------------------
     def submit(self, queue: str, job_set: str, count: int = 1, cpu: str = "1", pc: str = "armada-preemptible", gang: int = 0) -> list[str]:
-        jobs = []
         gang_id = new_id(self.now, self.rng) if gang else None
+        annotations = {"armadaproject.io/gangId": gang_id, "armadaproject.io/gangCardinality": str(count)} if gang_id else {}
+        payload, reason = validate_item(
+            item(annotations=annotations, pod_spec__priority_class_name=pc, pod_spec__containers=[container(cpu=cpu, memory="1Gi")]),
+            SubmitPolicy(),
+        )
+        assert reason is None and payload is not None, reason
+        jobs = []
         for _ in range(count):
-            annotations = {"armadaproject.io/gangId": gang_id, "armadaproject.io/gangCardinality": str(count)} if gang_id else {}
-            payload, reason = validate_item(
-                item(annotations=annotations, pod_spec__priority_class_name=pc, pod_spec__containers=[container(cpu=cpu, memory="1Gi")]),
-                SubmitPolicy(),
-            )
-            assert reason is None and payload is not None, reason
             job_id = new_id(self.now, self.rng)
             jobs.append(events.event(new_id(self.now, self.rng), self.now, job_id, events.payload("JobSubmitted", payload)))
         self.publish(queue, job_set, "alice", jobs)
@@ -130,34 +135,29 @@ class Recorder:
 
     # -- the executor -------------------------------------------------------------------------
     def report(self) -> None:
-        held = {
-            run["run_id"]: job_id
-            for job_id, job in self.all_jobs()
-            for run in job["runs"]
-            if run["state"] in ("leased", "pending", "running")
-        }
+        """Its nodes and runs in full every `full_state_ms`, a heartbeat in between (as the executor-report agent forwards them)."""
+        if self.reported_in_full is not None and self.now - self.reported_in_full < self.full_state_ms:
+            self.log.append(FEED, None, feed.encode(feed.Heartbeat(self.executor, self.now)), self.now)
+            return
+        held = {run_id: run[0] for run_id, run in sorted(self.runs.items())}
         state = feed.ExecutorState(self.executor, "default", self.now, self.nodes, held, tuple(held))
         self.log.append(FEED, None, feed.encode(state), self.now)
-
-    def all_jobs(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        for job_id in sorted(self.jobs.table):
-            yield job_id, self.jobs.get(job_id)
+        self.reported_in_full = self.now
 
     def run(self) -> None:
-        """Start leased runs; finish those that ran ``run_ms``, as an executor reports them."""
+        """Start the runs it was leased; finish those that ran ``run_ms``, as an executor reports them."""
         by_set: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for job_id, job in self.all_jobs():
-            if not job["runs"]:
-                continue
-            run = job["runs"][-1]
-            if run["state"] == "leased":
-                self.started[run["run_id"]] = self.now
-                bodies = [events.payload("JobRunRunning", {"run_id": run["run_id"], "node": run["node"]})]
-            elif run["state"] == "running" and self.now - self.started.get(run["run_id"], self.now) >= self.run_ms:
-                bodies = [events.payload(kind, {"run_id": run["run_id"]}) for kind in ("JobRunSucceeded", "JobSucceeded")]
+        for run_id, (job_id, queue, job_set, node) in list(self.runs.items()):
+            started = self.started.get(run_id)
+            if started is None:
+                self.started[run_id] = self.now
+                bodies = [events.payload("JobRunRunning", {"run_id": run_id, "node": node})]
+            elif self.now - started >= self.run_ms:
+                bodies = [events.payload(kind, {"run_id": run_id}) for kind in ("JobRunSucceeded", "JobSucceeded")]
+                del self.runs[run_id], self.started[run_id]
             else:
                 continue
-            by_set.setdefault((job["queue"], job["job_set_id"]), []).extend(
+            by_set.setdefault((queue, job_set), []).extend(
                 events.event(new_id(self.now, self.rng), self.now, job_id, body) for body in bodies
             )
         for (queue, job_set), batch in sorted(by_set.items()):
@@ -183,8 +183,20 @@ class Recorder:
                     self.log.append(FEED, None, feed.encode(commit), self.now)
                     for key, value in commit.events:
                         self.log.append(EVENTS, key, value, self.now)
+                    self.executor_hears(outcome)
             elif not isinstance(decoded, (feed.Committed, feed.Configuration)):
                 self.index.apply(decoded)
+
+    def executor_hears(self, outcome: CycleOutcome) -> None:
+        """The runs the cycle leased to the executor, less those it ended."""
+        for sequence in outcome.sequences:
+            for event in sequence["events"]:
+                kind, payload = event["payload"]
+                if kind.endswith("JobLeased"):
+                    self.runs[payload["run_id"]] = (event["job_id"], sequence["queue"], sequence["job_set_id"], payload["node"])
+                elif payload.get("run_id") in self.runs:
+                    self.runs.pop(payload["run_id"])
+                    self.started.pop(payload["run_id"], None)
 
     def restart(self) -> None:
         """The embedded broker's restart: `events` kept, the feed begun anew, the fold and the index rebuilt from nothing."""
