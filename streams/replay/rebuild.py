@@ -146,7 +146,9 @@ def compare_index(report: RebuildReport, rebuilt: SchedulerIndex, live: Iterable
     for key, value in live:
         kind, _, job_id = key.decode().partition(":")
         if kind == "j":
-            delta = feed.from_json(json.loads(value)["d"])
+            body = json.loads(value)
+            # A row since the index stored rows (main's compact index), a dict of fields before.
+            delta = feed.delta_from_row(body[0]) if isinstance(body, list) else feed.from_json(body["d"])
             assert isinstance(delta, feed.JobDelta)
             live_jobs[job_id] = delta
     report.live_index_jobs = len(live_jobs)

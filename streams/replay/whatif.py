@@ -148,9 +148,8 @@ class _Jobs:
     def latest(self, job_id: str) -> dict[str, Any] | None:
         return self.values.get(job_id)
 
-    def put(self, job: dict[str, Any], partition: int) -> bytes:
+    def put(self, job: dict[str, Any], partition: int) -> None:
         self.values[job["job_id"]] = job
-        return b""
 
 
 @dataclass
