@@ -36,6 +36,7 @@ from schemas.codec import decode, encode
 from streams.replay.jobs import RocksTable
 from streams.scheduler import feed
 from tests.integration.helpers import call
+from tests.integration.log import Record as LogRecord
 from tests.integration.log import latest_by_key
 from tests.integration.pipeline import Executors, events, fake_item, new_queue, submit_jobs, wait_states
 from tests.integration.workers import ROOT, Worker, poll, remove_tree, running_worker
@@ -112,14 +113,15 @@ def record(worker: Worker, executors: Executors, archive: Path) -> Recorded:
     before = now_ms()
     time.sleep(0.05)
     gang = {"armadaproject.io/gangId": "replay-gang", "armadaproject.io/gangCardinality": "4"}
-    jobs = submit_jobs(worker, a, "fill", [fake_item(selector, runtime_s=1.0, priority_class=PREEMPTIBLE) for _ in range(120)])
+    # Queue a alone fills the 32 cpus for a while: b's arrival two seconds in finds it far above its fair share.
+    jobs = submit_jobs(worker, a, "fill", [fake_item(selector, runtime_s=3.0, priority_class=PREEMPTIBLE) for _ in range(96)])
     members = submit_jobs(
         worker, a, "gang", [fake_item(selector, cpu="2", runtime_s=1.0, priority_class=PREEMPTIBLE, **gang) for _ in range(4)]
     )
     jobs += members
     waiting = submit_jobs(worker, c, "nowhere", [fake_item({"nowhere": "true"}) for _ in range(5)])
-    time.sleep(2.0)  # queue a holds the cluster; b's arrival makes a's share exceed its fair share
-    jobs += submit_jobs(worker, b, "late", [fake_item(selector, runtime_s=1.0, priority_class=PREEMPTIBLE) for _ in range(60)])
+    poll(lambda: sum(counts(worker, a).get(s, 0) for s in ("leased", "pending", "running")) >= 28, 30, "queue a on the whole cluster")
+    jobs += submit_jobs(worker, b, "late", [fake_item(selector, runtime_s=1.0, priority_class=PREEMPTIBLE) for _ in range(40)])
     poll(lambda: counts(worker, c).get("queued") == 5, 30, "queue c's jobs queued")
     waiting_since = now_ms()
     wait_states(worker, jobs, TERMINAL, 120, "every job of queues a and b finished")
@@ -191,7 +193,8 @@ def test_a_decision_changed_on_the_log_fails_the_audit_with_its_cycle_inputs_and
     """A copy of the log under another prefix, with one cycle record's first lease sent to another node."""
     worker = recorded.worker
     prefix = f"tampered-{worker.prefix}"
-    changed = asyncio.run(copy_log(worker, prefix))
+    logged = {name: sorted(worker.read(worker.topic(name)), key=lambda r: (r.partition, r.offset)) for name in ("scheduler-feed", "events")}
+    changed = asyncio.run(copy_log(worker, logged, prefix))
     done = flotilla(worker, "audit", FLOTILLA_TOPIC_PREFIX=prefix)
     assert done.returncode == 1, done.stdout + done.stderr
     out = done.stdout
@@ -201,7 +204,7 @@ def test_a_decision_changed_on_the_log_fails_the_audit_with_its_cycle_inputs_and
     assert f"decisions[{changed['index']}].node: recorded 'tampered-node', replayed '{changed['node']}'" in out, out
 
 
-async def copy_log(worker: Worker, prefix: str) -> dict[str, Any]:
+async def copy_log(worker: Worker, logged: dict[str, list[LogRecord]], prefix: str) -> dict[str, Any]:
     """`events` and the feed copied under ``prefix``, partition for partition with their timestamps, the
     first leased decision of the first cycle record changed; returns what was changed."""
     admin = AIOKafkaAdminClient(bootstrap_servers=worker.bootstrap)
@@ -214,8 +217,8 @@ async def copy_log(worker: Worker, prefix: str) -> dict[str, Any]:
     await producer.start()
     changed: dict[str, Any] = {}
     try:
-        for name in ("scheduler-feed", "events"):
-            for record in sorted(worker.read(worker.topic(name)), key=lambda r: (r.partition, r.offset)):
+        for name, records in logged.items():
+            for record in records:
                 value = record.value
                 if name == "events" and not changed and value is not None:
                     value = tamper(value, changed)
@@ -289,7 +292,7 @@ def test_the_queues_at_a_time_count_their_jobs_as_the_log_said_then(recorded: Re
     assert all(empty[q]["queued"] == empty[q]["running"] == 0 for q in (a, b, c))
     middle = at(recorded.waiting_since)
     assert middle[c]["queued"] == 5 and middle[c]["running"] == 0 and middle[c]["usage"] == {}
-    assert middle[a]["queued"] + middle[a]["running"] + sum(middle[a]["states"].get(s, 0) for s in TERMINAL) == 124
+    assert middle[a]["queued"] + middle[a]["running"] + sum(middle[a]["states"].get(s, 0) for s in TERMINAL) == 100
     end = at(now_ms())
     assert end[a]["running"] == end[b]["running"] == 0 and end[c]["queued"] == 5
     assert end[a]["states"] == {state: count for state, count in counts(worker, a).items() if count}
