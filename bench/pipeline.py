@@ -112,7 +112,7 @@ from executor.backends.fake import RUNTIME_ANNOTATION  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.executor import ExecutorProcess  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
-from schemas.codec import decode, encode  # noqa: E402
+from schemas.codec import decode, encode, writer_of  # noqa: E402
 from streams.domain import jobspec  # noqa: E402
 from streams.domain.quantity import to_milli  # noqa: E402
 from streams.scheduler.cycle import CYCLES_QUEUE, SCHEDULER_USER  # noqa: E402
@@ -121,7 +121,6 @@ SUBMISSIONS = "flotilla.submissions"
 EVENTS = "flotilla.events"
 QUEUE_PREFIX = "bench-"
 SUBMITTER = "anonymous"
-HEADER_BYTES = 2  # schemas.codec's wire format: a magic byte and the schema release, then Avro
 NODE_CPU, NODE_MEMORY = "32", "256Gi"
 WARMUP, IDLE, STREAM = "warmup", "idle", "stream"
 WINDOW_S = 5.0
@@ -218,7 +217,8 @@ def sequence_header(value: bytes) -> tuple[str, str]:
     The executors' run events and the scheduler's decision records are most of the topic and of
     no use here; skipping them keeps this process from taking CPU the worker needs.
     """
-    queue, position = _avro_string(value, HEADER_BYTES)
+    _, start = writer_of("event_sequence", value)  # after the framing, whichever of schemas.codec's it is
+    queue, position = _avro_string(value, start)
     _, position = _avro_string(value, position)  # job set
     user, _ = _avro_string(value, position)
     return queue, user

@@ -48,6 +48,7 @@ from streams.archive.segments import Record  # noqa: E402
 from streams.archive.source import ArchiveSource  # noqa: E402
 from streams.archive.writer import ArchiveWriter  # noqa: E402
 from streams.config import Settings  # noqa: E402
+from streams.kafka import kafka_clients  # noqa: E402
 from streams.replay.audit import AuditReport, audit  # noqa: E402
 from streams.replay.broker import BrokerLog  # noqa: E402
 from streams.replay.cycles import Configurations  # noqa: E402
@@ -226,7 +227,7 @@ def broker_audit(children: Children, scratch: Path, events_count: int) -> dict[s
     broker.start()
     settings = Settings(broker=broker.url)
     asyncio.run(ensure_topics(settings))
-    asyncio.run(restore(scratch / "log", settings.bootstrap))
+    asyncio.run(restore(scratch / "log", kafka_clients(settings)))
     with BrokerLog(settings) as source:
         report, cpu, wall = timed("audit from the broker", lambda: audited(source))
     rate, per_event = events_count / wall, cpu / events_count * 1e6

@@ -8,9 +8,10 @@ change means downstream: a job delta to `scheduler-feed` when the scheduler's vi
 
 It works in batches (DESIGN.md, "The hot path works in batches"): Faust hands it the messages
 waiting, up to `BATCH_MAX_MESSAGES` or what arrived within `BATCH_WITHIN_S`; the pure fold runs
-over all of them, then the batch's deltas go to the feed as few `Changes` records, in order, and
-its commands in one produce batch per partition, and once the broker has them all, the batch's
-job states go to the table in one `TableBatch`.
+over all of them, then the batch's deltas (each job's last between job-set actions) go to the
+feed as few `Changes` records, in order, and its commands in one produce batch per partition, and
+once the broker has them all, the batch's job states (each job's last) go to the table in one
+`TableBatch`.
 A per-message Faust write and send cost 90-230 us each; a batched one about 3 us.
 
 All the logic is the pure fold in `streams.scheduler.fold` (over `streams.domain.jobs`). A message it cannot decode or an event
@@ -24,7 +25,7 @@ import logging
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from schemas.codec import SchemaError, decode, encode
+from schemas.codec import SchemaError, decode, encode, splice
 from streams.scheduler import feed
 from streams.scheduler.fold import apply_sequence, feed_records, message_rng
 from streams.tables.batched import Outbox
@@ -33,11 +34,14 @@ if TYPE_CHECKING:
     from faust.types import Message
 
     from streams.plane import ControlPlane
+    from streams.tables.jobs import JobStore
 
 log = logging.getLogger(__name__)
 
 BATCH_MAX_MESSAGES = 500
 BATCH_WITHIN_S = 0.005
+# The Avro type of a job's spec, in job states and lease commands alike.
+SPEC_TYPE = "flotilla.JobSubmitted"
 
 
 def register(plane: ControlPlane) -> None:
@@ -69,10 +73,11 @@ async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
         outcomes.update(folded.outcomes)
         forwarded += folded.feed
         commands += folded.commands
+    forwarded = feed.latest_deltas(forwarded)
     outbox = Outbox(plane.batch_producer)
     deltas = [(None, feed.encode(record)) for record in feed_records(forwarded)]
     await outbox.partition(plane.topics.scheduler_feed.get_topic_name(), 0, deltas)
-    records = [(command["executor"].encode(), encode("executor_command", command, validate_record=False)) for command in commands]
+    records = [(command["executor"].encode(), encoded_command(plane.jobs, command)) for command in commands]
     await outbox.keyed(plane.topics.executor_commands.get_topic_name(), records)
     await outbox.delivered()
     await plane.job_index.write_pending(plane.jobs, plane.batch_producer)  # first: see streams/tables/job_index.py
@@ -80,3 +85,13 @@ async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
     for outcome, count in outcomes.items():
         plane.metrics.events.labels(outcome).inc(count)
     plane.refold.folded_batch(messages, forwarded)
+
+
+def encoded_command(jobs: JobStore, command: dict[str, Any]) -> bytes:
+    """The command's message. A lease carries the job's spec, whose encoding the jobs table already
+    has (or will store with the job's state): it is copied in, not encoded again (most of a lease's
+    cost in the fold)."""
+    if command["spec"] is None:
+        return encode("executor_command", command, validate_record=False)
+    writer = splice("executor_command", "spec")
+    return writer.encode(command, writer.branch_bytes(SPEC_TYPE, jobs.spec_bytes(command["job_id"], command["spec"])))

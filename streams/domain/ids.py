@@ -20,18 +20,41 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ulid import ULID
-
 _TIMESTAMP_BYTES = 6
 _RANDOM_BITS = 80
 
 
+# ULIDs are 26 characters of Crockford's base32: the first holds the top 3 of their 128 bits, then
+# 12 pairs of characters hold 10 bits each and the last character 5.
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = tuple(first + second for first in _CROCKFORD for second in _CROCKFORD)
+
+
 def new_id(now_ms: int, rng: random.Random) -> str:
-    """A ULID string for time ``now_ms`` (epoch milliseconds) drawing 80 bits from ``rng``."""
+    """A ULID string for time ``now_ms`` (epoch milliseconds) drawing 80 bits from ``rng``.
+
+    Written out here rather than through `ulid.ULID` (which the tests compare it with): three
+    times faster, and ingest makes two per job."""
     if not 0 <= now_ms < 2 ** (8 * _TIMESTAMP_BYTES):
         raise ValueError(f"timestamp {now_ms} ms is outside the ULID range")
-    randomness = rng.getrandbits(_RANDOM_BITS).to_bytes(_RANDOM_BITS // 8, "big")
-    return str(ULID.from_bytes(now_ms.to_bytes(_TIMESTAMP_BYTES, "big") + randomness))
+    v = (now_ms << _RANDOM_BITS) | rng.getrandbits(_RANDOM_BITS)
+    p = _PAIRS
+    return (
+        _CROCKFORD[v >> 125]
+        + p[(v >> 115) & 1023]
+        + p[(v >> 105) & 1023]
+        + p[(v >> 95) & 1023]
+        + p[(v >> 85) & 1023]
+        + p[(v >> 75) & 1023]
+        + p[(v >> 65) & 1023]
+        + p[(v >> 55) & 1023]
+        + p[(v >> 45) & 1023]
+        + p[(v >> 35) & 1023]
+        + p[(v >> 25) & 1023]
+        + p[(v >> 15) & 1023]
+        + p[(v >> 5) & 1023]
+        + _CROCKFORD[v & 31]
+    )
 
 
 def run_id_for(job_id: str, attempt: int) -> str:

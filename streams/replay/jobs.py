@@ -112,7 +112,7 @@ class Refold:
         return folded
 
     def flush(self) -> None:
-        self.table.write((job_id, raw) for _, job_id, raw in self.jobs.pending())
+        self.table.write((job_id, raw) for _, job_id, raw in self.jobs.encoded())
         self.jobs.mark_written()
 
     def job(self, job_id: str) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ executors' state, which `events` does not: compare a quiet system, and only its 
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -142,13 +142,9 @@ def compare_jobs(report: RebuildReport, rebuilt: RocksTable, live: RocksTable) -
 
 def compare_index(report: RebuildReport, rebuilt: SchedulerIndex, live: Iterable[tuple[bytes, bytes]]) -> None:
     """The unfinished jobs of the live index table and of the rebuilt one, each job's scheduling view compared."""
-    live_jobs: dict[str, feed.JobDelta] = {}
-    for key, value in live:
-        kind, _, job_id = key.decode().partition(":")
-        if kind == "j":
-            delta = feed.from_json(json.loads(value)["d"])
-            assert isinstance(delta, feed.JobDelta)
-            live_jobs[job_id] = delta
+    table = SchedulerIndex()
+    table.load((key.decode(), value) for key, value in live)  # read as the scheduler reads its table
+    live_jobs = {job_id: entry.delta for job_id, entry in table.jobs.items()}
     report.live_index_jobs = len(live_jobs)
     for job_id in sorted(set(rebuilt.jobs) | set(live_jobs)):
         entry, theirs = rebuilt.jobs.get(job_id), live_jobs.get(job_id)
@@ -167,8 +163,7 @@ def compare_index(report: RebuildReport, rebuilt: SchedulerIndex, live: Iterable
 
 def _view(delta: feed.JobDelta) -> dict[str, Any]:
     """What the scheduler decides on: its state part, pending and running alike (they hold the same resources)."""
-    fields = feed.to_json(delta)
-    fields.pop("k", None)
+    fields = {field.name: getattr(delta, field.name) for field in dataclasses.fields(delta)}
     if delta.run_active:
         fields["run_state"] = "active"
         fields["state"] = "active"

@@ -36,8 +36,8 @@ class JobsStore(Protocol):
         """The job as the fold left it, or None when it was never submitted."""
         ...
 
-    def put(self, job: dict[str, Any], partition: int) -> bytes:
-        """Keep the job's new state; returns its encoding."""
+    def put(self, job: dict[str, Any], partition: int) -> None:
+        """Keep the job's new state."""
         ...
 
 

@@ -10,6 +10,7 @@ import random
 from typing import Any
 
 from schemas.codec import decode, encode
+from streams.agents.job_state import encoded_command
 from streams.scheduler import feed
 from streams.scheduler.fold import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, feed_records
 from streams.tables.jobs import JobStore
@@ -131,3 +132,24 @@ def test_forwarded_changes_go_to_the_feed_in_order_in_records_of_bounded_size() 
     assert [len(r.records) for r in records] == [MAX_CHANGES_PER_RECORD, 1]
     assert [a for r in records for a in r.records] == actions
     assert feed_records([]) == []
+
+
+def test_a_lease_command_carries_the_spec_the_job_state_stored_as_encode_writes_it() -> None:
+    """Its spec's encoding is the job state's, copied: for a job just submitted in the same batch, for one
+    read back from the table, and for one whose encoding the table's bytes give."""
+    jobs, ev = dict_jobs(), Events("job-9")
+    same_batch = apply_sequence(jobs, sequence(ev.submitted(), ev.leased("run-1")), random.Random(1))
+    [lease] = same_batch.commands
+    assert lease["kind"] == "lease" and lease["spec"] is not None
+    assert encoded_command(jobs, lease) == encode("executor_command", lease)
+    settle(jobs)
+    assert decode("job_state", jobs.table["job-9"])["spec"] == decode("executor_command", encoded_command(jobs, lease))["spec"]
+
+    stored, other = dict_jobs(), Events("job-10")
+    fold(stored, sequence(other.submitted()), random.Random(2))
+    reread = dict_jobs()
+    reread.table.update(stored.table)  # type: ignore[attr-defined]  # another worker's table: nothing cached
+    [lease] = apply_sequence(reread, sequence(other.leased("run-1")), random.Random(3)).commands
+    assert encoded_command(reread, lease) == encode("executor_command", lease)
+    cancelled = apply_sequence(reread, sequence(other("JobCancelled", reason="no")), random.Random(4)).commands
+    assert [encoded_command(reread, c) for c in cancelled] == [encode("executor_command", c) for c in cancelled]

@@ -1,5 +1,7 @@
 """Two workers in one group share the partitions, and a queue created at run time through one of
-them reaches the other: both answer for it and both ingest its submissions."""
+them reaches the other: both answer for it and both ingest its submissions. The job query API
+stays correct with both: each worker lists and counts the jobs of the partitions it holds, says
+which, and their answers together are every job, each once."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
 from ops.broker import EmbeddedBroker
+from streams.client.rest import JobPage
 from tests.integration.helpers import call, create_queue, item, submission, submit_record
 from tests.integration.workers import STARTED, Worker, poll
 
@@ -22,6 +25,7 @@ QUEUES = ("q-a", "q-b")
 
 def test_queue_created_at_run_time_reaches_every_worker(broker: EmbeddedBroker, tmp_path: Path) -> None:
     assert {DefaultPartitioner()(q.encode(), [0, 1], [0, 1]) for q in QUEUES} == {0, 1}
+    assert {DefaultPartitioner()(f"{q}/two".encode(), [0, 1], [0, 1]) for q in QUEUES} == {0, 1}  # events, jobs
     unique = uuid.uuid4().hex[:8]
     workers = [
         Worker(
@@ -57,6 +61,20 @@ def test_queue_created_at_run_time_reaches_every_worker(broker: EmbeddedBroker, 
         assert sorted({s["queue"] for s in states.values()}) == list(QUEUES)
         assert all(s["state"] == "queued" for s in states.values())
         assert workers[0].rejections() == []
+
+        def answers() -> list[JobPage] | None:
+            pages = [w.client.list_jobs(queues=QUEUES, limit=1000) for w in workers]
+            covered = sorted(p for page in pages for p in page.partitions)
+            return pages if covered == [0, 1] and sum(len(page.jobs) for page in pages) == 20 else None
+
+        pages = poll(answers, 60, "the two workers' job lists to cover both partitions and every job")
+        assert all(page.partitions_total == 2 and len(page.partitions) == 1 and page.next_cursor is None for page in pages)
+        listed = [job.job_id for page in pages for job in page.jobs]
+        assert sorted(listed) == sorted(states) and len(set(listed)) == 20
+        for page in pages:  # one queue's job set per partition: a worker lists the jobs it holds, not the other's
+            assert len({job.queue for job in page.jobs}) == 1 and len(page.jobs) == 10
+        counts = [group for w in workers for group in w.client.job_counts(group_by="queue", queues=QUEUES)]
+        assert sorted((g.queue, g.counts["queued"]) for g in counts if g.counts["queued"]) == [(q, 10) for q in QUEUES]
     finally:
         for worker in workers:
             worker.stop()

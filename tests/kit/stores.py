@@ -11,6 +11,6 @@ def dict_jobs(cache_size: int = 20_000) -> JobStore:
 
 def settle(jobs: JobStore) -> None:
     """Write the store's pending jobs into its dict, as the agent's batch write does into the table."""
-    for _, job_id, raw in jobs.pending():
+    for _, job_id, raw in jobs.encoded():
         jobs.table[job_id] = raw
     jobs.mark_written()

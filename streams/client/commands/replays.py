@@ -75,7 +75,11 @@ def log_source(args: argparse.Namespace) -> Iterator[LogSource]:
 
 
 def broker_settings(args: argparse.Namespace) -> Settings:
-    return Settings.from_env(broker=getattr(args, "broker", None))
+    """The broker to read and how to reach it: ``--broker``, then FLOTILLA_* variables and the settings file."""
+    try:
+        return Settings.from_env(broker=getattr(args, "broker", None))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def register(commands: Any) -> None:
