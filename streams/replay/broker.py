@@ -165,13 +165,12 @@ class BrokerLog:
             self._consumers.remove(consumer)
             self._run(consumer.stop())
 
-    def latest(self, topic: str) -> dict[bytes, bytes]:
-        """A compacted topic's view (its short name, or ``<table>-changelog``): the last value of each key, tombstones dropped."""
-        values: dict[bytes, bytes | None] = {}
+    def keyed(self, topic: str) -> Iterator[tuple[bytes, bytes | None]]:
+        """A compacted topic's records (its short name, or ``<table>-changelog``) as (key, value), partition by
+        partition in log order, None for a tombstone: the last of each key is the topic's view."""
         for partition in self.partitions(topic):
             for record in self.records(topic, partition):
-                values[record.key or b""] = record.value
-        return {key: value for key, value in values.items() if value is not None}
+                yield record.key or b"", record.value
 
 
 # aiokafka's assign and seek want the running loop: they run on the reader's own.

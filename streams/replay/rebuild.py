@@ -71,11 +71,12 @@ class RebuildReport:
 
 @dataclass(frozen=True)
 class LiveTables:
-    """The live tables to compare with: where they were read, `job-states` and the index table's changelog, key -> value."""
+    """The live tables to compare with: where they were read, and the records of `job-states` and of the
+    index table's changelog in log order, (key, value), None for a tombstone; the last of a key wins."""
 
     where: str
-    job_states: Iterable[tuple[bytes, bytes]]
-    index: Iterable[tuple[bytes, bytes]]
+    job_states: Iterable[tuple[bytes, bytes | None]]
+    index: Iterable[tuple[bytes, bytes | None]]
 
 
 def rebuild(source: LogSource, into: Path, live: LiveTables | None = None, progress: Callable[[int], None] | None = None) -> RebuildReport:
@@ -140,10 +141,11 @@ def compare_jobs(report: RebuildReport, rebuilt: RocksTable, live: RocksTable) -
             report.jobs_differing.append(JobDifference(job_id, None, state, ["not rebuilt from events: the log has no submission of it"]))
 
 
-def compare_index(report: RebuildReport, rebuilt: SchedulerIndex, live: Iterable[tuple[bytes, bytes]]) -> None:
+def compare_index(report: RebuildReport, rebuilt: SchedulerIndex, live: Iterable[tuple[bytes, bytes | None]]) -> None:
     """The unfinished jobs of the live index table and of the rebuilt one, each job's scheduling view compared."""
     table = SchedulerIndex()
-    table.load((key.decode(), value) for key, value in live)  # read as the scheduler reads its table
+    latest = {key: value for key, value in live}
+    table.load((key.decode(), value) for key, value in latest.items() if value is not None)  # read as the scheduler reads its table
     live_jobs = {job_id: entry.delta for job_id, entry in table.jobs.items()}
     report.live_index_jobs = len(live_jobs)
     for job_id in sorted(set(rebuilt.jobs) | set(live_jobs)):
