@@ -17,7 +17,10 @@ Then, each in this process on one core, timed in process CPU and wall time:
 Rates are per event (the events inside `events` records) and per feed record. Target: audit at
 50,000 events/s or more. `--py-spy BIN` profiles the audit (a second run, in a py-spy subprocess).
 
-Usage: .venv/bin/python bench/replay.py [--events 1000000] [--rate 300] [--nodes 100] [--run-s 10] [--broker]
+The defaults are a steady state: the nodes run jobs faster than they come (about 1,400 run at a
+time, none waits long); with `--rate 300 --run-s 10` the queues grow, and every cycle walks them.
+
+Usage: .venv/bin/python bench/replay.py [--events 1000000] [--rate 200] [--nodes 100] [--run-s 5] [--broker]
 Progress goes to stderr; the last stdout line is one JSON object.
 """
 
@@ -143,9 +146,9 @@ def audited(source: LogSource) -> AuditReport:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000, help="events in the log (default 1,000,000)")
-    parser.add_argument("--rate", type=int, default=300, help="jobs submitted per second of the recorded pipeline (default 300)")
+    parser.add_argument("--rate", type=int, default=200, help="jobs submitted per second of the recorded pipeline (default 200)")
     parser.add_argument("--nodes", type=int, default=100, help="32-cpu nodes (default 100)")
-    parser.add_argument("--run-s", type=int, default=10, help="how long each job runs (default 10 s)")
+    parser.add_argument("--run-s", type=int, default=5, help="how long each job runs (default 5 s)")
     parser.add_argument("--queues", type=int, default=4, help="queues; half of them start a minute late (default 4)")
     parser.add_argument("--broker", action="store_true", help="also audit from an embedded Tansu the archive is restored into")
     parser.add_argument("--py-spy", metavar="BIN", help="also profile an audit of the archive with this py-spy (raw format, path printed)")

@@ -20,6 +20,7 @@ from aiokafka.errors import KafkaError
 
 from streams.archive.segments import Record
 from streams.config import MAX_MESSAGE_BYTES, Settings
+from streams.kafka import KafkaConfigError, kafka_clients
 from streams.replay.source import FEED, FeedGeneration, LogUnavailable
 from streams.topics import changelog_name
 
@@ -32,6 +33,10 @@ class BrokerLog:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.description = f"the broker {settings.bootstrap}"
+        try:
+            self._clients = kafka_clients(settings)  # the deployment's security settings, as every client
+        except KafkaConfigError as exc:
+            raise LogUnavailable(str(exc)) from exc
         self._loop = asyncio.new_event_loop()
         self._consumers: list[AIOKafkaConsumer] = []
         self._metadata = self._consumer()
@@ -53,8 +58,7 @@ class BrokerLog:
 
     def _consumer(self) -> AIOKafkaConsumer:
         async def started() -> AIOKafkaConsumer:
-            consumer = AIOKafkaConsumer(  # on this loop: aiokafka takes the running one
-                bootstrap_servers=self.settings.bootstrap,
+            consumer = self._clients.consumer(  # on this loop: aiokafka takes the running one
                 group_id=None,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
@@ -161,13 +165,12 @@ class BrokerLog:
             self._consumers.remove(consumer)
             self._run(consumer.stop())
 
-    def latest(self, topic: str) -> dict[bytes, bytes]:
-        """A compacted topic's view (its short name, or ``<table>-changelog``): the last value of each key, tombstones dropped."""
-        values: dict[bytes, bytes | None] = {}
+    def keyed(self, topic: str) -> Iterator[tuple[bytes, bytes | None]]:
+        """A compacted topic's records (its short name, or ``<table>-changelog``) as (key, value), partition by
+        partition in log order, None for a tombstone: the last of each key is the topic's view."""
         for partition in self.partitions(topic):
             for record in self.records(topic, partition):
-                values[record.key or b""] = record.value
-        return {key: value for key, value in values.items() if value is not None}
+                yield record.key or b"", record.value
 
 
 # aiokafka's assign and seek want the running loop: they run on the reader's own.

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from schemas.codec import SchemaError, writer_of
+from streams.archive.segments import read_long
 
 _LEADING_FIELDS = ["queue", "job_set_id", "user", "groups", "events"]
 _checked: dict[int, bool] = {}
@@ -42,29 +43,17 @@ def head(value: bytes) -> Head:
         job_set_id, at = _string(value, at)
         user, at = _string(value, at)
         at = _skip_strings(value, at)
-        count, at = _long(value, at)
+        count, at = read_long(value, at)
         if count < 0:
-            _, at = _long(value, at)  # the block's size in bytes
+            _, at = read_long(value, at)  # the block's size in bytes
         first = _string(value, at)[0] if count else None
     except (IndexError, UnicodeDecodeError) as exc:
         raise SchemaError(f"cannot read the head of an event sequence: truncated or corrupt ({exc})") from exc
     return Head(queue, job_set_id, user, first)
 
 
-def _long(data: bytes, at: int) -> tuple[int, int]:
-    """Avro's zig-zag varint."""
-    shift = result = 0
-    while True:
-        byte = data[at]
-        at += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), at
-        shift += 7
-
-
 def _string(data: bytes, at: int) -> tuple[str, int]:
-    length, at = _long(data, at)
+    length, at = read_long(data, at)
     end = at + length
     if length < 0 or end > len(data):
         raise IndexError(f"a string of {length} bytes at byte {at} of {len(data)}")
@@ -74,11 +63,11 @@ def _string(data: bytes, at: int) -> tuple[str, int]:
 def _skip_strings(data: bytes, at: int) -> int:
     """Past an array of strings."""
     while True:
-        count, at = _long(data, at)
+        count, at = read_long(data, at)
         if count == 0:
             return at
         if count < 0:
-            size, at = _long(data, at)
+            size, at = read_long(data, at)
             at += size
             continue
         for _ in range(count):

@@ -31,6 +31,7 @@ from streams.tables.jobs import JobStore
 
 # Sequences folded between two writes of the job states into the table.
 FLUSH_EVERY = 2_000
+WRITE_BATCH = 10_000
 
 
 class JobTable(Protocol):
@@ -75,11 +76,20 @@ class RocksTable:
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and key.encode() in self._db
 
-    def write(self, items: Iterable[tuple[str, bytes]]) -> None:
-        batch = WriteBatch(raw_mode=True)
+    def write(self, items: Iterable[tuple[str, bytes | None]]) -> None:
+        """Put each item (None: delete its key), in write batches of `WRITE_BATCH`."""
+        batch, size = WriteBatch(raw_mode=True), 0
         for key, value in items:
-            batch.put(key.encode(), value)
-        self._db.write(batch)
+            if value is None:
+                batch.delete(key.encode())
+            else:
+                batch.put(key.encode(), value)
+            size += 1
+            if size == WRITE_BATCH:
+                self._db.write(batch)
+                batch, size = WriteBatch(raw_mode=True), 0
+        if size:
+            self._db.write(batch)
 
     def items(self) -> Iterator[tuple[str, bytes]]:
         for key, value in self._db.items():

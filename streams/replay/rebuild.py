@@ -15,7 +15,7 @@ executors' state, which `events` does not: compare a quiet system, and only its 
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -71,11 +71,12 @@ class RebuildReport:
 
 @dataclass(frozen=True)
 class LiveTables:
-    """The live tables to compare with: where they were read, `job-states` and the index table's changelog, key -> value."""
+    """The live tables to compare with: where they were read, and the records of `job-states` and of the
+    index table's changelog in log order, (key, value), None for a tombstone; the last of a key wins."""
 
     where: str
-    job_states: Iterable[tuple[bytes, bytes]]
-    index: Iterable[tuple[bytes, bytes]]
+    job_states: Iterable[tuple[bytes, bytes | None]]
+    index: Iterable[tuple[bytes, bytes | None]]
 
 
 def rebuild(source: LogSource, into: Path, live: LiveTables | None = None, progress: Callable[[int], None] | None = None) -> RebuildReport:
@@ -140,17 +141,12 @@ def compare_jobs(report: RebuildReport, rebuilt: RocksTable, live: RocksTable) -
             report.jobs_differing.append(JobDifference(job_id, None, state, ["not rebuilt from events: the log has no submission of it"]))
 
 
-def compare_index(report: RebuildReport, rebuilt: SchedulerIndex, live: Iterable[tuple[bytes, bytes]]) -> None:
+def compare_index(report: RebuildReport, rebuilt: SchedulerIndex, live: Iterable[tuple[bytes, bytes | None]]) -> None:
     """The unfinished jobs of the live index table and of the rebuilt one, each job's scheduling view compared."""
-    live_jobs: dict[str, feed.JobDelta] = {}
-    for key, value in live:
-        kind, _, job_id = key.decode().partition(":")
-        if kind == "j":
-            body = json.loads(value)
-            # A row since the index stored rows (main's compact index), a dict of fields before.
-            delta = feed.delta_from_row(body[0]) if isinstance(body, list) else feed.from_json(body["d"])
-            assert isinstance(delta, feed.JobDelta)
-            live_jobs[job_id] = delta
+    table = SchedulerIndex()
+    latest = {key: value for key, value in live}
+    table.load((key.decode(), value) for key, value in latest.items() if value is not None)  # read as the scheduler reads its table
+    live_jobs = {job_id: entry.delta for job_id, entry in table.jobs.items()}
     report.live_index_jobs = len(live_jobs)
     for job_id in sorted(set(rebuilt.jobs) | set(live_jobs)):
         entry, theirs = rebuilt.jobs.get(job_id), live_jobs.get(job_id)
@@ -169,8 +165,7 @@ def compare_index(report: RebuildReport, rebuilt: SchedulerIndex, live: Iterable
 
 def _view(delta: feed.JobDelta) -> dict[str, Any]:
     """What the scheduler decides on: its state part, pending and running alike (they hold the same resources)."""
-    fields = feed.to_json(delta)
-    fields.pop("k", None)
+    fields = {field.name: getattr(delta, field.name) for field in dataclasses.fields(delta)}
     if delta.run_active:
         fields["run_state"] = "active"
         fields["state"] = "active"

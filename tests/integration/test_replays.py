@@ -175,9 +175,6 @@ def test_the_audit_matches_every_cycle_with_preemptions_and_a_gang(recorded: Rec
     assert report["decisions_matched"] >= len(recorded.jobs) + len(preempted)
     assert "replayed" in done.stderr, "progress is shown on standard error"
 
-    text = flotilla(worker, "audit")
-    assert text.returncode == 0 and "OK: every repeated cycle decided what was recorded" in text.stdout, text.stdout + text.stderr
-
 
 def test_the_audit_from_the_archive_alone_matches_the_brokers(recorded: Recorded) -> None:
     from_broker = report_of(flotilla(recorded.worker, "audit", "--json"))
@@ -288,19 +285,21 @@ def test_the_queues_at_a_time_count_their_jobs_as_the_log_said_then(recorded: Re
         assert done.returncode == 0, done.stderr
         return {q["name"]: q for q in json.loads(done.stdout)["queues"]}
 
-    empty = at(recorded.before)
+    def asked(moment: int) -> dict[str, dict[str, Any]]:
+        """The REST read the command makes."""
+        body = worker.client.call("GET", f"/api/v1/queues?at={moment}")
+        assert body["as_of"] == moment
+        return {q["name"]: q for q in body["queues"]}
+
+    empty = asked(recorded.before)
     assert all(empty[q]["queued"] == empty[q]["running"] == 0 for q in (a, b, c))
     middle = at(recorded.waiting_since)
     assert middle[c]["queued"] == 5 and middle[c]["running"] == 0 and middle[c]["usage"] == {}
     assert middle[a]["queued"] + middle[a]["running"] + sum(middle[a]["states"].get(s, 0) for s in TERMINAL) == 100
-    end = at(now_ms())
+    end = asked(now_ms())
     assert end[a]["running"] == end[b]["running"] == 0 and end[c]["queued"] == 5
     assert end[a]["states"] == {state: count for state, count in counts(worker, a).items() if count}
     assert at(now_ms(), "--from-archive", str(recorded.archive)) == end
-
-    status, body = call(worker.client, "GET", f"/api/v1/queues?at={recorded.waiting_since}")
-    assert status == 200 and body["as_of"] == recorded.waiting_since
-    assert {q["name"]: q for q in body["queues"]}[c] == middle[c]
 
 
 # -- rebuild -------------------------------------------------------------------------------------

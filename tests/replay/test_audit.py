@@ -162,3 +162,18 @@ def test_every_generation_of_the_feed_is_audited_after_restarts() -> None:
     assert report.ok, report.first
     assert report.generations == ["flotilla.scheduler-feed@1", "flotilla.scheduler-feed"]
     assert report.cycles == 25 and report.in_flight == 0
+
+
+def test_the_report_reads_as_a_person_expects() -> None:
+    from streams.client.commands.replays import audit_lines
+
+    recorder = busy_log(12)
+    ok = audit_lines(audit(recorder.log, Configurations()).to_json(), took=2.0)
+    assert ok[0].startswith("audit of the recorded log: ") and ok[-1] == "OK: every repeated cycle decided what was recorded"
+    partition, offset, sequence = leased_record(recorder)
+    sequence["events"][0]["payload"][1]["node"] = "n-elsewhere"
+    recorder.log.replace(EVENTS, partition, offset, encode("event_sequence", sequence))
+    lines = audit_lines(audit(recorder.log, Configurations()).to_json())
+    text = "\n".join(lines)
+    assert "DIVERGED: 1 divergence(s); the first:" in text and f"  where: events[{partition}]@{offset}" in text
+    assert "  input records:" in text and "  difference:" in text and "recorded 'n-elsewhere'" in text

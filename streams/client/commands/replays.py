@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -75,7 +75,11 @@ def log_source(args: argparse.Namespace) -> Iterator[LogSource]:
 
 
 def broker_settings(args: argparse.Namespace) -> Settings:
-    return Settings.from_env(broker=getattr(args, "broker", None))
+    """The broker to read and how to reach it: ``--broker``, then FLOTILLA_* variables and the settings file."""
+    try:
+        return Settings.from_env(broker=getattr(args, "broker", None))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def register(commands: Any) -> None:
@@ -113,6 +117,15 @@ def register(commands: Any) -> None:
     rebuild.set_defaults(func=_rebuild)
 
 
+def answer(args: argparse.Namespace, report: dict[str, Any], took: float, lines: Callable[[dict[str, Any], float], list[str]]) -> int:
+    """The report as JSON or as ``lines`` say; the exit status: 0 when the log and its replay agree."""
+    if args.json:
+        print(json.dumps({**report, "seconds": round(took, 3)}, indent=2))
+    else:
+        print("\n".join(lines(report, took)))
+    return 0 if report["ok"] else DIVERGED
+
+
 # -- audit ---------------------------------------------------------------------------------------
 
 
@@ -134,12 +147,7 @@ def _audit(args: argparse.Namespace) -> int:
     except (CommandError, LogUnavailable, ArchiveCorrupt) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return UNREADABLE
-    took = time.monotonic() - started
-    if args.json:
-        print(json.dumps({**report.to_json(), "seconds": round(took, 3)}, indent=2))
-    else:
-        print("\n".join(audit_lines(report.to_json(), took)))
-    return 0 if report.ok else DIVERGED
+    return answer(args, report.to_json(), time.monotonic() - started, audit_lines)
 
 
 def audit_lines(report: dict[str, Any], took: float | None = None) -> list[str]:
@@ -196,40 +204,37 @@ def _rebuild(args: argparse.Namespace) -> int:
     started = time.monotonic()
     progress = Progress("refolded", "records of events", out=sys.stderr)
     try:
-        with log_source(args) as source:
+        with log_source(args) as source, live_tables(args, source) as live:
             print(f"rebuilding the jobs table and the scheduler index from {source.description} into {into}", file=sys.stderr, flush=True)
-            live = live_tables(args, source)
-            if live is None:
-                print("  no live tables to compare with (give --broker to compare with a running worker's)", file=sys.stderr)
             report = rebuild(source, into, live, progress=lambda done: progress.show(done, max(done, progress.total)))
     except (CommandError, LogUnavailable, ArchiveCorrupt) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return UNREADABLE
-    took = time.monotonic() - started
-    if args.json:
-        print(json.dumps({**report.to_json(), "seconds": round(took, 3)}, indent=2))
-    else:
-        print("\n".join(rebuild_lines(report.to_json(), took)))
-    return 0 if report.ok else DIVERGED
+    return answer(args, report.to_json(), time.monotonic() - started, rebuild_lines)
 
 
-def live_tables(args: argparse.Namespace, source: LogSource) -> Any:
-    """The broker's live job-states and index changelog: the broker read, or the one given beside an archive."""
+@contextmanager
+def live_tables(args: argparse.Namespace, source: LogSource) -> Iterator[Any]:
+    """The live job-states and scheduler index changelog: of the broker read, or of the one given beside an
+    archive; None (with a warning) when there are none to compare with."""
     from streams.replay.broker import BrokerLog
     from streams.replay.rebuild import LiveTables
 
     if args.from_archive is not None and args.broker is None:
-        return None
+        print("  no live tables to compare with (give --broker to compare with a running worker's)", file=sys.stderr)
+        yield None
+        return
     log = source if isinstance(source, BrokerLog) else BrokerLog(broker_settings(args))
     try:
-        return LiveTables(
-            f"{log.description} (job-states and the scheduler index's changelog)",
-            list(log.latest("job-states").items()),
-            list(log.latest("scheduler-index-changelog").items()),
-        )
-    except LogUnavailable as exc:
-        print(f"  warning: {exc}: nothing to compare with", file=sys.stderr)
-        return None
+        tables = ("job-states", "scheduler-index-changelog")
+        try:
+            for table in tables:
+                log.partitions(table)
+        except LogUnavailable as exc:
+            print(f"  warning: {exc}: nothing to compare with", file=sys.stderr)
+            yield None
+            return
+        yield LiveTables(f"{log.description} (job-states and the scheduler index's changelog)", *(log.keyed(table) for table in tables))
     finally:
         if log is not source:
             log.close()
