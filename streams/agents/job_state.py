@@ -22,12 +22,11 @@ other job.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode, encode, splice
 from streams.scheduler import feed
-from streams.scheduler.fold import apply_sequence, feed_records, message_rng
+from streams.scheduler.fold import Folded, apply_sequence, feed_records, message_rng
 from streams.tables.batched import Outbox
 
 if TYPE_CHECKING:
@@ -45,46 +44,50 @@ SPEC_TYPE = "flotilla.JobSubmitted"
 
 
 def register(plane: ControlPlane) -> None:
+    jobs, producer = plane.jobs, plane.batch_producer
+    feed_topic = plane.topics.scheduler_feed.get_topic_name()
+    commands_topic = plane.topics.executor_commands.get_topic_name()
+
     @plane.app.agent(plane.topics.events, name="job-state", concurrency=1)
     async def fold(stream: Any) -> None:
         async for events in stream.take_events(BATCH_MAX_MESSAGES, within=BATCH_WITHIN_S):
-            await fold_batch(plane, [event.message for event in events])
+            messages = [event.message for event in events]
+            folded = fold_batch(jobs, messages)
+            # What the batch forwards is acknowledged before its job states are written: were the
+            # table written first, a worker killed in between would find the jobs folded after its
+            # restart, forward nothing, and the scheduler would never hear that a job was leased or
+            # had ended. Faust acknowledges the batch's messages after this and flushes the producer
+            # before it commits their offsets.
+            outbox = Outbox(producer)
+            await outbox.partition(feed_topic, 0, [(None, feed.encode(record)) for record in feed_records(folded.feed)])
+            commands = [(c["executor"].encode(), encoded_command(jobs, c)) for c in folded.commands]
+            await outbox.keyed(commands_topic, commands)
+            await outbox.delivered()
+            await plane.job_index.write_pending(jobs, producer)  # first: see streams/tables/job_index.py
+            await jobs.write_pending(producer)
+            for outcome, count in folded.outcomes.items():
+                plane.metrics.events.labels(outcome).inc(count)
+            plane.refold.folded_batch(messages, folded.feed)
 
 
-async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
-    """Fold a batch of `events` messages, send what it forwards, then write its job states, each all at once.
-
-    The forwarded deltas and commands are acknowledged before the job states are written: were the
-    table written first, a worker killed in between would find the jobs folded after its restart,
-    forward nothing, and the scheduler would never hear that a job was leased or had ended. Faust
-    acknowledges the batch's messages after this returns and flushes the producer before it
-    commits their offsets."""
-    forwarded: list[feed.JobDelta | feed.JobSetAction] = []
-    commands: list[dict[str, Any]] = []
-    outcomes: Counter[str] = Counter()
+def fold_batch(jobs: JobStore, messages: list[Message]) -> Folded:
+    """Fold a batch of `events` messages into ``jobs``, where the job states wait as pending writes
+    until the agent writes them: what the batch forwards, in order (each job's last delta between
+    job-set actions, `feed.latest_deltas`), and how its events went."""
+    batch = Folded()
     for message in messages:
         try:
             sequence = decode("event_sequence", message.value)
         except SchemaError as exc:
-            outcomes["undecodable"] += 1
+            batch.outcomes["undecodable"] += 1
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
             continue
-        folded = apply_sequence(plane.jobs, sequence, message_rng(message.topic, message.partition, message.offset), message.partition)
-        outcomes.update(folded.outcomes)
-        forwarded += folded.feed
-        commands += folded.commands
-    forwarded = feed.latest_deltas(forwarded)
-    outbox = Outbox(plane.batch_producer)
-    deltas = [(None, feed.encode(record)) for record in feed_records(forwarded)]
-    await outbox.partition(plane.topics.scheduler_feed.get_topic_name(), 0, deltas)
-    records = [(command["executor"].encode(), encoded_command(plane.jobs, command)) for command in commands]
-    await outbox.keyed(plane.topics.executor_commands.get_topic_name(), records)
-    await outbox.delivered()
-    await plane.job_index.write_pending(plane.jobs, plane.batch_producer)  # first: see streams/tables/job_index.py
-    await plane.jobs.write_pending(plane.batch_producer)
-    for outcome, count in outcomes.items():
-        plane.metrics.events.labels(outcome).inc(count)
-    plane.refold.folded_batch(messages, forwarded)
+        folded = apply_sequence(jobs, sequence, message_rng(message.topic, message.partition, message.offset), message.partition)
+        batch.outcomes.update(folded.outcomes)
+        batch.feed += folded.feed
+        batch.commands += folded.commands
+    batch.feed = feed.latest_deltas(batch.feed)
+    return batch
 
 
 def encoded_command(jobs: JobStore, command: dict[str, Any]) -> bytes:

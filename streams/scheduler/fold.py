@@ -43,7 +43,7 @@ class JobsStore(Protocol):
 
 @dataclass
 class Folded:
-    """One sequence's fold: how many events were applied, unchanged, refused...; and what to forward."""
+    """A fold of one sequence or a batch: how many events were applied, unchanged, refused...; and what to forward."""
 
     outcomes: Counter[str] = field(default_factory=Counter)
     feed: list[feed.JobDelta | feed.JobSetAction] = field(default_factory=list)

@@ -6,7 +6,7 @@ from streams.tables.jobs import JobStore
 
 
 def dict_jobs(cache_size: int = 20_000) -> JobStore:
-    return JobStore({}, cache_size=cache_size)  # type: ignore[arg-type]
+    return JobStore({}, cache_size=cache_size)  # type: ignore[arg-type]  # a dict stands in for the Faust table: the fold reads it as a mapping
 
 
 def settle(jobs: JobStore) -> None:
