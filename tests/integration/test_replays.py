@@ -116,7 +116,7 @@ def record(worker: Worker, executors: Executors, archive: Path) -> Recorded:
     # Queue a alone fills the 32 cpus for a while: b's arrival two seconds in finds it far above its fair share.
     jobs = submit_jobs(worker, a, "fill", [fake_item(selector, runtime_s=3.0, priority_class=PREEMPTIBLE) for _ in range(96)])
     members = submit_jobs(
-        worker, a, "gang", [fake_item(selector, cpu="2", runtime_s=1.0, priority_class=PREEMPTIBLE, **gang) for _ in range(4)]
+        worker, a, "gang", [fake_item(selector, cpu="2", runtime_s=1.0, priority_class=PREEMPTIBLE, annotations=gang) for _ in range(4)]
     )
     jobs += members
     waiting = submit_jobs(worker, c, "nowhere", [fake_item({"nowhere": "true"}) for _ in range(5)])

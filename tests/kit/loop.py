@@ -93,7 +93,9 @@ class Loop:
 
     def deliver(self) -> None:
         for record in self.feed:
-            assert not isinstance(record, feed.Tick | feed.Committed), "ticks and commits come from the scheduler, not the fold"
+            assert not isinstance(record, feed.Tick | feed.Committed | feed.Configuration), (
+                "ticks, commits and configurations come from the scheduler, not the fold"
+            )
             self.index.apply(record)
         self.feed.clear()
 

@@ -90,7 +90,9 @@ def test_a_decision_changed_in_a_cycle_record_is_caught() -> None:
 def test_a_committed_cycle_changed_on_the_feed_is_caught() -> None:
     recorder = busy_log(10)
     records = list(recorder.log.records(FEED, 0))
-    offset, record = next((r.offset, feed.decode(r.value)) for r in records if isinstance(feed.decode(r.value), feed.Committed))
+    offset, record = next(
+        (r.offset, decoded) for r in records if r.value is not None and isinstance(decoded := feed.decode(r.value), feed.Committed)
+    )
     assert isinstance(record, feed.Committed)
     shorter = feed.Committed(record.tick, record.cycle_id, record.events[1:], record.commands)
     recorder.log.replace(FEED, 0, offset, feed.encode(shorter))
