@@ -3,7 +3,8 @@ routes and the gRPC SchedulerReporting service all call, so they answer alike.
 
 Reading is one pass over `events` (`streams.replay.history`); a job's cycles the records do not
 tell are recomputed by repeating the scheduler feed's cycles up to the job's end, when the log
-holds the feed. ``progress`` is told how far a long read has got (the command line prints it).
+holds the feed. ``progress`` gives each phase of a long read a counter to tell how far it has got
+(the command line prints one line a phase, `streams.client.progress.on_stderr`).
 """
 
 from __future__ import annotations
@@ -17,23 +18,24 @@ from streams.replay.history import History, read_history
 from streams.replay.source import LogSource, LogUnavailable, event_sequences, feed_records
 from streams.scheduler.config_file import SchedulerConfiguration
 
-Progress = Callable[[str], None]
+Counter = Callable[[int, int | None], None]  # (done, total or None when not known beforehand)
+Phases = Callable[[str, str], Counter]  # (what the phase does, what it counts) -> its counter
 
 
-def _quiet(_: str) -> None:
-    pass
+def _quiet(what: str, unit: str) -> Counter:
+    return lambda done, total: None
 
 
-def history_of(source: LogSource, jobs: Sequence[str] = (), progress: Progress = _quiet) -> History:
+def history_of(source: LogSource, jobs: Sequence[str] = (), progress: Phases = _quiet) -> History:
+    read = progress("read", "event sequences")
+
     def sequences() -> Iterator[dict[str, Any]]:
         for count, (_, sequence) in enumerate(event_sequences(source), start=1):
             if count % 10_000 == 0:
-                progress(f"read {count:,} event sequences")
+                read(count, None)
             yield sequence
 
-    history = read_history(sequences(), jobs)
-    progress(f"read {history.sequences:,} event sequences, {len(history.cycles):,} cycle records")
-    return history
+    return read_history(sequences(), jobs)
 
 
 def explain_job(
@@ -42,7 +44,7 @@ def explain_job(
     *,
     replay: bool = True,
     configurations: Sequence[SchedulerConfiguration] = (),
-    progress: Progress = _quiet,
+    progress: Phases = _quiet,
 ) -> dict[str, Any]:
     """The job's story (`streams.replay.explain.job_report`), its unrecorded cycles recomputed when
     ``replay`` and the log holds the scheduler feed (else the report says why not)."""
@@ -61,10 +63,11 @@ def explain_job(
         report["replay"] = f"not possible: {source.description} holds no scheduler feed"
         return report
     total = sum(g.end for g in generations)
+    replaying = progress("replayed", "records of the scheduler feed")
 
     def step(cycles: int, offset: int) -> None:
         if cycles % 500 == 0:
-            progress(f"replayed {cycles:,} cycles (feed offset {offset:,} of {total:,})")
+            replaying(offset, total)
 
     replayed = replayed_outcomes(
         ((g.name, feed_records(g)) for g in generations),
@@ -79,12 +82,10 @@ def explain_job(
     return report
 
 
-def scheduling(source: LogSource, cycle_id: str | None = None, at_ms: int | None = None, progress: Progress = _quiet) -> dict[str, Any]:
+def scheduling(source: LogSource, cycle_id: str | None = None, at_ms: int | None = None, progress: Phases = _quiet) -> dict[str, Any]:
     return scheduling_report(choose_cycle(history_of(source, (), progress), cycle_id, at_ms))
 
 
-def queue(
-    source: LogSource, name: str, cycle_id: str | None = None, at_ms: int | None = None, progress: Progress = _quiet
-) -> dict[str, Any]:
+def queue(source: LogSource, name: str, cycle_id: str | None = None, at_ms: int | None = None, progress: Phases = _quiet) -> dict[str, Any]:
     history = history_of(source, (), progress)
     return queue_report(history, choose_cycle(history, cycle_id, at_ms), name)

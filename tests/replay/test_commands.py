@@ -104,7 +104,7 @@ def test_what_if_without_fair_share_preemption_reports_no_preemptions_and_later_
     assert {m["job_id"] for m in report["moved"]} == set(jobs["b"]) and all(m["moved_s"] is None for m in report["moved"])
     assert report["estimated_runtimes"] == 12  # 8 of a and 4 of b ran, none finished on its own within the log
     assert plot.read_text().startswith("<svg") and "what-if" in plot.read_text()
-    assert "reading the scheduler feed" in err  # progress, on stderr
+    assert "records of the scheduler feed" in err and "simulated 1 of 7 cycles" in err  # progress, on stderr
 
     code, out, _ = run(capsys, "what-if", "--config", str(config), "--from-archive", str(root), "--format", "csv", "-q")
     rows = [line.split(",") for line in out.splitlines()]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,8 +17,7 @@ from typing import Any
 
 from streams.client.commands import CommandError
 from streams.client.commands.replays import add_log_options, log_source, time_option
-
-PROGRESS_EVERY_S = 0.5
+from streams.client.progress import on_stderr
 
 
 def register(commands: Any, get: Any) -> None:
@@ -85,20 +82,17 @@ def _cycle_options(parser: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def _answering(args: argparse.Namespace) -> Iterator[tuple[Any, Progress]]:
-    """The log, a progress line, and the errors of reading it as CommandErrors."""
+def _answering(args: argparse.Namespace) -> Iterator[Any]:
+    """The log, and the errors of reading it as CommandErrors."""
     from streams.archive.reader import ArchiveCorrupt
     from streams.replay.explain import NotFound
     from streams.replay.source import LogUnavailable
 
-    progress = Progress(args.quiet)
     try:
         with log_source(args) as log:
-            yield log, progress
+            yield log
     except (NotFound, LogUnavailable, ArchiveCorrupt) as exc:
         raise CommandError(str(exc)) from exc
-    finally:
-        progress.done()
 
 
 def _print(args: argparse.Namespace, answer: dict[str, Any], text: Callable[[dict[str, Any]], str]) -> int:
@@ -118,8 +112,8 @@ def _explain(args: argparse.Namespace) -> int:
         configurations = [load(path) for path in args.config]
     except ConfigFileError as exc:
         raise CommandError(str(exc)) from exc
-    with _answering(args) as (log, progress):
-        report = explain_job(log, args.job_id, replay=not args.no_replay, configurations=configurations, progress=progress)
+    with _answering(args) as log:
+        report = explain_job(log, args.job_id, replay=not args.no_replay, configurations=configurations, progress=on_stderr(args.quiet))
     return _print(args, report, job_report_text)
 
 
@@ -127,8 +121,8 @@ def _scheduling_report(args: argparse.Namespace) -> int:
     from streams.replay.answers import scheduling
     from streams.replay.report_text import scheduling_report_text
 
-    with _answering(args) as (log, progress):
-        report = scheduling(log, args.cycle, args.at, progress)
+    with _answering(args) as log:
+        report = scheduling(log, args.cycle, args.at, on_stderr(args.quiet))
     return _print(args, report, scheduling_report_text)
 
 
@@ -136,32 +130,6 @@ def _queue_report(args: argparse.Namespace) -> int:
     from streams.replay.answers import queue
     from streams.replay.report_text import queue_report_text
 
-    with _answering(args) as (log, progress):
-        report = queue(log, args.queue, args.cycle, args.at, progress)
+    with _answering(args) as log:
+        report = queue(log, args.queue, args.cycle, args.at, on_stderr(args.quiet))
     return _print(args, report, queue_report_text)
-
-
-class Progress:
-    """Prints the latest of what it is told on standard error, at most every `PROGRESS_EVERY_S`,
-    rewriting one line on a terminal; `done` ends the line."""
-
-    def __init__(self, quiet: bool = False) -> None:
-        self.quiet = quiet
-        self.last = 0.0
-        self.shown = False
-        self.tty = sys.stderr.isatty()
-
-    def __call__(self, message: str) -> None:
-        now = time.monotonic()
-        if self.quiet or now - self.last < PROGRESS_EVERY_S:
-            return
-        self.last = now
-        self.shown = True
-        if self.tty:
-            print(f"\r\033[K{message}", end="", file=sys.stderr, flush=True)
-        else:
-            print(message, file=sys.stderr, flush=True)
-
-    def done(self) -> None:
-        if self.shown and self.tty:
-            print(file=sys.stderr)

@@ -28,7 +28,7 @@ from streams.archive.source import ArchiveSource
 from streams.client.commands import CommandError
 from streams.client.commands.columns import aligned
 from streams.client.commands.connection import client_for
-from streams.client.commands.restoring import Progress
+from streams.client.progress import Progress
 from streams.config import Settings
 from streams.replay.source import ArchiveLog, LogSource, LogUnavailable
 from streams.replay.times import parse_time, show_time
@@ -206,7 +206,7 @@ def _rebuild(args: argparse.Namespace) -> int:
     try:
         with log_source(args) as source, live_tables(args, source) as live:
             print(f"rebuilding the jobs table and the scheduler index from {source.description} into {into}", file=sys.stderr, flush=True)
-            report = rebuild(source, into, live, progress=lambda done: progress.show(done, max(done, progress.total)))
+            report = rebuild(source, into, live, progress=lambda done: progress.show(done, None))
     except (CommandError, LogUnavailable, ArchiveCorrupt) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return UNREADABLE
@@ -295,7 +295,7 @@ def queues_at(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     with log_source(args) as source:
         progress = Progress("folded", "records of events", out=sys.stderr)
-        return fold_queues(source, args.at, lambda done: progress.show(done, max(done, progress.total)))
+        return fold_queues(source, args.at, lambda done: progress.show(done, None))
 
 
 def queues_at_table(queues: list[dict[str, Any]], at: int | None) -> list[str]:

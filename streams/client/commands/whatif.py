@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from streams.client.commands import CommandError
-from streams.client.commands.explain import Progress
 from streams.client.commands.replays import add_log_options, log_source, time_option
+from streams.client.progress import Progress
 
 
 def register(commands: Any) -> None:
@@ -77,7 +77,7 @@ def _what_if(args: argparse.Namespace) -> int:
     since, until = args.since, args.until
     if since is not None and until is not None and until < since:
         raise CommandError("--to is before --from")
-    progress = Progress(args.quiet)
+    reading = Progress("read", "event sequences", out=sys.stderr, quiet=args.quiet)
     workload = whatif.Workload()
     recorded: list[str] = []
     try:
@@ -86,11 +86,13 @@ def _what_if(args: argparse.Namespace) -> int:
             for _, sequence in event_sequences(log, until_ms=until):
                 sequences += 1
                 if sequences % 10_000 == 0:
-                    progress(f"read {sequences:,} event sequences")
+                    reading.show(sequences, None)
                 workload.read_events([sequence])
             for generation in log.feed_generations():
-                progress(f"reading the scheduler feed {generation.name} ({generation.end:,} records)")
-                for _, record in feed_records(generation):
+                feed_read = Progress("read", f"records of the scheduler feed {generation.name}", out=sys.stderr, quiet=args.quiet)
+                for placed, record in feed_records(generation):
+                    if placed.offset % 10_000 == 0:
+                        feed_read.show(placed.offset, generation.end)
                     if isinstance(record, feed.Configuration) and record.hash not in recorded:
                         recorded.append(record.hash)
                     if not isinstance(record, feed.Tick) or until is None or record.time <= until:
@@ -105,11 +107,8 @@ def _what_if(args: argparse.Namespace) -> int:
     if not workload.jobs:
         raise CommandError(f"{log.description} holds no submitted job up to the end of the window")
 
-    def step(done: int, total: int) -> None:
-        progress(f"simulated {done:,} of {total:,} cycles")
-
-    simulated = whatif.simulate(workload, configuration.cycle, weights=weights, until_ms=until, progress=step)
-    progress.done()
+    simulating = Progress("simulated", "cycles", out=sys.stderr, quiet=args.quiet)
+    simulated = whatif.simulate(workload, configuration.cycle, weights=weights, until_ms=until, progress=simulating.show)
     report = whatif.measure(workload, simulated, configuration.cycle, since_ms=since, until_ms=until, moved_shown=args.top)
     report["recorded_configs"] = recorded
     report["what_if_config"] = configuration.hash
