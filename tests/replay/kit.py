@@ -10,6 +10,8 @@ from streams.archive.segments import Record
 from streams.replay.cycles import Configurations
 from streams.replay.explain import replayed_outcomes
 from streams.scheduler import feed
+from streams.scheduler.algorithm.model import PriorityClass
+from streams.scheduler.config import CycleConfig, default_priority_classes
 from streams.scheduler.config_file import parse
 from streams.scheduler.cycle import CycleOutcome
 from streams.scheduler.feed import QueueInfo
@@ -49,6 +51,18 @@ def replayed(loop: LoggedLoop, job_id: str) -> dict[str, Any]:
 
 def small(loop: Loop, at: int, cpu: int = 4) -> None:
     loop.report("ex1", at, nodes(count=1, cpu=cpu))
+
+
+def with_class(extra: PriorityClass) -> LoggedLoop:
+    """A loop whose configuration and policy know ``extra`` beside the default priority classes, with
+    four 1-cpu jobs of queue a (a0..a3) submitted and a 4-cpu node reported, before a first cycle at 2 s."""
+    classes = {**default_priority_classes(), extra.name: extra}
+    loop = LoggedLoop(config=CycleConfig(scheduling=replace(CycleConfig().scheduling, priority_classes=classes)))
+    loop.policy = replace(loop.policy, priority_classes=frozenset(classes))
+    for i in range(4):
+        loop.submit(f"a{i}", "a", cpu="1", at=1_000 + i)
+    small(loop, 1_500)
+    return loop
 
 
 def feed_records(loop: LoggedLoop) -> list[tuple[Record, feed.FeedRecord | None]]:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from streams.replay.explain import FAIR_SHARE, URGENCY, NotFound, choose_cycle, job_report, queue_report, scheduling_report
 from streams.replay.history import read_history
 from streams.scheduler.algorithm import reasons
 from streams.scheduler.algorithm.model import PriorityClass
-from streams.scheduler.config import CycleConfig, default_priority_classes
-from tests.replay.kit import LoggedLoop, replayed, small
+from streams.scheduler.config import CycleConfig
+from tests.replay.kit import LoggedLoop, replayed, small, with_class
 
 
 def fair_share_story(config: CycleConfig | None = None) -> LoggedLoop:
@@ -67,13 +65,7 @@ def test_fair_share_preemption_says_by_whom_and_the_queues_share_against_its_fai
 
 
 def test_urgency_preemption_is_told_apart() -> None:
-    classes = {**default_priority_classes(), "urgent": PriorityClass("urgent", 2000, preemptible=False)}
-    config = CycleConfig(scheduling=replace(CycleConfig().scheduling, priority_classes=classes))
-    loop = LoggedLoop(config=config)
-    loop.policy = replace(loop.policy, priority_classes=frozenset(classes))
-    for i in range(4):
-        loop.submit(f"a{i}", "a", cpu="1", at=1_000 + i)
-    small(loop, 1_500)
+    loop = with_class(PriorityClass("urgent", 2000, preemptible=False))
     loop.cycle(2_000, "a")
     loop.submit("u1", "a", cpu="1", at=2_100, pc="urgent")
     small(loop, 2_500)

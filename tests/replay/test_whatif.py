@@ -7,8 +7,8 @@ from dataclasses import replace
 from streams.replay.whatif import Workload, measure, percentile, simulate
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import PriorityClass
-from streams.scheduler.config import CycleConfig, default_priority_classes
-from tests.replay.kit import LoggedLoop, small
+from streams.scheduler.config import CycleConfig
+from tests.replay.kit import LoggedLoop, small, with_class
 
 RUN_MS = 2_000
 
@@ -77,13 +77,8 @@ def test_a_heavier_queue_gets_more_and_waits_less_and_the_other_waits_more() -> 
 
 def test_an_urgent_class_preempts_in_the_what_if_and_the_count_shows_it() -> None:
     """Recorded with b's jobs in a class of equal priority; the what-if makes that class urgent."""
-    classes = {**default_priority_classes(), "other": PriorityClass("other", 1000, preemptible=True)}
-    config = CycleConfig(scheduling=replace(CycleConfig().scheduling, priority_classes=classes))
-    loop = LoggedLoop(config=config)
-    loop.policy = replace(loop.policy, priority_classes=frozenset(classes))
-    for i in range(4):
-        loop.submit(f"a{i}", "a", cpu="1", at=1_000 + i)
-    small(loop, 1_500)
+    loop = with_class(PriorityClass("other", 1000, preemptible=True))
+    config = loop.config
     loop.cycle(2_000, "a", "b")
     loop.submit("b0", "b", cpu="4", at=2_100, pc="other")
     small(loop, 2_500)
@@ -91,7 +86,7 @@ def test_an_urgent_class_preempts_in_the_what_if_and_the_count_shows_it() -> Non
     small(loop, 3_500)
     loop.cycle(4_000, "a", "b")
     workload = workload_of(loop)
-    urgent = {**classes, "other": PriorityClass("other", 2000, preemptible=False)}
+    urgent = {**config.scheduling.priority_classes, "other": PriorityClass("other", 2000, preemptible=False)}
     what_if_config = CycleConfig(scheduling=replace(config.scheduling, priority_classes=urgent, enable_fairshare_preemption=False))
     same = measure(workload, simulate(workload, config), config)
     report = measure(workload, simulate(workload, what_if_config), what_if_config)
