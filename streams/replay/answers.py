@@ -65,9 +65,9 @@ def explain_job(
     total = sum(g.end for g in generations)
     replaying = progress("replayed", "records of the scheduler feed")
 
-    def step(cycles: int, offset: int) -> None:
+    def step(cycles: int, read: int) -> None:
         if cycles % 500 == 0:
-            replaying(offset, total)
+            replaying(read, total)
 
     replayed = replayed_outcomes(
         ((g.name, feed_records(g)) for g in generations),

@@ -67,16 +67,20 @@ def replayed_outcomes(
     """Per cycle id (a faithful replay names cycles as the scheduler did), what each repeated
     cycle did with the job (cycles that did not consider
     it are left out), over the feed's generations (`streams.replay.source.feed_records`). A
-    generation's cycles after ``until_ms`` are not run (its records are not read further)."""
+    generation's cycles after ``until_ms`` are not run (its records are not read further).
+    ``progress`` is told the cycles repeated and the feed records read, over all generations so far."""
     found: dict[str, CycleOutcome] = {}
     cycles = 0
+    before = 0  # the records of the generations already replayed
     for name, records in generations:
+        last = -1
         for step in repeat(name, records, configurations, capture_pools=True):
             if not isinstance(step, Repeated):
                 continue
             cycles += 1
+            last = step.offset
             if progress is not None:
-                progress(cycles, step.offset)
+                progress(cycles, before + step.offset)
             if until_ms is not None and step.tick.time > until_ms:
                 break
             if since_ms is not None and step.tick.time < since_ms:
@@ -106,6 +110,7 @@ def replayed_outcomes(
                         node_name or None,
                     ),
                 )
+        before += last + 1
     return found
 
 

@@ -44,9 +44,11 @@ class LoggedLoop(Loop):
 
 def replayed(loop: LoggedLoop, job_id: str) -> dict[str, Any]:
     """The loop's feed replayed with the loop's own configuration."""
-    records = feed_records(loop)
-    configuration = replace(parse({}), cycle=loop.config)
-    return replayed_outcomes([("feed", records)], Configurations(given=[configuration]), job_id)
+    return replayed_outcomes([("feed", feed_records(loop))], own_configuration(loop), job_id)
+
+
+def own_configuration(loop: Loop) -> Configurations:
+    return Configurations(given=[replace(parse({}), cycle=loop.config)])
 
 
 def small(loop: Loop, at: int, cpu: int = 4) -> None:

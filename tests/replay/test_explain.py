@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from streams.replay.explain import FAIR_SHARE, URGENCY, NotFound, choose_cycle, job_report, queue_report, scheduling_report
+from streams.replay.explain import (
+    FAIR_SHARE,
+    URGENCY,
+    NotFound,
+    choose_cycle,
+    job_report,
+    queue_report,
+    replayed_outcomes,
+    scheduling_report,
+)
 from streams.replay.history import read_history
 from streams.scheduler.algorithm import reasons
 from streams.scheduler.algorithm.model import PriorityClass
 from streams.scheduler.config import CycleConfig
-from tests.replay.kit import LoggedLoop, replayed, small, with_class
+from tests.replay.kit import LoggedLoop, feed_records, own_configuration, replayed, small, with_class
 
 
 def fair_share_story(config: CycleConfig | None = None) -> LoggedLoop:
@@ -131,3 +140,15 @@ def test_scheduling_and_queue_reports_answer_any_cycle() -> None:
         choose_cycle(history, cycle_id="x")
     with pytest.raises(NotFound, match="job nope is not in the log"):
         job_report(read_history(loop.log, ["nope"]), "nope")
+
+
+def test_the_replays_progress_counts_the_feed_records_of_every_generation_so_far() -> None:
+    loop = fair_share_story(CycleConfig(max_unschedulable_recorded=0))
+    records = feed_records(loop)
+    told: list[tuple[int, int]] = []
+    replayed_outcomes([("first", records), ("second", records)], own_configuration(loop), "w1", progress=lambda *p: told.append(p))
+    cycles = [c for c, _ in told]
+    read = [r for _, r in told]
+    assert cycles == list(range(1, len(told) + 1)) and len(told) % 2 == 0
+    half = len(told) // 2
+    assert read[half:] == [r + read[half - 1] + 1 for r in read[:half]]  # the second generation counts on from the first
