@@ -62,9 +62,6 @@ def register(plane: ControlPlane) -> None:
                 except Exception:
                     log.exception("ingest failed on %s[%s]@%s", event.message.topic, event.message.partition, event.message.offset)
                     plane.metrics.submissions.labels("error").inc()
-                # A turn of the event loop between requests: judging one of 100 items takes ~20 ms on a
-                # busy 2-core machine, and a batch of them held every API call and UI page meanwhile.
-                await asyncio.sleep(0)
             await ingest.write()
 
 

@@ -159,27 +159,3 @@ def test_the_same_message_ingested_again_yields_the_same_jobs(tmp_path: Path) ->
         assert plane.client_ids["team-a/train-1"] == first["events"][0]["job_id"]
 
     asyncio.run(scenario())
-
-
-def test_the_event_loop_turns_between_the_requests_of_a_batch(tmp_path: Path) -> None:
-    """The API and the UI are served meanwhile: a batch of many requests of 100 items held them for as long."""
-
-    async def scenario() -> None:
-        plane = plane_with_queue(tmp_path)
-        seen: list[float] = []
-
-        async def meanwhile() -> None:
-            """How many requests another coroutine sees judged once the first one is."""
-            while not counted(plane, "flotilla_submissions_total", outcome="processed"):
-                await asyncio.sleep(0)
-            seen.append(counted(plane, "flotilla_submissions_total", outcome="processed"))
-
-        async with running(plane, "ingest") as agent:
-            other = asyncio.ensure_future(meanwhile())
-            await agent.put_batch([submission(item(), request_id=f"req-{n}") for n in range(3)], key=b"team-a")
-            await other
-
-        assert seen == [1.0]
-        assert [len(sequence["events"]) for _, sequence in sequences(plane)] == [1, 1, 1]  # one batch, written once
-
-    asyncio.run(scenario())
