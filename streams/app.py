@@ -9,7 +9,10 @@ from __future__ import annotations
 from streams.agents import executor_reports, ingest, job_state, scheduler
 from streams.api.grpc.server import GrpcServer
 from streams.api.job_queries import JobQueries
+from streams.api.local_reads import LocalReads
 from streams.api.operations import Operations
+from streams.api.owners import Owners
+from streams.api.reads import Reads
 from streams.api.rest import routes
 from streams.config import Settings
 from streams.domain.ids import IdFactory
@@ -31,25 +34,35 @@ def create_control_plane(settings: Settings) -> ControlPlane:
     scheduling = scheduler.register(plane)
     plane.cluster.index = lambda: scheduling.index
     plane.metrics.registry.register(ObservedCollector(observed(plane)))
-    queries = JobQueries(
+    plane.app.service(plane.peers)  # type: ignore[arg-type]  # an instance, as above
+    owners = Owners(
+        app=plane.app,
+        partitions=settings.partitions,
+        jobs_topic=plane.jobs.table.changelog_topic.get_topic_name(),
+        scheduler_topic=plane.scheduler_index.changelog_topic.get_topic_name(),
+        me=settings.web_url,
+    )
+    local = LocalReads(
+        jobs=plane.jobs,
         index=plane.job_index,
         queues=plane.queues,
         permissions=plane.permissions,
-        partitions_total=settings.partitions,
+        cluster=plane.cluster,
         ready=lambda: plane.ready,
+        partitions=owners.local,
     )
+    reads = Reads(local=local, owners=owners, peers=plane.peers, partitions=settings.partitions, timeout_s=settings.route_timeout_s)
     ops = Operations(
         queues=plane.queues,
-        jobs=plane.jobs,
         permissions=plane.permissions,
         topics=plane.topics,
         replies=plane.replies,
         ids=IdFactory.system(),
-        queries=queries,
+        reads=reads,
         submit_timeout_s=settings.submit_timeout_s,
         submission_limits=plane.submission_limits,
         durable=plane.durable,
     )
-    routes.register(plane, ops, queries)
+    routes.register(plane, ops, JobQueries(reads=reads, partitions_total=settings.partitions), reads)
     plane.app.service(GrpcServer.for_plane(plane, ops))  # type: ignore[arg-type]  # an instance, as above
     return plane

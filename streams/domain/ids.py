@@ -10,6 +10,12 @@ share one, not even when a cycle is run again after a restart and decides differ
 draw cannot promise that (a re-run cycle draws the same numbers for other jobs), so a run id is
 the job's id and the run's attempt number: the scheduler can lease a job's n-th run only to that
 job, and a replay names it the same.
+
+A job id also says where the job lives: the job's state is in the partition its job set's key
+(`queue/job set`) hashes to, and ingest draws the job's id with that hash in place of the first
+32 of the ULID's 80 random bits (`routed_id`), so any worker finds a job's partition from its id
+(`job_partition`) without asking anyone, for any partition count. 48 random bits remain per
+millisecond and job set; ingest redraws an id its batch already holds.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from ulid import ULID
 
 _TIMESTAMP_BYTES = 6
 _RANDOM_BITS = 80
+_ROUTE_BYTES = 4
 
 
 def new_id(now_ms: int, rng: random.Random) -> str:
@@ -32,6 +39,40 @@ def new_id(now_ms: int, rng: random.Random) -> str:
         raise ValueError(f"timestamp {now_ms} ms is outside the ULID range")
     randomness = rng.getrandbits(_RANDOM_BITS).to_bytes(_RANDOM_BITS // 8, "big")
     return str(ULID.from_bytes(now_ms.to_bytes(_TIMESTAMP_BYTES, "big") + randomness))
+
+
+def routed_id(now_ms: int, rng: random.Random, route: int) -> str:
+    """A ULID for time ``now_ms`` whose randomness starts with ``route`` (a `key_hash`, 31 bits) and draws 48 bits from ``rng``."""
+    if not 0 <= route < 2 ** (8 * _ROUTE_BYTES):
+        raise ValueError(f"route {route} does not fit in {_ROUTE_BYTES} bytes")
+    if not 0 <= now_ms < 2 ** (8 * _TIMESTAMP_BYTES):
+        raise ValueError(f"timestamp {now_ms} ms is outside the ULID range")
+    random_bits = _RANDOM_BITS - 8 * _ROUTE_BYTES
+    randomness = rng.getrandbits(random_bits).to_bytes(random_bits // 8, "big")
+    return str(ULID.from_bytes(now_ms.to_bytes(_TIMESTAMP_BYTES, "big") + route.to_bytes(_ROUTE_BYTES, "big") + randomness))
+
+
+def route_of(job_id: str) -> int | None:
+    """The route hash a `routed_id` carries; None for a string that is not a ULID."""
+    try:
+        raw = ULID.from_str(job_id).bytes
+    except ValueError:
+        return None
+    return int.from_bytes(raw[_TIMESTAMP_BYTES : _TIMESTAMP_BYTES + _ROUTE_BYTES], "big") & 0x7FFFFFFF
+
+
+def job_partition(job_id: str, partitions: int) -> int | None:
+    """The partition holding the job ``job_id``, among ``partitions``; None when the id cannot be one
+    ingest made (with one partition, every id is in partition 0)."""
+    if partitions == 1:
+        return 0
+    route = route_of(job_id)
+    return None if route is None else route % partitions
+
+
+def job_of_run(run_id: str) -> str:
+    """The job id a `run_id_for` id names."""
+    return run_id.rpartition("-")[0]
 
 
 def run_id_for(job_id: str, attempt: int) -> str:

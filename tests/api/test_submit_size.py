@@ -25,12 +25,11 @@ def test_a_submission_over_the_size_limit_is_refused_before_the_log() -> None:
     # topics=None: sending anything would fail, so the refusal must come first
     ops = Operations(
         queues=queues,
-        jobs=None,  # type: ignore[arg-type]
         permissions=Permissions(),
         topics=None,  # type: ignore[arg-type]
         replies=Replies(),
         ids=IdFactory.system(),
-        queries=None,  # type: ignore[arg-type]
+        reads=None,  # type: ignore[arg-type]
         submission_limits=SubmissionLimits(max_message_bytes=2_000),
     )
     items = [job_item(item()) for _ in range(50)]

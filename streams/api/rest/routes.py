@@ -17,7 +17,8 @@ from faust import web
 from streams.api.errors import ApiError
 from streams.api.job_queries import JobQueries, parse_query
 from streams.api.operations import Operations
-from streams.api.rest import job_control, job_details, job_set_events, openapi, ui
+from streams.api.reads import Reads
+from streams.api.rest import job_control, job_details, job_set_events, openapi, peer_routes, ui
 from streams.api.rest.http import answers_errors, caller, json_body, query_lists
 from streams.api.rest.route_errors import json_route_errors
 from streams.domain import jobspec
@@ -30,14 +31,15 @@ if TYPE_CHECKING:
     from streams.plane import ControlPlane
 
 
-def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
+def register(plane: ControlPlane, ops: Operations, queries: JobQueries, reads: Reads) -> None:
     app = plane.app
     cast("AiohttpWeb", app.web).web_app.middlewares.append(json_route_errors)
     ui.register(plane)
     openapi.register(plane)
     job_control.register(plane, ops)
     job_set_events.register(plane, ops)
-    job_details.register(plane, ops)
+    job_details.register(plane, ops, reads)
+    peer_routes.register(plane, reads.local)
 
     @app.page("/health")
     class Health(web.View):
@@ -99,7 +101,7 @@ def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
         @answers_errors
         async def get(self, request: web.Request) -> web.Response:
             principal = caller(plane.auth, request)
-            return self.json(queries.list_jobs(principal, parse_query(query_lists(request))))
+            return self.json(await queries.list_jobs(principal, parse_query(query_lists(request))))
 
         @answers_errors
         async def post(self, request: web.Request) -> web.Response:
@@ -121,13 +123,13 @@ def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
         @answers_errors
         async def get(self, request: web.Request) -> web.Response:
             principal = caller(plane.auth, request)
-            return self.json(queries.counts(principal, query_lists(request)))
+            return self.json(await queries.counts(principal, query_lists(request)))
 
     @app.page("/api/v1/jobs/{job_id}")
     class Job(web.View):
         @answers_errors
         async def get(self, request: web.Request, job_id: str) -> web.Response:
-            return self.json(job_view(ops.job(caller(plane.auth, request), job_id)))
+            return self.json(job_view(await ops.job(caller(plane.auth, request), job_id)))
 
 
 def job_items(body: dict[str, Any]) -> list[dict[str, Any]]:
