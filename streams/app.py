@@ -50,6 +50,7 @@ def create_control_plane(settings: Settings) -> ControlPlane:
         cluster=plane.cluster,
         ready=lambda: plane.ready,
         partitions=owners.local,
+        me=settings.web_url,
     )
     reads = Reads(local=local, owners=owners, peers=plane.peers, partitions=settings.partitions, timeout_s=settings.route_timeout_s)
     ops = Operations(

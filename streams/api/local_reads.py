@@ -128,6 +128,7 @@ class LocalReads:
     ready: Callable[[], bool]
     # This worker's active partitions now.
     partitions: Callable[[], list[int]]
+    me: str = ""  # this worker's address, named in the scheduler's answers
 
     def ops(self) -> dict[str, Op]:
         return {
@@ -274,7 +275,7 @@ class LocalReads:
         return {"position": self.queues.position}
 
     async def cluster_view(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
-        """The last cycle per pool and the executors, as this worker sees them (all of it on the worker that schedules)."""
+        """The last cycle per pool and the executors, as this worker sees them (all of it on the worker that schedules), and this worker's address."""
         cluster = self.cluster
         pools = [
             {
@@ -286,7 +287,8 @@ class LocalReads:
             }
             for pool, cycle in sorted(cluster.pools.items())
         ]
-        return {"scheduler_here": cluster.scheduling, "pools": pools, "executors": cluster.executors(int(time.time() * 1000))}
+        executors = cluster.executors(int(time.time() * 1000))
+        return {"scheduler_here": cluster.scheduling, "worker": self.me, "pools": pools, "executors": executors}
 
     async def scheduling(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
         """{"job_id"} -> why the last cycle here left the job queued or preempted it."""
