@@ -36,6 +36,7 @@ from armada_client.k8s.io.apimachinery.pkg.api.resource.generated_pb2 import Qua
 from armada_client.typings import JobState
 
 from ops.broker import EmbeddedBroker
+from tests.integration.failover import run_failover
 from tests.integration.group import Group, job_set_per_partition
 from tests.integration.helpers import call, create_queue, submit
 from tests.integration.pipeline import RUNTIME_ANNOTATION, Executors, fake_item
@@ -244,3 +245,17 @@ def test_a_third_worker_joins_and_every_worker_answers_every_call(group: Group, 
     group.add()
     assert len(group.live()) == 3
     every_call(group, executors, tmp_path)
+
+
+def test_killing_the_scheduling_worker_under_load_loses_no_job_and_doubles_no_lease(group: Group, executors: Executors) -> None:
+    assert len(group.live()) == 3
+    report = run_failover(group, executors, f"failover-{uuid.uuid4().hex[:6]}")
+    print(report.line())
+    assert report.problems() == [], report.line()
+    assert report.log is not None and report.log.submitted == report.jobs > 0
+    # Calls made while the group rebalanced waited for it; none was refused, and every call works after.
+    assert report.refused() == [], report.line()
+    group.settle()
+    live = {worker.url for worker in group.live()}
+    for worker in group.live():
+        assert call(worker.client, "GET", "/api/v1/cluster")[1]["worker"] in live
