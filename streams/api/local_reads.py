@@ -190,13 +190,12 @@ class LocalReads:
         found: dict[str, str] = {}
         denied: dict[str, str] = {}
         for job_id in dict.fromkeys(body.get("job_ids") or []):
-            raw = self.jobs.raw(job_id)
-            if raw is None:
+            # The fold writes a job's row before the job (streams/tables/job_index.py): a job held has its row.
+            row, raw = index.rows.get(job_id), self.jobs.raw(job_id)
+            if row is None or raw is None:
                 continue
-            row = index.rows.get(job_id)
-            queue = row.queue if row is not None else self.jobs.get(job_id)["queue"]  # type: ignore[index]  # raw is not None
             try:
-                check_job(self.permissions, self.queues, principal, "watch", job_id, queue)
+                check_job(self.permissions, self.queues, principal, "watch", job_id, row.queue)
             except PermissionDenied as exc:
                 denied[job_id] = str(exc)
                 continue
@@ -275,7 +274,8 @@ class LocalReads:
         return {"position": self.queues.position}
 
     async def cluster_view(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
-        """The last cycle per pool and the executors, as this worker sees them (all of it on the worker that schedules), and this worker's address."""
+        """The last cycle per pool and the executors as this worker sees them (all of it on the worker that
+        schedules), and this worker's address."""
         cluster = self.cluster
         pools = [
             {
