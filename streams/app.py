@@ -20,12 +20,22 @@ from streams.metrics import ObservedCollector
 from streams.observing import observed
 from streams.plane import ControlPlane, build_plane
 
+# How soon after a rebalance's recovery the job index is rebuilt (reads and the fold would otherwise do it first).
+JOB_INDEX_REBUILD_CHECK_S = 0.5
+
 
 def create_control_plane(settings: Settings) -> ControlPlane:
     plane = build_plane(settings)
     plane.app.service(plane.queues)  # type: ignore[arg-type]  # Faust types only classes; it takes instances too
     plane.app.on_partitions_assigned.connect(plane.job_index.forget)
     plane.app.on_partitions_revoked.connect(plane.job_index.forget)
+
+    @plane.app.timer(JOB_INDEX_REBUILD_CHECK_S)
+    async def rebuild_job_index() -> None:
+        """Rebuild the job index once the tables are recovered after a rebalance, so no request waits for it."""
+        if plane.ready:
+            plane.job_index.current()
+
     if plane.archiver is not None:
         plane.app.service(plane.archiver)  # type: ignore[arg-type]  # an instance, as above
     ingest.register(plane)
