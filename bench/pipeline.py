@@ -106,6 +106,7 @@ from bench.ingest import (  # noqa: E402
     cpu_seconds,
     create_queues,
     produce_all,
+    queue_names,
     read_status,
     started_consumer,
     wait_queues_visible,
@@ -125,7 +126,6 @@ from streams.scheduler.cycle import CYCLES_QUEUE, SCHEDULER_USER  # noqa: E402
 
 SUBMISSIONS = "flotilla.submissions"
 EVENTS = "flotilla.events"
-QUEUE_PREFIX = "bench-"
 SUBMITTER = "anonymous"
 HEADER_BYTES = 2  # schemas.codec's wire format: a magic byte and the schema release, then Avro
 NODE_CPU, NODE_MEMORY = "32", "256Gi"
@@ -1094,7 +1094,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     shape = JobShape(args.job_cpu, args.job_memory, args.runtime)
-    queues = [f"{QUEUE_PREFIX}{i}" for i in range(args.queues)]
+    queues = queue_names(args.queues, args.partitions)  # spread evenly over the partitions
     directory = Path(tempfile.mkdtemp(prefix="flotilla-bench-pipeline-"))
     sessions: list[Session] = []
     # Every broker, worker, executor and py-spy is registered with children and stopped when the
