@@ -27,6 +27,7 @@ from streams.tables.batched import Outbox
 if TYPE_CHECKING:
     from faust.types import Message
 
+    from streams.metrics import Metrics
     from streams.plane import ControlPlane
 
 log = logging.getLogger(__name__)
@@ -58,31 +59,31 @@ def register(plane: ControlPlane) -> None:
     async def forward(stream: Any) -> None:
         async for events in stream.take_events(BATCH_MAX_MESSAGES, within=BATCH_WITHIN_S):
             outbox = Outbox(plane.batch_producer)
-            records = forwarded(plane, full_states, [event.message for event in events])
+            records = forwarded(plane.metrics, full_states, [event.message for event in events])
             await outbox.partition(feed_topic, 0, [(None, feed.encode(record)) for record in records])
             await outbox.delivered()
             plane.refold.heard_from(record.executor for record in records if isinstance(record, feed.ExecutorState))
 
 
-def forwarded(plane: ControlPlane, full_states: FullStates, messages: list[Message]) -> list[feed.Heartbeat | feed.ExecutorState]:
+def forwarded(metrics: Metrics, full_states: FullStates, messages: list[Message]) -> list[feed.Heartbeat | feed.ExecutorState]:
     """What a batch of reports tells the scheduler, in order: a heartbeat, or the executor's state in full."""
     records: list[feed.Heartbeat | feed.ExecutorState] = []
     for message in messages:
         time_ms = int(message.timestamp * 1000)
         key = executor_key(message.key)
         if key is not None and not full_states.due(key, time_ms):
-            plane.metrics.executor_reports.labels("heartbeat").inc()
+            metrics.executor_reports.labels("heartbeat").inc()
             records.append(feed.Heartbeat(key, time_ms))
             continue
         try:
             state = executor_state(decode("executor_report", message.value), time_ms)
         except (SchemaError, QuantityError, KeyError, TypeError) as exc:
-            plane.metrics.executor_reports.labels("malformed").inc()
+            metrics.executor_reports.labels("malformed").inc()
             log.error("skipping bad executor report %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
             continue
         if key is not None:
             full_states.sent[key] = time_ms
-        plane.metrics.executor_reports.labels("forwarded").inc()
+        metrics.executor_reports.labels("forwarded").inc()
         records.append(state)
     return records
 

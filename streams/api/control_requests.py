@@ -13,7 +13,7 @@ from typing import Any
 
 from streams.api.errors import ApiError
 from streams.domain.events import Payload
-from streams.domain.states import ACTIVE
+from streams.domain.states import ACTIVE, UNFINISHED
 
 CANCEL_REQUESTED = "flotilla.JobCancelRequested"
 PREEMPT_REQUESTED = "flotilla.JobPreemptRequested"
@@ -85,9 +85,6 @@ JOB_SET_ACTIONS: dict[str, Callable[[dict[str, Any]], Payload]] = {
 
 # ---------------------------------------------------------------------------- many jobs at once
 
-# The states a queue-wide cancel may name, as Armada's active job states.
-CANCELLABLE_STATES = ("queued", "leased", "pending", "running")
-
 
 @dataclass(frozen=True)
 class JobFilter:
@@ -132,10 +129,10 @@ def queue_filter(body: dict[str, Any], action: str) -> tuple[JobFilter, str]:
         return JobFilter(ACTIVE, priority_classes=_names(body, "priority_classes"), pools=_names(body, "pools")), reason
     states = _names(body, "job_states")
     if not states:
-        raise ApiError(400, f"job_states is required: the states of the jobs to cancel, of {', '.join(CANCELLABLE_STATES)}")
-    unknown = sorted(states - set(CANCELLABLE_STATES))
+        raise ApiError(400, f"job_states is required: the states of the jobs to cancel, of {', '.join(UNFINISHED)}")
+    unknown = sorted(states - set(UNFINISHED))
     if unknown:
-        raise ApiError(400, f"job_states may name {', '.join(CANCELLABLE_STATES)} (unfinished jobs), not {', '.join(unknown)}")
+        raise ApiError(400, f"job_states may name {', '.join(UNFINISHED)} (unfinished jobs), not {', '.join(unknown)}")
     return JobFilter(states, priority_classes=_names(body, "priority_classes"), pools=_names(body, "pools")), reason
 
 

@@ -32,8 +32,9 @@ from streams.api.owners import NoOwner, Owners
 from streams.auth import PermissionDenied, Principal, Unauthenticated
 from streams.domain.events import sequence_key
 from streams.domain.ids import job_partition
-from streams.domain.job_index import STATE_ORDER, JobQuery, JobRow, Page
+from streams.domain.job_index import JobQuery, JobRow, Page
 from streams.domain.partitioning import key_hash, partition_for
+from streams.domain.states import JOB_STATE_ORDER
 from streams.peers import PeerRefused, Peers, PeerUnavailable
 
 T = TypeVar("T")
@@ -195,7 +196,7 @@ class Reads:
                 name = (group["queue"], group["job_set"]) if "job_set" in group else (group["queue"],)
                 totals.setdefault(name, Counter()).update(group["counts"])
         return [
-            {"queue": name[0], **({"job_set": name[1]} if len(name) > 1 else {}), "counts": {s: counts.get(s, 0) for s in STATE_ORDER}}
+            {"queue": name[0], **({"job_set": name[1]} if len(name) > 1 else {}), "counts": {s: counts.get(s, 0) for s in JOB_STATE_ORDER}}
             for name, counts in sorted(totals.items())
         ]
 

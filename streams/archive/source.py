@@ -2,8 +2,8 @@
 
 `ArchiveSource` answers the questions a replay asks of Kafka (which topics and partitions, the
 records of one partition from an offset or a time, every record in time order, the decoded event
-sequences) from the archive alone. `flotilla log export` reads through it; the replay commands
-(audit, explain, rebuild) take it as their source of records.
+sequences) from the archive alone. `flotilla log export` reads through it, and a replay can take it as its source of records
+(the command line has no replay command yet).
 """
 
 from __future__ import annotations

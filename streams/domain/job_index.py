@@ -30,11 +30,8 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from streams.domain.states import ACTIVE, JOB_STATES
+from streams.domain.states import ACTIVE, JOB_STATE_ORDER, JOB_STATES
 
-# The order a list shows states in: a job's progress, then the ways it can end.
-STATE_ORDER = ("queued", "leased", "pending", "running", "succeeded", "failed", "cancelled", "preempted")
-assert set(STATE_ORDER) == JOB_STATES
 SORTS = ("submitted", "last_transition", "priority")
 MAX_LIMIT = 1000
 _REASON_CHARS = 500  # a reason is shown in a list cell; the job's page has it whole
@@ -179,7 +176,7 @@ class JobQuery:
     def __post_init__(self) -> None:
         unknown = sorted(set(self.states) - JOB_STATES)
         if unknown:
-            raise ValueError(f"unknown state(s) {', '.join(unknown)}; states are {', '.join(STATE_ORDER)}")
+            raise ValueError(f"unknown state(s) {', '.join(unknown)}; states are {', '.join(JOB_STATE_ORDER)}")
         if self.sort not in SORTS:
             raise ValueError(f"cannot sort by {self.sort!r}; sorts are {', '.join(SORTS)}")
         if not 1 <= self.limit <= MAX_LIMIT:
@@ -341,7 +338,7 @@ class JobIndex:
         narrow += [self.by_label.get(pair, SortedList()) for pair in query.labels]
         if narrow:
             return [min(narrow, key=len)]
-        states = dict.fromkeys(query.states or STATE_ORDER)  # a state named twice is walked once
+        states = dict.fromkeys(query.states or JOB_STATE_ORDER)  # a state named twice is walked once
         return [self.by_state[(q, s)] for q in queues for s in states if (q, s) in self.by_state]
 
     def group_counts(self, group_by: str, queues: tuple[str, ...], visible: Callable[[str], bool]) -> list[dict[str, Any]]:
@@ -361,7 +358,7 @@ class JobIndex:
 
 
 def _all_states(counts: Counter[str]) -> dict[str, int]:
-    return {state: counts.get(state, 0) for state in STATE_ORDER}
+    return {state: counts.get(state, 0) for state in JOB_STATE_ORDER}
 
 
 def _entries(row: JobRow) -> list[tuple[str, Any]]:

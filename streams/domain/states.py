@@ -13,6 +13,9 @@ ACTIVE = frozenset({"leased", "pending", "running"})
 
 JOB_TERMINAL = frozenset({"succeeded", "failed", "cancelled", "preempted"})
 JOB_STATES = frozenset({"queued"}) | ACTIVE | JOB_TERMINAL
+# The order lists, counts and messages show job states in: a job's progress, then the ways it can end.
+JOB_STATE_ORDER = ("queued", "leased", "pending", "running", "succeeded", "failed", "cancelled", "preempted")
+UNFINISHED = tuple(state for state in JOB_STATE_ORDER if state not in JOB_TERMINAL)
 
 JOB_TRANSITIONS: dict[str, frozenset[str]] = {
     "queued": frozenset({"leased", "cancelled", "failed"}),

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from streams.client.commands.job_set_counts import STATES, JobSetCounts, state_after
+from streams.client.commands.job_set_counts import JobSetCounts, state_after
+from streams.domain.states import JOB_STATE_ORDER
 
 
 @pytest.mark.parametrize(
@@ -71,13 +72,13 @@ def test_counts_follow_a_job_set_through_its_lifecycle() -> None:
         event("JobCancelled", "c"),
     ]:
         counts.apply(record)
-    assert counts.counts() == dict.fromkeys(STATES, 0) | {"running": 1, "pending": 1, "cancelled": 1}
-    assert list(counts.counts()) == list(STATES)  # always every state, in lifecycle order
+    assert counts.counts() == dict.fromkeys(JOB_STATE_ORDER, 0) | {"running": 1, "pending": 1, "cancelled": 1}
+    assert list(counts.counts()) == list(JOB_STATE_ORDER)  # always every state, in lifecycle order
     assert not counts.done
     counts.apply(event("JobSucceeded", "a"))
     counts.apply(event("JobFailed", "b"))
     assert counts.done
-    assert counts.counts() == dict.fromkeys(STATES, 0) | {"succeeded": 1, "failed": 1, "cancelled": 1}
+    assert counts.counts() == dict.fromkeys(JOB_STATE_ORDER, 0) | {"succeeded": 1, "failed": 1, "cancelled": 1}
 
 
 def test_a_report_about_a_replaced_run_does_not_move_the_job() -> None:

@@ -11,19 +11,11 @@ import pytest
 from streams.client.cli import main
 from streams.client.commands.queues import labels, names
 from tests.client.stub_api import StubApi
+from tests.kit.jobs import QUEUE
 
 
 def queue(name: str = "demo", **fields: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "priority_factor": 1.0,
-        "user_owners": [],
-        "group_owners": [],
-        "cordoned": False,
-        "labels": {},
-        "resource_limits_by_priority_class_name": {},
-        **fields,
-    }
+    return {**QUEUE, "name": name, **fields}
 
 
 CREATE_ARGS = ["--priority-factor", "2", "--owners", "alice,bob", "--group-owners", "team-a", "--cordon", "--labels", "tier=gold,site=lon"]

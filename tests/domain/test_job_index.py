@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.domain.job_index import STATE_ORDER, JobIndex, JobQuery, JobRow, decode_cursor, encode_cursor, entry_change, row_of
+from streams.domain.job_index import JobIndex, JobQuery, JobRow, decode_cursor, encode_cursor, entry_change, row_of
+from streams.domain.states import JOB_STATE_ORDER
 from streams.domain.validation import SubmitPolicy, validate_item
 from tests.kit.jobs import Events, fold, item
 
@@ -53,7 +54,7 @@ rows = st.builds(
     st.integers(0, 9999),
     st.sampled_from(QUEUES),
     st.sampled_from(JOB_SETS),
-    st.sampled_from(STATE_ORDER),
+    st.sampled_from(JOB_STATE_ORDER),
     st.sampled_from((None, *NODES)),
     st.lists(st.sampled_from(LABELS), max_size=2),
     st.integers(0, 50),
@@ -65,7 +66,7 @@ queries = st.builds(
     JobQuery,
     queues=st.lists(st.sampled_from(QUEUES), max_size=2).map(tuple),
     job_set=st.sampled_from((None, *JOB_SETS)),
-    states=st.lists(st.sampled_from(STATE_ORDER), max_size=3).map(tuple),
+    states=st.lists(st.sampled_from(JOB_STATE_ORDER), max_size=3).map(tuple),
     labels=st.lists(st.sampled_from(LABELS), max_size=1).map(tuple),
     node=st.sampled_from((None, *NODES)),
     submitted_from=st.sampled_from((None, 10, 25)),
@@ -126,7 +127,7 @@ def test_group_counts_are_the_rows_counted_by_state(changes: list[JobRow], group
     expected: dict[tuple[str, ...], dict[str, int]] = {}
     for r in latest.values():
         group = (r.queue,) if group_by == "queue" else (r.queue, r.job_set)
-        counts = expected.setdefault(group, dict.fromkeys(STATE_ORDER, 0))
+        counts = expected.setdefault(group, dict.fromkeys(JOB_STATE_ORDER, 0))
         counts[r.state] += 1
     answered = {
         (g["queue"],) if group_by == "queue" else (g["queue"], g["job_set"]): g["counts"]

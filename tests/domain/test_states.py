@@ -1,12 +1,15 @@
 import pytest
 
 from streams.domain.states import (
+    ACTIVE,
+    JOB_STATE_ORDER,
     JOB_STATES,
     JOB_TERMINAL,
     JOB_TRANSITIONS,
     RUN_STATES,
     RUN_TERMINAL,
     RUN_TRANSITIONS,
+    UNFINISHED,
     TransitionRefused,
     job_transition,
     run_transition,
@@ -14,6 +17,12 @@ from streams.domain.states import (
 
 JOB_ALLOWED = sorted((a, b) for a, targets in JOB_TRANSITIONS.items() for b in targets)
 RUN_ALLOWED = sorted((a, b) for a, targets in RUN_TRANSITIONS.items() for b in targets)
+
+
+def test_the_order_shown_names_every_job_state_once_progress_first():
+    assert sorted(JOB_STATE_ORDER) == sorted(JOB_STATES)
+    assert UNFINISHED == ("queued", "leased", "pending", "running") and set(UNFINISHED) == {"queued"} | ACTIVE
+    assert set(JOB_STATE_ORDER[len(UNFINISHED) :]) == JOB_TERMINAL
 
 
 def test_tables_cover_exactly_the_documented_states():

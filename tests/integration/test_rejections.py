@@ -20,6 +20,7 @@ from schemas.codec import encode
 from streams.scheduler.config_file import load as load_scheduler_config
 from tests.integration.helpers import call, container, create_queue, item, submission, submit, submit_record
 from tests.integration.workers import Worker, poll
+from tests.kit.jobs import QUEUE as KIT_QUEUE
 
 pytestmark = pytest.mark.integration
 
@@ -115,18 +116,7 @@ ENVELOPE_KINDS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
 
 
 def _wrong_schema(n: int) -> bytes:
-    return encode(
-        "queue",
-        {
-            "name": f"not-a-request-{n}",
-            "priority_factor": 1.0,
-            "user_owners": [],
-            "group_owners": [],
-            "cordoned": False,
-            "labels": {},
-            "resource_limits_by_priority_class_name": {},
-        },
-    )
+    return encode("queue", {**KIT_QUEUE, "name": f"not-a-request-{n}"})
 
 
 def _valid_bytes(n: int) -> bytes:

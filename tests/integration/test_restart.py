@@ -7,7 +7,9 @@ running); then SIGKILL of the whole process group, or SIGINT to it as a terminal
 After the restart: both queues exist, every job is found, every job that had finished keeps its end
 state, every job's events before the stop (as the archive held them, read with `flotilla log export`)
 are a prefix of its events after (as the restarted API streams them), and every other job runs to
-its end. A second `flotilla up` on the same directory is refused, naming the first one's pid.
+its end. A second `flotilla up` on the same directory is refused, naming the first one's pid. And an
+archive damaged before its end stops `flotilla up` before anything runs, naming the file, the byte
+and `flotilla log verify`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from typing import Any
 import pytest
 
 from ops.broker import free_port
+from streams.archive.segments import index_path, read_index, segments_in
 from streams.client.rest import Client
+from tests.archive.builders import EVENTS, written
 from tests.integration.helpers import create_queue, get_job, submit
 from tests.integration.test_ops_run import FLOTILLA, READY_LINE, Output, cli
 from tests.integration.workers import ROOT, poll
@@ -204,3 +208,20 @@ def test_a_killed_process_group_restarts_with_every_queue_job_and_event(tmp_path
 
 def test_ctrl_c_then_up_again_has_every_queue_job_and_event(tmp_path: Path) -> None:
     restarted_with_everything(tmp_path, signal.SIGINT)
+
+
+def test_a_damaged_archive_stops_the_start_naming_the_file_the_byte_and_what_to_do(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    written(state / "log", groups=20, per_group=20, codec="null", segment_bytes=8_000)
+    first, *later = segments_in(state / "log" / EVENTS / "0")
+    assert later, "the damage must be before the last segment: not a torn tail"
+    block = read_index(index_path(first))[1]
+    data = bytearray(first.read_bytes())
+    data[block.position + 60] ^= 0xFF
+    first.write_bytes(bytes(data))
+    command = [str(FLOTILLA), "up", "--state-dir", str(state), "--broker-port", "0", "--web-port", str(free_port())]
+    stopped = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, start_new_session=True)
+    assert stopped.returncode == 1, stopped.stdout + stopped.stderr
+    for named in (str(first), f"byte {block.position}", "flotilla log verify"):
+        assert named in stopped.stderr, stopped.stderr
+    assert not (state / "worker.log").exists(), "no worker may start on a damaged log"

@@ -2,7 +2,9 @@
 
 The journeys of a user: a queue is created and a job submitted through the API, the job is
 watched on the jobs page until it succeeds, its page shows its runs and its logs; a running job
-is cancelled from its page; a user without permission on the queue is refused. Screenshots of
+is cancelled from its page; a user without permission on the queue is refused; a job set's page
+counts its jobs, a job is reprioritised and preempted from its page, a button used with a token
+without permission shows the API's refusal, and a cordoned queue says so. Screenshots of
 each step go to the test's directory (`ui-shots` under pytest's base temp).
 """
 
@@ -172,6 +174,52 @@ def test_a_user_without_permission_on_the_queue_sees_the_refusal(worker: Worker,
     page.screenshot("jobs-page-nothing-visible")
 
 
+def test_a_job_sets_page_counts_its_jobs_and_the_job_buttons_act_or_show_the_apis_refusal(worker: Worker, page: Page) -> None:
+    queue = new_queue(worker)
+    first, second = submit(worker, queue, "buttons", [shell_job("sleep 120"), shell_job("sleep 120")])
+    poll(lambda: job_state(worker, first) == job_state(worker, second) == "running", 60, "both jobs running")
+    sign_in(page, "alice-token")
+    page.open(f"/jobset/{queue}/buttons")
+    page.wait_text("td[data-state='running']", "2")
+    assert page.text("td[data-state='queued']") == "0"
+    assert first in page.text("main") and second in page.text("main")
+    page.screenshot("job-set-page")
+
+    page.open(f"/job/{first}")
+    page.wait_text("#job-state", "running")
+    priority = page.wait(lambda d: d.find_element("id", "new-priority"), "the priority field")
+    priority.clear()
+    priority.send_keys("7")
+    page.click("#reprioritize-job")
+    page.wait_text("#status", "Reprioritise: request written")
+    poll(lambda: client(worker, "alice-token").call("GET", f"/api/v1/jobs/{first}")["priority"] == 7, 30, "the new priority")
+    page.wait_text("main", "7 (")  # the page shows it once refreshed
+    page.click("#preempt-job")
+    page.wait_text("#status", "Preempt: request written")
+    page.wait_text("#job-state", "preempted", timeout=60)
+    page.screenshot("job-page-reprioritised-and-preempted")
+
+    # The buttons call the API with the token in use: one without permission on the queue is refused, with the reason.
+    page.open(f"/job/{second}")
+    page.wait_text("#job-state", "running")
+    page.driver.execute_script("sessionStorage.setItem('flotilla-token', 'mallory-token')")
+    page.click("#cancel-job")
+    refusal = page.wait_text("#status", "Cancel refused")
+    assert "may not cancel" in refusal and "HTTP 403" in refusal, refusal
+    page.screenshot("job-page-cancel-refused")
+    assert job_state(worker, second) == "running"
+
+    # The queues page shows the queue's usage (its one running job of 100m) and, once cordoned, its cordon.
+    sign_in(page, "alice-token")
+    page.wait_text(f"tr[data-queue='{queue}']", "0.10 cpu")
+    root = client(worker, "root-token")
+    root.call("PUT", f"/api/v1/queues/{queue}", {**root.call("GET", f"/api/v1/queues/{queue}"), "cordoned": True})
+    page.wait_text(f"tr[data-queue='{queue}']", "cordoned")  # the page refreshes itself
+    page.screenshot("queues-page-usage-and-cordon")
+    client(worker, "alice-token").call("POST", f"/api/v1/jobs/{second}/cancel", {"reason": "test over"})
+    poll(lambda: job_state(worker, second) == "cancelled", 60, f"job {second} cancelled (its process stopped)")
+
+
 # ---------------------------------------------------------------------- the job query API behind the pages
 
 
@@ -209,6 +257,8 @@ def test_jobs_are_listed_filtered_sorted_and_paged_and_counted_by_state(worker: 
         alice.list_jobs(states=["sleeping"])
     for job_id in second:
         alice.call("POST", f"/api/v1/jobs/{job_id}/cancel", {"reason": "test over"})
+    # Before the module's executor stops: a run it no longer supervises would sleep on after the suite.
+    poll(lambda: all(job_state(worker, j) == "cancelled" for j in second), 60, "the set-b jobs cancelled (their processes stopped)")
 
 
 def test_the_openapi_document_is_served(worker: Worker) -> None:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-STATES = ("queued", "leased", "pending", "running", "succeeded", "failed", "cancelled", "preempted")
-FINISHED = frozenset({"succeeded", "failed", "cancelled", "preempted"})
+from streams.domain.states import JOB_STATE_ORDER, JOB_TERMINAL
 
 # The state an event puts its job in; other kinds (requests, reprioritisations, run-level endings
 # that the job-level event follows) leave it where it is.
@@ -36,7 +35,7 @@ _ORDER = {"leased": 0, "pending": 1, "running": 2}
 def state_after(current: str | None, kind: str) -> str | None:
     """The job's new state after an event of ``kind`` (``None``: unchanged); ``current`` is ``None`` for a job not seen yet."""
     target = STATE_AFTER_KIND.get(kind.rsplit(".", 1)[-1])
-    if target is None or target == current or current in FINISHED:
+    if target is None or target == current or current in JOB_TERMINAL:
         return None
     if current in _ORDER and target in _ORDER and _ORDER[target] < _ORDER[current]:
         return None
@@ -68,7 +67,7 @@ class JobSetCounts:
         return True
 
     def counts(self) -> dict[str, int]:
-        found = dict.fromkeys(STATES, 0)
+        found = dict.fromkeys(JOB_STATE_ORDER, 0)
         for state in self.states.values():
             found[state] += 1
         return found
@@ -76,4 +75,4 @@ class JobSetCounts:
     @property
     def done(self) -> bool:
         """Every job seen has finished (and there is at least one)."""
-        return bool(self.states) and all(state in FINISHED for state in self.states.values())
+        return bool(self.states) and all(state in JOB_TERMINAL for state in self.states.values())

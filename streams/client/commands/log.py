@@ -28,7 +28,7 @@ VALUE_SCHEMAS = {"events": "event_sequence", "queues": "queue"}
 
 
 def add_archive_option(parser: argparse.ArgumentParser) -> None:
-    """``--from-archive DIR``: the log archive a command reads instead of a broker (replays take it too)."""
+    """``--from-archive DIR``: the log archive a command reads instead of a broker."""
     parser.add_argument(
         "--from-archive",
         type=Path,

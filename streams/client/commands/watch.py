@@ -19,8 +19,9 @@ from urllib.parse import quote, urlencode
 
 from streams.client.commands import CommandError
 from streams.client.commands.connection import add_connection_options, client_for
-from streams.client.commands.job_set_counts import STATES, JobSetCounts
+from streams.client.commands.job_set_counts import JobSetCounts
 from streams.client.rest import Client
+from streams.domain.states import JOB_STATE_ORDER
 
 # Payload fields worth a glance, in the order shown; the rest is in --json.
 DETAILS = (
@@ -165,12 +166,12 @@ def counts_line(counts: JobSetCounts) -> str:
 
 def counts_table(counts: JobSetCounts, title: str) -> list[str]:
     found = counts.counts()
-    widths = [max(len(state), 5) for state in STATES]
+    widths = [max(len(state), 5) for state in JOB_STATE_ORDER]
     total = len(counts.states)
     return [
         f"{title}: {total} job{'' if total == 1 else 's'}{', all finished' if counts.done else ''}",
-        "  ".join(state.upper().rjust(width) for state, width in zip(STATES, widths, strict=True)),
-        "  ".join(str(found[state]).rjust(width) for state, width in zip(STATES, widths, strict=True)),
+        "  ".join(state.upper().rjust(width) for state, width in zip(JOB_STATE_ORDER, widths, strict=True)),
+        "  ".join(str(found[state]).rjust(width) for state, width in zip(JOB_STATE_ORDER, widths, strict=True)),
     ]
 
 
