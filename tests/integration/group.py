@@ -38,6 +38,7 @@ class Group:
     def add(self) -> Worker:
         """Start one more worker in the group and wait until every live worker answers for every partition."""
         number = len(self.workers)
+        self.directory.mkdir(parents=True, exist_ok=True)
         worker = Worker(
             broker=self.broker,
             prefix=f"{self.app_id}.",
