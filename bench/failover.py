@@ -63,7 +63,7 @@ def run(broker: EmbeddedBroker, children: Children, directory: Path, args: argpa
         for index in range(args.workers):
             log(f"run {number}: starting worker {index + 1}/{args.workers} ...")
             children.add(group.add())
-        executors = Executors(group.workers[0], directory / "executors")
+        executors = Executors(group.workers[0], directory)
         children.add(executors.fake("failover-c1", nodes=4))
         try:
             return run_failover(group, executors, f"failover-{number}")
