@@ -105,6 +105,14 @@ def filter_of(body: dict[str, Any]) -> JobFilter:
         raise ApiError(400, f"malformed job filter: {exc!r}") from exc
 
 
+def texts(body: dict[str, Any], name: str) -> list[str]:
+    """The body's list of strings ``name`` (empty when absent); 400 for anything else."""
+    value = body.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ApiError(400, f"{name} must be a list of strings")
+    return value
+
+
 def check_job(permissions: Permissions, queues: QueueReplica, principal: Principal, verb: str, job_id: str, queue: str) -> None:
     """The caller may ``verb`` the job: as its queue's owner or an administrator; only an administrator once the queue is deleted."""
     known = queues.get(queue)
@@ -151,7 +159,7 @@ class LocalReads:
             raise ApiError(404, f"no peer operation {op!r}")
         try:
             return await found(principal, body)
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a body no worker sends
             raise ApiError(400, f"malformed {op} request: {exc!r}") from exc
 
     # ------------------------------------------------------------------ who may see what
@@ -189,7 +197,7 @@ class LocalReads:
         partitions, index = self._current()
         found: dict[str, str] = {}
         denied: dict[str, str] = {}
-        for job_id in dict.fromkeys(body.get("job_ids") or []):
+        for job_id in dict.fromkeys(texts(body, "job_ids")):
             # The fold writes a job's row before the job (streams/tables/job_index.py): a job held has its row.
             row, raw = index.rows.get(job_id), self.jobs.raw(job_id)
             if row is None or raw is None:
@@ -207,7 +215,7 @@ class LocalReads:
         queue, job_set = str(body["queue"]), str(body["job_set"])
         self.watchable(principal, queue)
         partitions, index = self._current()
-        states = set(body.get("states") or ())
+        states = set(texts(body, "states"))
         rows = [[row.job_id, row.state] for row in index.job_set(queue, job_set) if not states or row.state in states]
         return {"partitions": partitions, "rows": rows}
 
@@ -235,7 +243,7 @@ class LocalReads:
         """{"group_by", "queues"} -> jobs per state of each group here."""
         partitions, index = self._current()
         try:
-            groups = index.group_counts(str(body["group_by"]), tuple(body.get("queues") or ()), self.visible(principal))
+            groups = index.group_counts(str(body["group_by"]), tuple(texts(body, "queues")), self.visible(principal))
         except ValueError as exc:
             raise ApiError(400, str(exc)) from exc
         return {"partitions": partitions, "groups": groups}
@@ -257,7 +265,7 @@ class LocalReads:
     async def await_jobs(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
         """{"job_ids", "timeout_s"} -> once every job is in this worker's table, or the time is up: those still missing."""
         deadline = asyncio.get_running_loop().time() + min(float(body.get("timeout_s") or 0), 30.0)
-        unseen = set(body.get("job_ids") or [])
+        unseen = set(texts(body, "job_ids"))
         while True:
             partitions, _ = self._current()
             unseen = {job_id for job_id in unseen if job_id not in self.jobs}

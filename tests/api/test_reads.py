@@ -12,6 +12,7 @@ import asyncio
 import json
 import random
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -227,3 +228,42 @@ def test_a_worker_that_stays_unreachable_ends_the_read_with_503() -> None:
 
 def queued(number: int) -> JobRow:
     return JobRow(f"J{number:04d}", "a", "s1", "queued", 1.0, "armada-default", number, number, 0, None, None, (), None, False)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+op_fields = [
+    "job_ids",
+    "queue",
+    "job_set",
+    "states",
+    "key",
+    "value",
+    "query",
+    "group_by",
+    "queues",
+    "filter",
+    "timeout_s",
+    "offset",
+    "job_id",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(local([], [0]).ops())), st.dictionaries(st.sampled_from(op_fields), json_values, max_size=5))
+def test_a_peer_call_with_any_body_is_answered_or_refused_with_a_reason(op: str, body: dict[str, Any]) -> None:
+    """The peer routes are public: a body no worker sends is refused with the reason (400, or 404 for a
+    queue that does not exist), never a crash."""
+    worker = local([queued(1)], [0])
+    worker.queues = SimpleNamespace(get=QUEUES.get, position=10)  # type: ignore[assignment]
+    if "timeout_s" in body:
+        body["timeout_s"] = 0  # the waits give up at once
+    try:
+        answer = asyncio.run(worker.answer(op, ANONYMOUS, body))
+    except ApiError as exc:
+        assert 400 <= exc.status < 500 and exc.reason
+    else:
+        assert isinstance(answer, dict)
