@@ -117,7 +117,7 @@ from executor.backends.fake import RUNTIME_ANNOTATION  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.executor import ExecutorProcess  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
-from schemas.codec import decode, encode  # noqa: E402
+from schemas.codec import decode, encode, writer_of  # noqa: E402
 from streams.domain import jobspec  # noqa: E402
 from streams.domain.events import sequence_key  # noqa: E402
 from streams.domain.partitioning import key_hash, partition_for  # noqa: E402
@@ -127,7 +127,6 @@ from streams.scheduler.cycle import CYCLES_QUEUE, SCHEDULER_USER  # noqa: E402
 SUBMISSIONS = "flotilla.submissions"
 EVENTS = "flotilla.events"
 SUBMITTER = "anonymous"
-HEADER_BYTES = 2  # schemas.codec's wire format: a magic byte and the schema release, then Avro
 NODE_CPU, NODE_MEMORY = "32", "256Gi"
 WARMUP, IDLE, STREAM = "warmup", "idle", "stream"
 WINDOW_S = 5.0
@@ -244,7 +243,8 @@ def sequence_header(value: bytes) -> tuple[str, str]:
     The executors' run events and the scheduler's decision records are most of the topic and of
     no use here; skipping them keeps this process from taking CPU the worker needs.
     """
-    queue, position = _avro_string(value, HEADER_BYTES)
+    _, start = writer_of("event_sequence", value)  # past the framing, whichever it is
+    queue, position = _avro_string(value, start)
     _, position = _avro_string(value, position)  # job set
     user, _ = _avro_string(value, position)
     return queue, user
@@ -261,6 +261,7 @@ class EventFollower:
 
     bootstrap: str
     users: frozenset[str]
+    partitions: int  # of the events topic: every one is read
     submitted: dict[str, int] = field(default_factory=dict)  # job id -> `created` (ms) of its JobSubmitted
     leases: dict[str, dict[str, Lease]] = field(default_factory=dict)  # phase -> job id -> first lease
     leased_again: int = 0
@@ -268,7 +269,7 @@ class EventFollower:
     _task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        consumer = await started_consumer(self.bootstrap, {EVENTS: 1})
+        consumer = await started_consumer(self.bootstrap, {EVENTS: self.partitions})
         self._task = asyncio.create_task(self._follow(consumer))
 
     async def stop(self) -> None:
@@ -748,7 +749,7 @@ class StreamResult:
 
 async def stream_session(session: Session, args: argparse.Namespace, shape: JobShape) -> StreamResult:
     """Executors first; warm-up, idle latency, then the stream of ``--jobs``."""
-    follower = EventFollower(session.broker.bootstrap, frozenset({SUBMITTER, SCHEDULER_USER}))
+    follower = EventFollower(session.broker.bootstrap, frozenset({SUBMITTER, SCHEDULER_USER}), args.partitions)
     await follower.start()
     producer = AIOKafkaProducer(bootstrap_servers=session.broker.bootstrap, **PRODUCER_OPTIONS)
     await producer.start()
@@ -828,7 +829,7 @@ async def wait_indexed(session: Session, jobs: int) -> None:
 
 async def queued_first_session(session: Session, args: argparse.Namespace, shape: JobShape) -> QueuedFirstResult:
     """All ``--jobs`` queued with no capacity, then the executors start."""
-    follower = EventFollower(session.broker.bootstrap, frozenset({SCHEDULER_USER}))
+    follower = EventFollower(session.broker.bootstrap, frozenset({SCHEDULER_USER}), args.partitions)
     await follower.start()
     producer = AIOKafkaProducer(bootstrap_servers=session.broker.bootstrap, **PRODUCER_OPTIONS)
     await producer.start()
