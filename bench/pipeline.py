@@ -944,7 +944,7 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
     capacity = shape.slots_per_node() * args.nodes
     others = max(result.cpu["other"] / result.seconds for result in phases)
     print(
-        f"conditions: {os.cpu_count()} cores shared by the broker, the worker, {args.executors} executor(s), this "
+        f"conditions: {os.cpu_count()} cores shared by the broker, {args.workers} worker(s), {args.executors} executor(s), this "
         f"client and other users' processes (these used at most {others:.0%} of one core in any phase); "
         f"Python {platform.python_version()}; embedded Tansu, log in memory; {args.workers} worker(s) in one group, "
         f"{args.partitions} partition(s) per partitioned topic"
