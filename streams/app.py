@@ -19,6 +19,7 @@ from streams.domain.ids import IdFactory
 from streams.metrics import ObservedCollector
 from streams.observing import observed
 from streams.plane import ControlPlane, build_plane
+from streams.tables.standby import Standbys
 
 # How soon after a rebalance's recovery the job index is rebuilt (reads and the fold would otherwise do it first).
 JOB_INDEX_REBUILD_CHECK_S = 0.5
@@ -29,6 +30,12 @@ def create_control_plane(settings: Settings) -> ControlPlane:
     plane.app.service(plane.queues)  # type: ignore[arg-type]  # Faust types only classes; it takes instances too
     plane.app.on_partitions_assigned.connect(plane.job_index.forget)
     plane.app.on_partitions_revoked.connect(plane.job_index.forget)
+    standbys = Standbys(
+        plane.app, [plane.jobs.table, plane.job_index.table, plane.client_ids, plane.scheduler_index], settings.bootstrap, settings.web_url
+    )
+    plane.app.service(standbys)  # type: ignore[arg-type]  # an instance, as above
+    plane.app.on_partitions_revoked.connect(standbys.stop_following)
+    plane.app.on_partitions_assigned.connect(standbys.follow_assignment)
 
     @plane.app.timer(JOB_INDEX_REBUILD_CHECK_S)
     async def rebuild_job_index() -> None:

@@ -115,6 +115,8 @@ def create_app(settings: Settings) -> faust.App:
         # Faust's /router and /table pages would show any table's contents to anyone, past authentication.
         web_router_enabled=False,
         web_tables_enabled=False,
+        # Standby copies are kept by streams/tables/standby.py, in batches: Faust's cost a job's fold again.
+        table_standby_replicas=0,
         producer_linger_ms=5,
         producer_max_request_size=MAX_MESSAGE_BYTES,
         consumer_max_fetch_size=MAX_MESSAGE_BYTES,
