@@ -243,7 +243,7 @@ def sequence_header(value: bytes) -> tuple[str, str]:
     The executors' run events and the scheduler's decision records are most of the topic and of
     no use here; skipping them keeps this process from taking CPU the worker needs.
     """
-    _, start = writer_of("event_sequence", value)  # past the framing, whichever it is
+    _, start = writer_of("event_sequence", value)  # after the framing, whichever of schemas.codec's it is
     queue, position = _avro_string(value, start)
     _, position = _avro_string(value, position)  # job set
     user, _ = _avro_string(value, position)

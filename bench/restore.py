@@ -17,7 +17,10 @@ events inside the records (an `events` record carries an event sequence); both c
 After the refold, `--check` (200) jobs picked at random are read through the REST API and must be in
 the state the log gives them (succeeded or queued).
 
-Usage: .venv/bin/python bench/restore.py [--events 1000000] [--wave 100] [--codec deflate] [--check 200]
+`--py-spy BIN` records a `--format raw` profile of the worker from its first refold progress to healthy
+(`--profile-out`; that run's figures are perturbed).
+
+Usage: .venv/bin/python bench/restore.py [--events 1000000] [--wave 100] [--codec deflate] [--check 200] [--py-spy BIN]
 Progress goes to stderr; the last stdout line is one JSON object.
 """
 
@@ -29,6 +32,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -40,7 +44,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.ingest import cpu_seconds, http, raw_item  # noqa: E402
-from bench.processes import Children, exit_status  # noqa: E402
+from bench.processes import Children, Command, exit_status  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
 from schemas.codec import encode  # noqa: E402
@@ -52,6 +56,7 @@ from streams.config import Settings  # noqa: E402
 from streams.domain import events, jobspec  # noqa: E402
 from streams.domain.ids import new_id, run_id_for  # noqa: E402
 from streams.domain.validation import SubmitPolicy, validate_item  # noqa: E402
+from streams.kafka import kafka_clients  # noqa: E402
 from streams.topics import ensure_topics  # noqa: E402
 
 EVENTS_TOPIC = "flotilla.events"
@@ -133,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wave", type=int, default=100, help="jobs per submission, cycle and executor report (default 100)")
     parser.add_argument("--codec", default="deflate", help="the archive's codec (default deflate)")
     parser.add_argument("--check", type=int, default=200, help="jobs read back through the API after the refold (default 200)")
+    parser.add_argument("--py-spy", metavar="BIN", help="profile the worker's refold with this py-spy")
+    parser.add_argument("--profile-out", default="/tmp/restore-profile.txt", help="py-spy output (--format raw)")
     args = parser.parse_args(argv)
 
     state = Path(tempfile.mkdtemp(prefix="flotilla-bench-restore-"))
@@ -156,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             settings = Settings(broker=broker.url, archive_dir=str(archive))
             asyncio.run(ensure_topics(settings))
             log("restoring into the empty broker ...")
-            restored = asyncio.run(restore(archive, broker.bootstrap, lambda p: log(f"restored {p.done:,} of {p.total:,} records")))
+            restored = asyncio.run(restore(archive, kafka_clients(settings), lambda p: log(f"restored {p.done:,} of {p.total:,} records")))
             broker_pid = broker.process.pid if broker.process else None
 
             port = free_port()
@@ -173,10 +180,16 @@ def main(argv: list[str] | None = None) -> int:
             first_progress: list[float] = []
             last_log = [0.0]
 
+            spy: list[Command] = []
+
             def progress(health: dict[str, Any]) -> None:
                 now = time.perf_counter()
                 if health.get("status") == "refolding" and health.get("folded", 0) > 0 and not first_progress:
                     first_progress.append(now)
+                    if args.py_spy and worker.process is not None:
+                        profiler = [args.py_spy, "record", "--format", "raw", "-o", args.profile_out, "--pid", str(worker.process.pid)]
+                        command = Command([*profiler, "--rate", "100", "--nonblocking"], stop_signal=signal.SIGINT, grace_s=30.0)
+                        spy.append(children.add(command).start())  # py-spy writes its output on SIGINT
                 if now - last_log[0] > 5:
                     log(f"worker: {health}")
                     last_log[0] = now
@@ -188,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             worker_pid = worker.process.pid if worker.process else None
             worker_cpu = cpu_seconds(worker_pid)
             broker_cpu = cpu_seconds(broker_pid) - broker_cpu_before
+            for command in spy:
+                command.stop()
             sample = random.Random(1).sample(sorted(states), min(args.check, len(states)))
             wrong = []
             for job_id in sample:
@@ -205,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     start_s = healthy - spawned
     total_s = restored.elapsed_s + start_s
     print(f"conditions: {os.cpu_count()} cores shared by the broker, the worker and this script; embedded Tansu; codec {args.codec}")
+    if args.py_spy:
+        print(f"  NOTE: the worker was profiled with py-spy during its refold ({args.profile_out}); figures are perturbed")
     print(
         f"  archive: {records:,} records of events carrying {counted:,} events ({len(states):,} jobs, waves of {args.wave}), "
         f"{archive_bytes / 2**20:,.1f} MiB; read and checked whole (flotilla log verify) in {read_s:.1f} s "
@@ -217,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"refold: {refold_s:.1f} s from the first progress to healthy ({counted / refold_s:,.0f} events/s, "
         f"{len(states) / refold_s:,.0f} jobs/s); {start_s:.1f} s from the worker's spawn (Faust start-up included); "
-        f"worker CPU {worker_cpu:.1f} s, broker {broker_cpu:.1f} s"
+        f"worker CPU {worker_cpu:.1f} s ({worker_cpu / counted * 1e6:.0f} us per event), "
+        f"broker {broker_cpu:.1f} s ({broker_cpu / counted * 1e6:.0f} us per event)"
     )
     rate = counted / total_s
     verdict = "met" if rate >= 50_000 else "NOT met"
@@ -240,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                 "total_s": round(total_s, 2),
                 "events_per_s": round(rate),
                 "worker_cpu_s": round(worker_cpu, 1),
+                "worker_cpu_us_per_event": round(worker_cpu / counted * 1e6, 1),
+                "broker_cpu_s": round(broker_cpu, 1),
                 "codec": args.codec,
             }
         )

@@ -427,25 +427,54 @@ class Splice:
         self._registry = registry
         self._head = part({"type": "record", "name": f"{name}.head", "fields": fields[:position]})
         self._tail = part({"type": "record", "name": f"{name}.tail", "fields": fields[position + 1 :]})
-        self._field = part(named[field_type]) if isinstance(field_type, str) else part(field_type)
+        self._field = part({"type": "record", "name": f"{name}.{field}", "fields": [fields[position]]})
         self._tag_record = registry._tagger(name)
         self._tag_field = _compile_tagger(field_type, named, {}) or _unchanged
+        self._branches = (
+            [b if isinstance(b, str) else b.get("name", b.get("type")) for b in field_type] if isinstance(field_type, list) else []
+        )
+
+    def branch_bytes(self, branch: str, encoded: bytes) -> bytes:
+        """The encoding of the spliced field, a union, as its branch ``branch`` (a type's full name)
+        whose value encodes to ``encoded``: Avro writes the branch's index, then the value. So a
+        job's spec encoded for its job state is copied into a lease command's nullable spec."""
+        if branch not in self._branches:
+            raise SchemaError(f"field {self.field!r} of {self.name!r} has no branch {branch!r}")
+        index = self._branches.index(branch)
+        assert index < 64  # the index as a one-byte zig-zag varint
+        return bytes((index << 1,)) + encoded
 
     def field_bytes(self, value: Any) -> bytes:
         """The encoding of ``value`` as the spliced field."""
         buffer = io.BytesIO()
-        self._write(buffer, self._field, self._tag_field(value))
+        self._write(buffer, self._field, {self.field: self._tag_field(value)})
         return buffer.getvalue()
 
     def encode(self, record: Mapping[str, Any], field_bytes: bytes) -> bytes:
         """``record`` (whose own value of the field is not read) with ``field_bytes`` in its place."""
+        head, tail = self._around(record)
+        return b"".join((head, field_bytes, tail))
+
+    def field_in(self, raw: bytes, record: Mapping[str, Any]) -> bytes | None:
+        """The field's encoding inside ``raw``, when ``raw`` is what `encode` writes for ``record``
+        now (same framing, same schema); None otherwise.
+
+        Cutting it out of a stored record takes the encoding of the fields around it only, so a
+        record read back (decoded from a table, say) is written again without encoding the field."""
+        head, tail = self._around(record)
+        if len(raw) < len(head) + len(tail) or not raw.startswith(head) or not raw.endswith(tail):
+            return None
+        return raw[len(head) : len(raw) - len(tail)]
+
+    def _around(self, record: Mapping[str, Any]) -> tuple[bytes, bytes]:
+        """The framing and the fields before the spliced one, and the fields after it."""
         rest = self._tag_record({k: v for k, v in record.items() if k != self.field})
-        buffer = io.BytesIO()
-        buffer.write(self._registry.header(self.name))
-        self._write(buffer, self._head, rest)
-        buffer.write(field_bytes)
-        self._write(buffer, self._tail, rest)
-        return buffer.getvalue()
+        head = io.BytesIO()
+        head.write(self._registry.header(self.name))
+        self._write(head, self._head, rest)
+        tail = io.BytesIO()
+        self._write(tail, self._tail, rest)
+        return head.getvalue(), tail.getvalue()
 
     def _write(self, buffer: io.BytesIO, schema: dict, value: Any) -> None:
         try:
@@ -599,8 +628,8 @@ _default = Registry(SCHEMA_DIR, FROZEN_DIR)
 schema = _default.schema
 encode = _default.encode
 decode = _default.decode
-writer_of = _default.writer_of
 splice = _default.splice
 current_writer = _default.current_writer
 use_schema_registry = _default.use_schema_registry
 use_single_object = _default.use_single_object
+writer_of = _default.writer_of

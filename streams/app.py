@@ -16,6 +16,7 @@ from streams.api.reads import Reads
 from streams.api.rest import routes
 from streams.config import Settings
 from streams.domain.ids import IdFactory
+from streams.kafka import kafka_clients
 from streams.metrics import ObservedCollector
 from streams.observing import observed
 from streams.plane import ControlPlane, build_plane
@@ -31,7 +32,10 @@ def create_control_plane(settings: Settings) -> ControlPlane:
     plane.app.on_partitions_assigned.connect(plane.job_index.forget)
     plane.app.on_partitions_revoked.connect(plane.job_index.forget)
     standbys = Standbys(
-        plane.app, [plane.jobs.table, plane.job_index.table, plane.client_ids, plane.scheduler_index], settings.bootstrap, settings.web_url
+        plane.app,
+        [plane.jobs.table, plane.job_index.table, plane.client_ids, plane.scheduler_index],
+        kafka_clients(settings),
+        settings.web_url,
     )
     plane.app.service(standbys)  # type: ignore[arg-type]  # an instance, as above
     plane.app.on_partitions_revoked.connect(standbys.stop_following)

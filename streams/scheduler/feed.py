@@ -1,7 +1,7 @@
 """Records of the `scheduler-feed` topic: what the scheduling agent needs, and nothing more.
 
 The feed is internal (one partition, one reader), so its records are compact JSON rather than
-Avro: a job's scheduling view without its pod spec, an executor's nodes and held runs, an
+Avro (a job delta as a row of values, see `delta_row`): a job's scheduling view without its pod spec, an executor's nodes and held runs, an
 executor's heartbeat between those, a job-set action, the job deltas and job-set actions of one
 event sequence together, the tick that closes a scheduling window, and the record that commits
 what a window's cycle decided. Each record is a complete statement (a job delta replaces what the
@@ -13,7 +13,9 @@ Node ids seen by the scheduler are ``executor/node``: two clusters may both have
 from __future__ import annotations
 
 import json
+import operator
 import struct
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,6 +215,27 @@ def feed_change(before: dict[str, Any] | None, after: dict[str, Any]) -> JobDelt
     return JobDelta(**state, **spec_fields(after["spec"]))
 
 
+def latest_deltas(changes: list[JobDelta | JobSetAction]) -> list[JobDelta | JobSetAction]:
+    """``changes`` with each job's deltas between two job-set actions reduced to the last one, in its place.
+
+    A delta is a complete statement of the job, so the last one says all the earlier ones did: a
+    batch of a restored log holds most of each job's life, whose queued, leased and ended deltas
+    become one (and the scheduler never indexes a job it already knows to be over). A job-set
+    action acts on the jobs the index holds when it comes, so no delta moves across one."""
+    kept: list[JobDelta | JobSetAction | None] = []
+    at: dict[str, int] = {}
+    for change in changes:
+        if isinstance(change, JobDelta):
+            earlier = at.get(change.job_id)
+            if earlier is not None:
+                kept[earlier] = None
+            at[change.job_id] = len(kept)
+        else:
+            at = {}
+        kept.append(change)
+    return [change for change in kept if change is not None]
+
+
 def _significant(fields: dict[str, Any]) -> dict[str, Any]:
     """Pending and running hold the same resources: the scheduler need not hear of the step.
 
@@ -330,8 +353,118 @@ def to_json(record: FeedRecord) -> dict[str, Any]:
     return body
 
 
-# A decoded job delta shares these with every other job holding equal ones (streams.scheduler.shared):
-# the index holds a delta per unfinished job, a million of them when the queues are long.
+# A job delta travels as a row: the fields its job's events change, then the text of the fields its
+# spec fixes (its shape). Keys cost more than values to write and to read, and the jobs of a
+# workload share a few shapes, so a reader decodes each distinct shape text once (`_SHAPES`).
+_DELTA_STATE = (
+    "job_id",
+    "queue",
+    "job_set_id",
+    "state",
+    "priority_class",
+    "priority",
+    "submitted",
+    "runs",
+    "run_id",
+    "executor",
+    "node",
+    "run_state",
+    "leased_at",
+    "avoid_nodes",
+    "returned_runs",
+    "cancel_requested",
+    "preempt_requested",
+)
+_DELTA_SHAPE = ("requests", "node_selector", "tolerations", "affinity", "gang", "grace_period_s", "fail_fast")
+assert sorted(_DELTA_STATE + _DELTA_SHAPE) == sorted(JobDelta.__slots__)
+_state_of = operator.attrgetter(*_DELTA_STATE)
+_shape_of = operator.attrgetter(*_DELTA_SHAPE)
+_SHAPES: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+_SHAPES_SIZE = 8192
+
+
+def delta_row(delta: JobDelta) -> list[Any]:
+    """The delta as a JSON-ready row (`delta_from_row` reads it)."""
+    return [*_state_of(delta), json.dumps(_shape_of(delta), separators=(",", ":"))]
+
+
+def delta_from_row(row: Any) -> JobDelta:
+    """The delta ``row`` encodes; raises ValueError (or TypeError, KeyError) for anything else.
+
+    Its text and values are shared with every other delta holding equal ones (streams.scheduler.shared):
+    the index holds a delta per unfinished job, a million of them when the queues are long."""
+    if not isinstance(row, list) or len(row) != len(_DELTA_STATE) + 1:
+        raise ValueError(f"a job delta is a row of {len(_DELTA_STATE) + 1} values, not {str(row)[:80]}")
+    (
+        job_id,
+        queue,
+        job_set_id,
+        state,
+        priority_class,
+        priority,
+        submitted,
+        runs,
+        run_id,
+        executor,
+        node,
+        run_state,
+        leased_at,
+        avoid_nodes,
+        returned_runs,
+        cancel_requested,
+        preempt_requested,
+        shape_text,
+    ) = row
+    shape = _SHAPES.get(shape_text)
+    if shape is None:
+        shape = _shape(shape_text)
+    requests, node_selector, tolerations, affinity, gang, grace_period_s, fail_fast = shape
+    return JobDelta(
+        job_id=job_id,
+        queue=text(queue),  # type: ignore[arg-type]
+        job_set_id=text(job_set_id),  # type: ignore[arg-type]
+        state=text(state),  # type: ignore[arg-type]
+        priority_class=text(priority_class),  # type: ignore[arg-type]
+        priority=shared(priority),
+        submitted=submitted,
+        requests=requests,
+        node_selector=node_selector,
+        tolerations=tolerations,
+        affinity=affinity,
+        gang=gang,
+        runs=runs,
+        run_id=run_id,
+        executor=text(executor),
+        node=text(node),
+        run_state=text(run_state),
+        leased_at=leased_at,
+        avoid_nodes=shared(tuple(avoid_nodes)) if avoid_nodes else (),
+        returned_runs=returned_runs,
+        cancel_requested=cancel_requested,
+        preempt_requested=preempt_requested,
+        grace_period_s=grace_period_s,
+        fail_fast=fail_fast,
+    )
+
+
+def _shape(shape_text: str) -> tuple[Any, ...]:
+    requests, node_selector, tolerations, affinity, gang, grace_period_s, fail_fast = json.loads(shape_text)
+    shape = (
+        shared(requests),
+        shared(node_selector),
+        shared(tuple(tolerations)),
+        shared(tuple(tuple(term) for term in affinity)),
+        shared(gang),
+        grace_period_s,
+        fail_fast,
+    )
+    _SHAPES[shape_text] = shape
+    if len(_SHAPES) > _SHAPES_SIZE:
+        _SHAPES.popitem(last=False)
+    return shape
+
+
+# A job delta written as a dict of fields (before rows, so still in older index tables) shares these too.
 _SHARED_TEXT = ("queue", "job_set_id", "state", "priority_class", "executor", "node", "run_state")
 _SHARED_VALUES = ("priority", "requests", "node_selector", "tolerations", "affinity", "gang", "avoid_nodes", "grace_period_s")
 
@@ -340,6 +473,8 @@ def from_json(body: Any) -> FeedRecord:
     """The record ``to_json`` gave (``body`` is consumed); raises ValueError for anything else."""
     try:
         kind = body.pop("k")
+        if kind == "job" and "r" in body:
+            return delta_from_row(body["r"])
         if kind == "job":
             fields = {
                 **body,
@@ -371,7 +506,9 @@ def from_json(body: Any) -> FeedRecord:
 
 
 def _change(body: Any) -> JobDelta | JobSetAction:
-    """A member of a changes record: a job delta or a job-set action, checked before decoding."""
+    """A member of a changes record: a job delta (a row) or a job-set action, checked before decoding."""
+    if isinstance(body, list):
+        return delta_from_row(body)
     kind = body.get("k") if isinstance(body, dict) else None
     if kind not in ("job", "job_set"):
         raise ValueError(f"a changes record holds job and job_set records, not {kind!r}")
@@ -382,7 +519,9 @@ def _change(body: Any) -> JobDelta | JobSetAction:
 
 def _to_json(record: FeedRecord) -> dict[str, Any]:
     if isinstance(record, Changes):
-        return {"records": [to_json(r) for r in record.records]}
+        return {"records": [delta_row(r) if isinstance(r, JobDelta) else to_json(r) for r in record.records]}
+    if isinstance(record, JobDelta):
+        return {"r": delta_row(record)}
     if isinstance(record, ExecutorState):
         return {
             "executor": record.executor,

@@ -190,16 +190,16 @@ class SchedulerIndex:
             entry = self.jobs.get(name)
             if entry is None:
                 return None
-            body = {
-                "d": feed.to_json(entry.delta),
-                "x": entry.expect,
-                "n": entry.expect_runs,
-                "p": entry.announce_priority,
-                "c": entry.cancel_reason,
-                "r": entry.fold_run,
-                "a": entry.fold_run_at,
-            }
-            return json.dumps(body, separators=(",", ":")).encode()
+            row = [
+                feed.delta_row(entry.delta),
+                entry.expect,
+                entry.expect_runs,
+                entry.announce_priority,
+                entry.cancel_reason,
+                entry.fold_run,
+                entry.fold_run_at,
+            ]
+            return json.dumps(row, separators=(",", ":")).encode()
         if kind == "e":
             state = self.executors.get(name)
             if state is None:
@@ -227,6 +227,11 @@ class SchedulerIndex:
             kind, _, name = key.partition(":")
             if kind == "j":
                 body = json.loads(value)
+                if isinstance(body, list):
+                    row, *rest = body
+                    self.jobs[name] = Entry(feed.delta_from_row(row), *rest)
+                    continue
+                # An entry written before rows, as a dict of fields.
                 delta = feed.from_json(body["d"])
                 assert isinstance(delta, JobDelta)
                 self.jobs[name] = Entry(delta, body["x"], body["n"], body["p"], body["c"], body["r"], body["a"])

@@ -13,6 +13,7 @@ records are frozen dataclasses), and so does the algorithm.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections import OrderedDict
 from typing import Any, TypeVar, cast
@@ -55,5 +56,7 @@ def _frozen(value: Any) -> Any:
         return (dict, tuple((k, _frozen(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
         return (type(value), tuple(_frozen(v) for v in value))
+    if isinstance(value, float):  # -0.0 equals 0.0 but is written apart
+        return (float, value, math.copysign(1.0, value))
     hash(value)
     return (type(value), value)

@@ -58,9 +58,7 @@ class JobIndexStore:
         index = self.current()
         batch = TableBatch(self.table, producer)
         rows = []
-        for partition, job_id, _ in jobs.pending():
-            job = jobs.latest(job_id)
-            assert job is not None  # pending: written by this batch's fold
+        for partition, job_id, job in jobs.pending():
             row = row_of(job)
             if index.changed(row):
                 batch.put(partition, job_id, row.encode())

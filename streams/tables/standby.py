@@ -27,6 +27,7 @@ from faust.types import TP, TableT
 from mode import Service
 
 from streams.config import MAX_MESSAGE_BYTES
+from streams.kafka import KafkaClients
 from streams.tables.batched import is_rocksdb, write_raw
 
 log = logging.getLogger(__name__)
@@ -51,11 +52,11 @@ def store_of(table: TableT) -> Any:
 
 
 class Standbys(Service):
-    def __init__(self, app: Any, tables: list[TableT], bootstrap: str, me: str, **kwargs: Any) -> None:
+    def __init__(self, app: Any, tables: list[TableT], kafka: KafkaClients, me: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.app = app
         self.tables = {table.changelog_topic.get_topic_name(): table for table in tables if is_rocksdb(table.data)}
-        self.bootstrap = bootstrap
+        self.kafka = kafka
         self.me = me
         self._consumer: AIOKafkaConsumer | None = None
         self._following: dict[TopicPartition, TableT] = {}
@@ -64,8 +65,7 @@ class Standbys(Service):
     async def on_start(self) -> None:
         if not self.tables:
             return
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
+        self._consumer = self.kafka.consumer(
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",

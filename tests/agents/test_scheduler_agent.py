@@ -67,7 +67,7 @@ def test_feed_records_and_a_tick_lease_jobs_publish_the_cycle_and_fill_the_index
         # the index is in the table (and so on its changelog), leases included
         table = sched.scheduler_index
         assert {"j:job-1", "j:job-2", "e:ex1", CYCLES_KEY} <= set(table.keys())
-        assert json.loads(table["j:job-1"])["d"]["state"] == "leased"
+        assert feed.delta_from_row(json.loads(table["j:job-1"])[0]).state == "leased"
         assert json.loads(table[CYCLES_KEY]) == 1
         assert {s.text_key for s in sent(sched, "flotilla-scheduler-index-changelog")} >= {"j:job-1", "e:ex1", CYCLES_KEY}
         # leases reach the executor through the job-state fold, not from here

@@ -90,7 +90,7 @@ def operations(durable: ArchivedOffsets, sent: list[tuple[str, Any]], replies: R
         topics=topics,
         replies=replies or Replies(),
         ids=IdFactory.system(),
-        reads=None,  # type: ignore[arg-type]  # no job is read here
+        reads=None,  # type: ignore[arg-type]  # on purpose: no job is read here
         durable=durable,
     )
 

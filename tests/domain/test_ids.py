@@ -16,6 +16,16 @@ def test_id_is_a_ulid_carrying_the_time():
     assert ULID.from_str(value).milliseconds == 1_700_000_000_123
 
 
+def test_an_id_is_the_ulid_of_its_time_and_80_drawn_bits():
+    """Byte for byte what the ulid package writes: ids made before and after a restart must agree."""
+    for seed in range(500):
+        draw = random.Random(seed)
+        now_ms = draw.randrange(2**48)
+        expected = ULID.from_bytes(now_ms.to_bytes(6, "big") + random.Random(seed).getrandbits(80).to_bytes(10, "big"))
+        assert new_id(now_ms, random.Random(seed)) == str(expected)
+    assert new_id(2**48 - 1, random.Random(0)) == str(ULID.from_bytes(b"\xff" * 6 + random.Random(0).getrandbits(80).to_bytes(10, "big")))
+
+
 def test_ids_sort_by_time():
     rng = random.Random(3)
     ids = [new_id(t, rng) for t in (5, 1_000, 2_000_000)]
