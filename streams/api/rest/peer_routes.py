@@ -13,27 +13,23 @@ request id this worker is waiting on, and request ids are random.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+import faust
 from faust import web
 
 from streams.api.errors import ApiError
 from streams.api.local_reads import LocalReads, NotHere
 from streams.api.rest.http import answers_errors, caller, json_body
+from streams.auth import Authenticator
 from streams.peers import PATH
-
-if TYPE_CHECKING:
-    from streams.plane import ControlPlane
+from streams.replies import Replies
 
 
-def register(plane: ControlPlane, local: LocalReads) -> None:
-    app = plane.app
-
+def register(app: faust.App, auth: Authenticator, local: LocalReads, replies: Replies) -> None:
     @app.page(f"{PATH}/{{op:{'|'.join(sorted(local.ops()))}}}")
     class PeerRead(web.View):
         @answers_errors
         async def post(self, request: web.Request, op: str) -> web.Response:
-            principal = caller(plane.auth, request)
+            principal = caller(auth, request)
             body = await json_body(request)
             try:
                 return self.json(await local.answer(op, principal, body))
@@ -47,5 +43,5 @@ def register(plane: ControlPlane, local: LocalReads) -> None:
             answers = (await json_body(request)).get("answers")
             if not isinstance(answers, list) or not all(isinstance(a, dict) and "request_id" in a for a in answers):
                 raise ApiError(400, "answers must be a list of {request_id, items | unavailable}")
-            plane.replies.received(answers)
+            replies.received(answers)
             return self.json({"received": len(answers)})

@@ -39,7 +39,7 @@ def register(plane: ControlPlane, ops: Operations, queries: JobQueries, reads: R
     job_control.register(app, plane.auth, ops)
     job_set_events.register(plane, ops)
     job_details.register(plane, ops, reads)
-    peer_routes.register(plane, reads.local)
+    peer_routes.register(app, plane.auth, reads.local, plane.replies)
 
     @app.page("/health")
     class Health(web.View):
