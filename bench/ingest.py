@@ -631,6 +631,13 @@ def print_report(setup: Setup, result: IngestResult) -> None:
         f"({total_cpu / result.seconds:.0%} of one core), broker {result.broker_cpu_s:.1f}s "
         f"({result.broker_cpu_s / result.seconds:.0%} of one core)"
     )
+    workers_ms = 1000 * total_cpu / args.jobs
+    each_worker_ms = [1000 * cpu / args.jobs for cpu in result.worker_cpu_s]
+    broker_ms = 1000 * result.broker_cpu_s / args.jobs
+    print(
+        f"  CPU per job: workers {workers_ms:.3f} ms together ({', '.join(f'{ms:.3f}' for ms in each_worker_ms)} ms each), "
+        f"broker {broker_ms:.3f} ms"
+    )
     per_worker = zip(setup.worker_pids, result.worker_cpu_s, peaks_mib, setup.assignments, strict=False)
     for index, (pid, cpu, peak, assigned) in enumerate(per_worker):
         print(
@@ -678,6 +685,11 @@ def print_report(setup: Setup, result: IngestResult) -> None:
                 "workers_peak_rss_mib": [round(peak, 1) for peak in peaks_mib],
                 "workers_cpu_s": [round(cpu, 2) for cpu in result.worker_cpu_s],
                 "broker_cpu_s": round(result.broker_cpu_s, 2),
+                "cpu_ms_per_job": {
+                    "workers": round(workers_ms, 4),
+                    "each_worker": [round(ms, 4) for ms in each_worker_ms],
+                    "broker": round(broker_ms, 4),
+                },
                 "archive": args.archive,
                 "idle_submit_ack_p50_ms": round(p50, 2),
                 "idle_submit_ack_p99_ms": round(p99, 2),
