@@ -628,6 +628,7 @@ _default = Registry(SCHEMA_DIR, FROZEN_DIR)
 schema = _default.schema
 encode = _default.encode
 decode = _default.decode
+writer_of = _default.writer_of
 splice = _default.splice
 current_writer = _default.current_writer
 use_schema_registry = _default.use_schema_registry

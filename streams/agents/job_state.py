@@ -14,7 +14,7 @@ once the broker has them all, the batch's job states (each job's last) go to the
 `TableBatch`.
 A per-message Faust write and send cost 90-230 us each; a batched one about 3 us.
 
-All the logic is the pure fold in `streams.domain.jobs`. A message it cannot decode or an event
+All the logic is the pure fold in `streams.scheduler.fold` (over `streams.domain.jobs`). A message it cannot decode or an event
 the state machine refuses is logged and skipped: one bad message must not stop the fold for every
 other job.
 """
@@ -22,18 +22,11 @@ other job.
 from __future__ import annotations
 
 import logging
-import random
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode, encode, splice
-from streams.domain.ids import new_id
-from streams.domain.jobs import apply_event, event_kind
-from streams.domain.states import TransitionRefused
 from streams.scheduler import feed
-from streams.scheduler.commands import executor_command
-from streams.scheduler.feed import Changes, feed_change
+from streams.scheduler.fold import Folded, apply_sequence, feed_records, message_rng
 from streams.tables.batched import Outbox
 
 if TYPE_CHECKING:
@@ -48,8 +41,6 @@ BATCH_MAX_MESSAGES = 500
 BATCH_WITHIN_S = 0.005
 # The Avro type of a job's spec, in job states and lease commands alike.
 SPEC_TYPE = "flotilla.JobSubmitted"
-# Deltas per feed record: about 300 bytes each, so a record stays far below the message size limit.
-MAX_CHANGES_PER_RECORD = 2_000
 
 
 def register(plane: ControlPlane) -> None:
@@ -91,8 +82,7 @@ def fold_batch(jobs: JobStore, messages: list[Message]) -> Folded:
             batch.outcomes["undecodable"] += 1
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
             continue
-        rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
-        folded = apply_sequence(jobs, sequence, rng, message.partition)
+        folded = apply_sequence(jobs, sequence, message_rng(message.topic, message.partition, message.offset), message.partition)
         batch.outcomes.update(folded.outcomes)
         batch.feed += folded.feed
         batch.commands += folded.commands
@@ -108,73 +98,3 @@ def encoded_command(jobs: JobStore, command: dict[str, Any]) -> bytes:
         return encode("executor_command", command, validate_record=False)
     writer = splice("executor_command", "spec")
     return writer.encode(command, writer.branch_bytes(SPEC_TYPE, jobs.spec_bytes(command["job_id"], command["spec"])))
-
-
-def feed_records(forwarded: list[feed.JobDelta | feed.JobSetAction]) -> list[Changes]:
-    """The deltas and actions in order, as `Changes` records of at most `MAX_CHANGES_PER_RECORD`."""
-    return [Changes(tuple(forwarded[start : start + MAX_CHANGES_PER_RECORD])) for start in range(0, len(forwarded), MAX_CHANGES_PER_RECORD)]
-
-
-@dataclass
-class Folded:
-    """A fold of one sequence or a batch: how many events were applied, unchanged, refused...; and what to forward."""
-
-    outcomes: Counter[str] = field(default_factory=Counter)
-    feed: list[feed.JobDelta | feed.JobSetAction] = field(default_factory=list)
-    commands: list[dict[str, Any]] = field(default_factory=list)
-
-
-def apply_sequence(jobs: JobStore, sequence: dict[str, Any], rng: random.Random, partition: int = 0) -> Folded:
-    """Fold every job event of the sequence, read from ``partition``. ``rng`` (seeded from the
-    message's position) makes command ids the same when a message is folded again after a crash."""
-    folded = Folded()
-    outcomes = folded.outcomes
-    envelope = {key: sequence[key] for key in ("queue", "job_set_id", "user", "groups")}
-    for event in sequence["events"]:
-        job_id = event["job_id"]
-        if job_id is None:  # a job-set action, or a cycle record (which describes decisions only)
-            action = job_set_action(envelope, event)
-            if action is not None:
-                folded.feed.append(action)
-                outcomes["job_set_action"] += 1
-            continue
-        kind = event["payload"][0]
-        before = jobs.latest(job_id)
-        try:
-            after = apply_event(before, kind, event, envelope)
-        except TransitionRefused as exc:
-            outcomes["refused"] += 1
-            log.warning("event %s (%s) refused for job %s: %s", event["event_id"], kind, job_id, exc, extra=_about(envelope, job_id))
-            continue
-        if after is None:
-            outcomes["unknown_job"] += 1
-            log.warning("event %s (%s) for unknown job %s ignored", event["event_id"], kind, job_id, extra=_about(envelope, job_id))
-            continue
-        if after is before:
-            outcomes["unchanged"] += 1
-            continue
-        jobs.put(after, partition)
-        outcomes["applied"] += 1
-        delta = feed_change(before, after)
-        if delta is not None:
-            folded.feed.append(delta)
-        command = executor_command(before, after, new_id(event["created"], rng), event["created"])
-        if command is not None:
-            folded.commands.append(command)
-    return folded
-
-
-def _about(envelope: dict[str, Any], job_id: str) -> dict[str, str]:
-    """The fields of a JSON log line (`streams.logs`) about a job."""
-    return {"job_id": job_id, "queue": envelope["queue"], "job_set": envelope["job_set_id"]}
-
-
-def job_set_action(envelope: dict[str, Any], event: dict[str, Any]) -> feed.JobSetAction | None:
-    """An event without a job id asks something of every unfinished job of the job set."""
-    kind, payload = event["payload"]
-    common = {"queue": envelope["queue"], "job_set_id": envelope["job_set_id"], "event_id": event["event_id"], "time": event["created"]}
-    if event_kind(kind) == "JobCancelRequested":
-        return feed.JobSetAction(action="cancel", reason=payload.get("reason") or "", **common)
-    if event_kind(kind) == "JobReprioritised":
-        return feed.JobSetAction(action="reprioritise", new_priority=payload["new_priority"], **common)
-    return None

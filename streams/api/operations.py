@@ -266,6 +266,10 @@ class Operations:
         self.permissions.check_queue(principal, "watch", known)
         return known
 
+    def check_watch(self, principal: Principal, job: dict[str, Any]) -> None:
+        """The caller may read ``job`` (a job found some other way than in the table: a past state)."""
+        check_job(self.permissions, self.queues, principal, "watch", job["job_id"], job["queue"])
+
     async def _write_control(self, principal: Principal, queue: str, job_set_id: str, job_id: str | None, payload: Payload) -> str:
         created = self.ids.clock_ms()
         event_id = new_id(created, self.ids.rng)
