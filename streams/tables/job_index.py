@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import faust
-from faust.types import TP, TableT
+from faust.types import TableT
 
 from streams.config import Settings
 from streams.domain.job_index import (
@@ -70,11 +70,6 @@ class JobIndexStore:
                     rows.append(JobRow.decode(key, raw))
             self._index = JobIndex.of(rows, requests)
         return self._index
-
-    def partitions(self) -> list[int]:
-        """The partitions whose jobs this worker answers for."""
-        topic = self.table.changelog_topic.get_topic_name()
-        return sorted(tp.partition for tp in self.table.app.assignor.assigned_actives() if isinstance(tp, TP) and tp.topic == topic)
 
     async def write_pending(
         self,

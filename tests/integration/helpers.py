@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import os
@@ -12,8 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from schemas.codec import encode
+from streams.api.job_set_log import EventsTopic
+from streams.api.rest.job_details import jsonable
+from streams.api.rest.sse import event_records
 from streams.client.rest import Client
 from streams.domain.jobspec import job_item
+from streams.kafka import KafkaClients
 from tests.kit.jobs import container as kit_container
 
 USER = "integration"
@@ -91,3 +96,17 @@ def broker_connections(pid: int, port: int) -> int:
         remote_port, state, inode = int(fields[2].split(":")[1], 16), fields[3], fields[9]
         count += remote_port == port and state == "01" and inode in sockets
     return count
+
+
+def job_set_events(bootstrap: str, topic: str, queue: str, job_set: str) -> list[dict[str, Any]]:
+    """Every event of the job set on the events ``topic``, read whole from its start as a client receives them."""
+
+    async def read() -> list[dict[str, Any]]:
+        found = []
+        async with EventsTopic(KafkaClients(bootstrap), topic).job_set(queue, job_set) as log:
+            while True:
+                found += [record for sequence in await log.read(200) for record in event_records(sequence)]
+                if await log.caught_up():
+                    return list(jsonable(found))
+
+    return asyncio.run(read())

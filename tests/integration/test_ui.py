@@ -10,7 +10,6 @@ each step go to the test's directory (`ui-shots` under pytest's base temp).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import urllib.request
 import uuid
@@ -22,13 +21,10 @@ import yaml
 
 from ops.broker import EmbeddedBroker, free_port
 from ops.executor import ExecutorProcess
-from streams.api.job_set_log import EventsTopic
-from streams.api.rest.job_details import jsonable
 from streams.api.rest.openapi import DOCUMENT
-from streams.api.rest.sse import event_records
 from streams.client.rest import Client, ClientError
-from streams.kafka import KafkaClients
 from tests.integration.browser import Page, chromium
+from tests.integration.helpers import job_set_events
 from tests.integration.workers import Worker, poll, running_worker
 
 pytestmark = pytest.mark.integration
@@ -283,20 +279,11 @@ def test_a_jobs_events_are_those_of_its_job_set_read_whole_yet_only_its_own_reco
         return [e["kind"] for e in alice.call("GET", f"/api/v1/jobs/{job_id}/events")["events"]]
 
     poll(lambda: "JobReprioritised" in kinds(jobs[1]), 30, "the job set's request on a job's page")
-    whole = asyncio.run(job_set_events(EventsTopic(KafkaClients(broker.bootstrap), worker.topic("events")), queue, "story"))
+    whole = job_set_events(broker.bootstrap, worker.topic("events"), queue, "story")
     for job_id in jobs:
         answer = alice.call("GET", f"/api/v1/jobs/{job_id}/events")["events"]
         assert answer == [e for e in whole if e["job_id"] in (job_id, None)]
         assert [e["kind"] for e in answer][:1] + [e["kind"] for e in answer][-2:] == ["JobSubmitted", "JobSucceeded", "JobReprioritised"]
-
-
-async def job_set_events(events: EventsTopic, queue: str, job_set: str) -> list[dict[str, Any]]:
-    found = []
-    async with events.job_set(queue, job_set) as log:
-        while True:
-            found += [record for sequence in await log.read(200) for record in event_records(sequence)]
-            if await log.caught_up():
-                return jsonable(found)
 
 
 def test_the_openapi_document_is_served(worker: Worker) -> None:
