@@ -183,6 +183,10 @@ def test_a_job_is_read_from_the_worker_holding_its_partition_and_a_caller_is_che
     assert {url for url, op in group.asked if op == "jobs"} == {B}, "A's own partitions are read in process"
     with pytest.raises(PermissionDenied, match="bob"):
         asyncio.run(reads.jobs(BOB, list(jobs)))
+    with pytest.raises(PermissionDenied, match="'bob' may not cancel"):  # read to act on: the refusal names the act
+        asyncio.run(reads.jobs(BOB, list(jobs), "cancel"))
+    with pytest.raises(ApiError, match="verb must be one of"):
+        asyncio.run(reads.jobs(ALICE, list(jobs), "steal"))
 
 
 def test_a_jobs_event_positions_come_from_the_index_of_the_worker_holding_its_partition() -> None:
