@@ -65,6 +65,16 @@ def register(plane: ControlPlane) -> None:
             await ingest.write()
 
 
+@dataclass(frozen=True)
+class IngestBatch:
+    """What a batch of submit requests gives: (key, event_sequence bytes) for `events`, client id key ->
+    (partition, job id), and (request id, answers)."""
+
+    events: list[tuple[bytes | None, bytes | None]]
+    client_ids: dict[str, tuple[int, str]]
+    answers: list[tuple[str, list[dict[str, Any]]]]
+
+
 @dataclass
 class Ingest:
     """What judging a submit request reads (queues, the policy, known client ids) and where its outcome goes.
@@ -96,20 +106,26 @@ class Ingest:
 
         Client ids written before their events could outlive them in a kill: the submission
         folded again after the restart would be taken for a duplicate and its jobs never exist."""
+        batch = self.take_batch()
         outbox = Outbox(self.producer)
-        sent = await outbox.keyed(self.events_topic, self._events)
+        sent = await outbox.keyed(self.events_topic, batch.events)
         await outbox.delivered()
         written = TableBatch(self.client_ids, self.producer)
-        for key, (partition, job_id) in self._client_ids.items():
+        for key, (partition, job_id) in batch.client_ids.items():
             written.put(partition, key, job_id)
         await written.write()
         self._last_offsets.update(sent.result() if sent else {})
-        if self._answers:
+        if batch.answers:
             # Up to the last events this agent sent, not only this batch's: a duplicate's job came earlier.
-            answering = asyncio.ensure_future(self._answer(dict(self._last_offsets), self._answers))
+            answering = asyncio.ensure_future(self._answer(dict(self._last_offsets), batch.answers))
             self._answering.add(answering)
             answering.add_done_callback(self._answering.discard)
+
+    def take_batch(self) -> IngestBatch:
+        """The batch judged so far, which the agent then holds no more."""
+        batch = IngestBatch(self._events, self._client_ids, self._answers)
         self._events, self._client_ids, self._answers = [], {}, []
+        return batch
 
     async def _answer(self, offsets: dict[int, int], answers: list[tuple[str, list[dict[str, Any]]]]) -> None:
         try:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +60,7 @@ def register(plane: ControlPlane) -> None:
             await fold_batch(plane, [event.message for event in events])
 
 
-async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
+async def fold_batch(plane: ControlPlane, messages: Sequence[Message]) -> None:
     """Fold a batch of `events` messages, send what it forwards, then write its job states, each all at once.
 
     The forwarded deltas and commands are acknowledged before the job states are written: were the
@@ -67,6 +68,32 @@ async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
     forward nothing, and the scheduler would never hear that a job was leased or had ended. Faust
     acknowledges the batch's messages after this returns and flushes the producer before it
     commits their offsets."""
+    folded = fold_messages(plane.jobs, messages)
+    outbox = Outbox(plane.batch_producer)
+    await outbox.partition(plane.topics.scheduler_feed.get_topic_name(), 0, [(None, record) for record in folded.feed])
+    await outbox.keyed(plane.topics.executor_commands.get_topic_name(), folded.commands)
+    await outbox.delivered()
+    await plane.job_index.write_pending(plane.jobs, plane.batch_producer)  # first: see streams/tables/job_index.py
+    await plane.jobs.write_pending(plane.batch_producer)
+    for outcome, count in folded.outcomes.items():
+        plane.metrics.events.labels(outcome).inc(count)
+    plane.refold.folded_batch(messages, folded.forwarded)
+
+
+@dataclass
+class BatchFold:
+    """What a batch of `events` messages folded to, besides the job states left pending in the store:
+    how many events were applied, unchanged, refused...; the deltas and actions forwarded (each job's
+    last between actions), encoded as feed records; and the executor commands as (key, value) messages."""
+
+    outcomes: Counter[str]
+    forwarded: list[feed.JobDelta | feed.JobSetAction]
+    feed: list[bytes]
+    commands: list[tuple[bytes, bytes]]
+
+
+def fold_messages(jobs: JobStore, messages: Sequence[Message]) -> BatchFold:
+    """Fold the messages in order into ``jobs`` (pending writes, see `JobStore`): the agent's pure part."""
     forwarded: list[feed.JobDelta | feed.JobSetAction] = []
     commands: list[dict[str, Any]] = []
     outcomes: Counter[str] = Counter()
@@ -78,22 +105,14 @@ async def fold_batch(plane: ControlPlane, messages: list[Message]) -> None:
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
             continue
         rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
-        folded = apply_sequence(plane.jobs, sequence, rng, message.partition)
+        folded = apply_sequence(jobs, sequence, rng, message.partition)
         outcomes.update(folded.outcomes)
         forwarded += folded.feed
         commands += folded.commands
     forwarded = feed.latest_deltas(forwarded)
-    outbox = Outbox(plane.batch_producer)
-    deltas = [(None, feed.encode(record)) for record in feed_records(forwarded)]
-    await outbox.partition(plane.topics.scheduler_feed.get_topic_name(), 0, deltas)
-    records = [(command["executor"].encode(), encoded_command(plane.jobs, command)) for command in commands]
-    await outbox.keyed(plane.topics.executor_commands.get_topic_name(), records)
-    await outbox.delivered()
-    await plane.job_index.write_pending(plane.jobs, plane.batch_producer)  # first: see streams/tables/job_index.py
-    await plane.jobs.write_pending(plane.batch_producer)
-    for outcome, count in outcomes.items():
-        plane.metrics.events.labels(outcome).inc(count)
-    plane.refold.folded_batch(messages, forwarded)
+    records = [feed.encode(record) for record in feed_records(forwarded)]
+    encoded = [(command["executor"].encode(), encoded_command(jobs, command)) for command in commands]
+    return BatchFold(outcomes, forwarded, records, encoded)
 
 
 def encoded_command(jobs: JobStore, command: dict[str, Any]) -> bytes:
