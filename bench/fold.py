@@ -175,7 +175,9 @@ def schedule(records: list[bytes], stages: Stages) -> SchedulerIndex:
 
     def run() -> None:
         for raw in records:
-            for key in dict.fromkeys(index.apply(feed.decode(raw))):
+            record = feed.decode(raw)
+            assert isinstance(record, feed.Changes)
+            for key in dict.fromkeys(index.apply(record)):
                 index.dump(key)
 
     stages.timed("scheduler", run)

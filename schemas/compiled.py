@@ -32,6 +32,14 @@ class Unsupported(ValueError):
     """A schema construct the compiler does not handle (the codec then keeps fastavro for it)."""
 
 
+class Encoded(dict[str, Any]):
+    """A record read together with its own encoding (``encoding``: the bytes it was read from), so
+    that whoever only needs to copy it (a job's spec, into its store and its lease) does not write it again."""
+
+    __slots__ = ("encoding",)
+    encoding: bytes
+
+
 @dataclass(frozen=True)
 class Compiled:
     """A schema's reader, ``read(data, position) -> (value, position after it)``, and writer, ``write(out, value)``."""
@@ -68,14 +76,16 @@ _GLOBALS: dict[str, Any] = {
     "_pack_double": struct.Struct("<d").pack,
     "_pack_float": struct.Struct("<f").pack,
     "_Mapping": Mapping,
+    "_Encoded": Encoded,
 }
 
 
 class _Source:
     """Python source being generated: lines, fresh local names, constants and per-record functions."""
 
-    def __init__(self, named: Mapping[str, Any]) -> None:
+    def __init__(self, named: Mapping[str, Any], keep: str | None = None) -> None:
         self.named = named
+        self.keep = keep
         self.functions: list[str] = []
         self.records: dict[str, str] = {}  # full name -> function name (reader or writer)
         self.constants: dict[str, Any] = {}
@@ -115,7 +125,9 @@ def _kind(schema: Any) -> str:
 
 
 def _record_branches(union: list[Any], source: _Source) -> list[str]:
-    return [branch["name"] for branch in map(source.resolve, union) if isinstance(branch, dict) and branch.get("type") in ("record", "error")]
+    return [
+        branch["name"] for branch in map(source.resolve, union) if isinstance(branch, dict) and branch.get("type") in ("record", "error")
+    ]
 
 
 # ------------------------------------------------------------------------------------------ readers
@@ -201,7 +213,11 @@ def _record_reader(schema: dict[str, Any], source: _Source) -> str:
         target = f"f{number}"
         _read(field["type"], target, lines, "    ", source)
         values.append(f"{field['name']!r}: {target}")
-    lines.append(f"    return {{{', '.join(values)}}}, p")
+    if name == source.keep:
+        lines.insert(1, "    s = p")
+        lines += [f"    r = _Encoded({{{', '.join(values)}}})", "    r.encoding = b[s:p]", "    return r, p"]
+    else:
+        lines.append(f"    return {{{', '.join(values)}}}, p")
     source.functions.append("\n".join(lines))
     return function
 
@@ -368,8 +384,8 @@ def _nullable(schema: Any, source: _Source) -> bool:
 # ------------------------------------------------------------------------------------------ compiling
 
 
-def _build(kind: str, schema: Any, named: Mapping[str, Any]) -> Callable[..., Any]:
-    source = _Source(named)
+def _build(kind: str, schema: Any, named: Mapping[str, Any], keep: str | None = None) -> Callable[..., Any]:
+    source = _Source(named, keep)
     lines: list[str] = []
     if kind == "read":
         _read(schema, "value", lines, "    ", source)
@@ -378,12 +394,13 @@ def _build(kind: str, schema: Any, named: Mapping[str, Any]) -> Callable[..., An
         _write(schema, "value", lines, "    ", source)
         entry = "def _entry(o, value):\n" + "\n".join(lines)
     namespace = {**_GLOBALS, **source.constants}
-    exec("\n\n".join([*source.functions, entry]), namespace)  # noqa: S102 - source generated above from a parsed schema
-    return namespace["_entry"]  # type: ignore[no-any-return]
+    exec("\n\n".join([*source.functions, entry]), namespace)  # the source generated above from a parsed schema
+    return namespace["_entry"]
 
 
-def compile_schema(parsed: Any) -> Compiled:
+def compile_schema(parsed: Any, keep: str | None = None) -> Compiled:
     """The reader and writer of ``parsed`` (fastavro's `parse_schema` form, its named types in
-    ``__named_schemas``). Raises `Unsupported` for constructs not handled (logical types...)."""
+    ``__named_schemas``); the reader gives each record of type ``keep`` (a full name) as an `Encoded`.
+    Raises `Unsupported` for constructs not handled (logical types...)."""
     named = parsed.get("__named_schemas", {}) if isinstance(parsed, dict) else {}
-    return Compiled(_build("read", parsed, named), _build("write", parsed, named))
+    return Compiled(_build("read", parsed, named, keep), _build("write", parsed, named))

@@ -117,13 +117,8 @@ class JobStore:
 
     def _spec(self, writer: Splice, job_id: str, spec: dict[str, Any]) -> bytes:
         cached = self._decoded.get(job_id)
-        if cached is not None and cached[1]["spec"] is spec:
-            if cached[2] is not None:
-                return cached[2]
-            found = writer.field_in(cached[0], cached[1])
-            if found is not None:
-                self._decoded[job_id] = (cached[0], cached[1], found)
-                return found
+        if cached is not None and cached[1]["spec"] is spec and cached[2] is not None:
+            return cached[2]
         fresh = self._fresh_specs.get(job_id)
         if fresh is not None and fresh[0] is spec:
             return fresh[1]
