@@ -149,6 +149,7 @@ def ingest(messages: list[Message], stages: Stages) -> list[Message]:
 @dataclass
 class Tables:
     jobs: dict[str, bytes] = field(default_factory=dict)
+    specs: dict[str, bytes] = field(default_factory=dict)
     job_index: dict[str, bytes] = field(default_factory=dict)
     feed: list[bytes] = field(default_factory=list)
     commands: int = 0
@@ -157,13 +158,14 @@ class Tables:
 def fold(messages: list[Message], stages: Stages) -> Tables:
     """The job-state agent's work on ``messages``, in its batches, its table writes encoded."""
     tables = Tables()
-    store = JobStore(tables.jobs)  # type: ignore[arg-type]  # the store reads its table with get and in
+    store = JobStore(tables.jobs, tables.specs)  # type: ignore[arg-type]  # the store reads its tables with get and in
     for start in range(0, len(messages), job_state.BATCH_MAX_MESSAGES):
         batch = messages[start : start + job_state.BATCH_MAX_MESSAGES]
         folded = stages.timed("fold", lambda batch=batch: job_state.fold_messages(store, batch))  # type: ignore[misc]
         tables.feed += folded.feed
         tables.commands += len(folded.commands)
         stages.timed("job_index", lambda: tables.job_index.update((job_id, row_of(job).encode()) for _, job_id, job in store.pending()))
+        stages.timed("job_specs", lambda: tables.specs.update((job_id, raw) for _, job_id, raw in store.new_specs()))
         stages.timed("job_states", lambda: tables.jobs.update((job_id, raw) for _, job_id, raw in store.encoded()))
         store.mark_written()
     return tables

@@ -33,11 +33,13 @@ from fastavro.schema import UnknownType, fingerprint, to_parsing_canonical_form
 from fastavro.validation import ValidationError, validate
 
 from schemas.compiled import Compiled, compile_schema
+from schemas.compiled import Encoded as Encoded  # a decoded record with its encoding, see decode(keep=...)
 
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 CONFLUENT_MAGIC = 0x00
 LEGACY_MAGIC = 0xF1
 SCHEMA_NAMES: tuple[str, ...] = (
+    "job_submitted",
     "submit_request",
     "event_sequence",
     "job_state",
@@ -234,6 +236,10 @@ class Registry:
             self._headers[name] = found
         return found
 
+    def framed(self, name: str, body: bytes) -> bytes:
+        """A ``name`` message whose Avro body, written with the current schema, is ``body``."""
+        return self.header(name) + body
+
     def writer_of(self, name: str, data: bytes | bytearray | memoryview) -> tuple[Writer, int]:
         """The schema that wrote ``data`` (a ``name`` message) and where its Avro body starts."""
         if len(data) < _LEGACY_END:
@@ -363,6 +369,13 @@ class Registry:
         _write(name, self.compiled(name).write, out, record)
         return bytes(out)
 
+    def encode_body(self, name: str, record: Mapping[str, Any]) -> bytes:
+        """The Avro body alone of a ``name`` message (no framing, no validation), to be put in `framed`
+        or inside another record (a job's spec, in its lease command)."""
+        out = bytearray()
+        _write(name, self.compiled(name).write, out, record)
+        return bytes(out)
+
     def splice(self, name: str, field: str) -> Splice:
         """A writer of ``name`` records that takes the encoding of ``field`` ready-made (see Splice)."""
         key = (name, field)
@@ -400,6 +413,18 @@ class Registry:
                     f"cannot decode {name} ({writer.origin}): truncated or corrupt body (it ends {end - len(body)} byte(s) early)"
                 )
             return cast(dict, record)
+        return self._resolved(name, data, writer, start, reader)
+
+    def decode_as_written(self, name: str, data: bytes | None) -> dict:
+        """Deserialise a ``name`` message with its writer's schema alone: every field it was written with,
+        including those the current schema no longer has (a job state's spec before release v4)."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise SchemaError(f"cannot decode {name}: expected bytes, got {type(data).__name__}")
+        writer, start = self.writer_of(name, data)
+        return self._resolved(name, data, writer, start, writer.parsed)
+
+    def _resolved(self, name: str, data: bytes | bytearray | memoryview, writer: Writer, start: int, reader: dict) -> dict:
+        """The body read with fastavro, ``writer``'s schema resolved against ``reader``."""
         stream = io.BytesIO(data)
         stream.seek(start)
         try:
@@ -409,7 +434,7 @@ class Registry:
             record = schemaless_reader(
                 stream,
                 writer.parsed,
-                reader,
+                None if reader is writer.parsed else reader,
                 return_record_name=named,
                 return_record_name_override=named,
             )
@@ -634,6 +659,9 @@ _default = Registry(SCHEMA_DIR, FROZEN_DIR)
 schema = _default.schema
 encode = _default.encode
 decode = _default.decode
+decode_as_written = _default.decode_as_written
+encode_body = _default.encode_body
+framed = _default.framed
 splice = _default.splice
 current_writer = _default.current_writer
 use_schema_registry = _default.use_schema_registry

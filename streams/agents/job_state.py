@@ -29,13 +29,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode, encode, splice
-from streams.domain.ids import new_id
+from streams.domain.ids import RANDOM_BITS, ulid
 from streams.domain.jobs import apply_event, event_kind
 from streams.domain.states import TransitionRefused
 from streams.scheduler import feed
 from streams.scheduler.commands import executor_command
-from streams.scheduler.feed import Changes, feed_change
+from streams.scheduler.feed import Changes
 from streams.tables.batched import Outbox
+from streams.tables.jobs import SPEC_TYPE, spec_encoding
 
 if TYPE_CHECKING:
     from faust.types import Message
@@ -47,8 +48,6 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX_MESSAGES = 500
 BATCH_WITHIN_S = 0.005
-# The Avro type of a job's spec, in job states and lease commands alike.
-SPEC_TYPE = "flotilla.JobSubmitted"
 # Deltas per feed record: about 300 bytes each, so a record stays far below the message size limit.
 MAX_CHANGES_PER_RECORD = 2_000
 
@@ -94,12 +93,12 @@ class BatchFold:
 
 def fold_messages(jobs: JobStore, messages: Sequence[Message]) -> BatchFold:
     """Fold the messages in order into ``jobs`` (pending writes, see `JobStore`): the agent's pure part."""
-    forwarded: list[feed.JobDelta | feed.JobSetAction] = []
+    changes: list[feed.Change] = []
     commands: list[dict[str, Any]] = []
     outcomes: Counter[str] = Counter()
     for message in messages:
         try:
-            sequence = decode("event_sequence", message.value)
+            sequence = decode("event_sequence", message.value, keep=SPEC_TYPE)
         except SchemaError as exc:
             outcomes["undecodable"] += 1
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
@@ -107,22 +106,21 @@ def fold_messages(jobs: JobStore, messages: Sequence[Message]) -> BatchFold:
         rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
         folded = apply_sequence(jobs, sequence, rng, message.partition)
         outcomes.update(folded.outcomes)
-        forwarded += folded.feed
+        changes += folded.changes
         commands += folded.commands
-    forwarded = feed.latest_deltas(forwarded)
+    forwarded = deltas(feed.latest_changes(changes))
     records = [feed.encode(record) for record in feed_records(forwarded)]
-    encoded = [(command["executor"].encode(), encoded_command(jobs, command)) for command in commands]
+    encoded = [(command["executor"].encode(), encoded_command(command)) for command in commands]
     return BatchFold(outcomes, forwarded, records, encoded)
 
 
-def encoded_command(jobs: JobStore, command: dict[str, Any]) -> bytes:
-    """The command's message. A lease carries the job's spec, whose encoding the jobs table already
-    has (or will store with the job's state): it is copied in, not encoded again (most of a lease's
-    cost in the fold)."""
+def encoded_command(command: dict[str, Any]) -> bytes:
+    """The command's message. A lease carries the job's spec, whose encoding the fold read it from
+    (`streams.tables.jobs.spec_encoding`): it is copied in, not encoded again."""
     if command["spec"] is None:
         return encode("executor_command", command, validate_record=False)
     writer = splice("executor_command", "spec")
-    return writer.encode(command, writer.branch_bytes(SPEC_TYPE, jobs.spec_bytes(command["job_id"], command["spec"])))
+    return writer.encode(command, writer.branch_bytes(SPEC_TYPE, spec_encoding(command["spec"])))
 
 
 def feed_records(forwarded: list[feed.JobDelta | feed.JobSetAction]) -> list[Changes]:
@@ -130,18 +128,30 @@ def feed_records(forwarded: list[feed.JobDelta | feed.JobSetAction]) -> list[Cha
     return [Changes(tuple(forwarded[start : start + MAX_CHANGES_PER_RECORD])) for start in range(0, len(forwarded), MAX_CHANGES_PER_RECORD)]
 
 
+def deltas(changes: list[feed.Change]) -> list[feed.JobDelta | feed.JobSetAction]:
+    """The changes as the feed carries them: each changed job as its delta."""
+    return [feed.job_delta(change) if isinstance(change, dict) else change for change in changes]
+
+
 @dataclass
 class Folded:
-    """One sequence's fold: how many events were applied, unchanged, refused...; and what to forward."""
+    """One sequence's fold: how many events were applied, unchanged, refused...; what to forward
+    (``changes``: each job whose scheduling view changed, as the change left it, and each job-set
+    action; `feed` gives them as deltas) and the executor commands."""
 
     outcomes: Counter[str] = field(default_factory=Counter)
-    feed: list[feed.JobDelta | feed.JobSetAction] = field(default_factory=list)
+    changes: list[feed.Change] = field(default_factory=list)
     commands: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def feed(self) -> list[feed.JobDelta | feed.JobSetAction]:
+        return deltas(self.changes)
 
 
 def apply_sequence(jobs: JobStore, sequence: dict[str, Any], rng: random.Random, partition: int = 0) -> Folded:
     """Fold every job event of the sequence, read from ``partition``. ``rng`` (seeded from the
-    message's position) makes command ids the same when a message is folded again after a crash."""
+    message's position) makes command ids the same when a message is folded again after a crash:
+    each applied event draws one id's random bits from it, whether it makes a command or not."""
     folded = Folded()
     outcomes = folded.outcomes
     envelope = {key: sequence[key] for key in ("queue", "job_set_id", "user", "groups")}
@@ -150,7 +160,7 @@ def apply_sequence(jobs: JobStore, sequence: dict[str, Any], rng: random.Random,
         if job_id is None:  # a job-set action, or a cycle record (which describes decisions only)
             action = job_set_action(envelope, event)
             if action is not None:
-                folded.feed.append(action)
+                folded.changes.append(action)
                 outcomes["job_set_action"] += 1
             continue
         kind = event["payload"][0]
@@ -170,12 +180,12 @@ def apply_sequence(jobs: JobStore, sequence: dict[str, Any], rng: random.Random,
             continue
         jobs.put(after, partition)
         outcomes["applied"] += 1
-        delta = feed_change(before, after)
-        if delta is not None:
-            folded.feed.append(delta)
-        command = executor_command(before, after, new_id(event["created"], rng), event["created"])
+        if feed.changed(before, after):
+            folded.changes.append(after)
+        bits = rng.getrandbits(RANDOM_BITS)
+        command = executor_command(before, after, "", event["created"])
         if command is not None:
-            folded.commands.append(command)
+            folded.commands.append({**command, "command_id": ulid(event["created"], bits)})
     return folded
 
 

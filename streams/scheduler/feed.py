@@ -199,50 +199,75 @@ _KIND = {
 
 
 def job_delta(job: dict[str, Any]) -> JobDelta:
-    """The scheduling view of a folded job (a job_state record)."""
+    """The scheduling view of a folded job (a job_state record with its spec)."""
     return JobDelta(**state_fields(job), **spec_fields(job["spec"]))
+
+
+def changed(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
+    """Whether a folded change changed the scheduler's view of the job, so that its delta is forwarded.
+
+    The fold never changes a job's spec, so only the part its events change is compared, and
+    pending and running hold the same resources: see `_view`."""
+    return before is None or _view(before) != _view(after)
 
 
 def feed_change(before: dict[str, Any] | None, after: dict[str, Any]) -> JobDelta | None:
     """The delta the job-state agent forwards for a folded change, or None when the scheduler's
-    view of the job did not change.
-
-    The fold never changes a job's spec, so only the part its events change is compared, and
-    the spec is read only for a delta that is sent."""
-    state = state_fields(after)
-    if before is not None and _significant(state_fields(before)) == _significant(state):
-        return None
-    return JobDelta(**state, **spec_fields(after["spec"]))
+    view of the job did not change."""
+    return job_delta(after) if changed(before, after) else None
 
 
-def latest_deltas(changes: list[JobDelta | JobSetAction]) -> list[JobDelta | JobSetAction]:
-    """``changes`` with each job's deltas between two job-set actions reduced to the last one, in its place.
+# A job whose scheduling view changed (its state after the change), or a job-set action: what the
+# fold forwards, made into deltas (`job_delta`) only once a batch has kept each job's last.
+Change = dict[str, Any] | JobSetAction
+
+
+def latest_changes(changes: list[Change]) -> list[Change]:
+    """``changes`` with each job's changes between two job-set actions reduced to the last one, in its place.
 
     A delta is a complete statement of the job, so the last one says all the earlier ones did: a
     batch of a restored log holds most of each job's life, whose queued, leased and ended deltas
     become one (and the scheduler never indexes a job it already knows to be over). A job-set
     action acts on the jobs the index holds when it comes, so no delta moves across one."""
-    kept: list[JobDelta | JobSetAction | None] = []
+    kept: list[Change | None] = []
     at: dict[str, int] = {}
     for change in changes:
-        if isinstance(change, JobDelta):
-            earlier = at.get(change.job_id)
+        if isinstance(change, dict):
+            earlier = at.get(change["job_id"])
             if earlier is not None:
                 kept[earlier] = None
-            at[change.job_id] = len(kept)
+            at[change["job_id"]] = len(kept)
         else:
             at = {}
         kept.append(change)
     return [change for change in kept if change is not None]
 
 
-def _significant(fields: dict[str, Any]) -> dict[str, Any]:
-    """Pending and running hold the same resources: the scheduler need not hear of the step.
+def _view(job: dict[str, Any]) -> tuple[Any, ...]:
+    """The values of `state_fields` that a job's events change, compared as the scheduler needs them:
+    the job's state moves along with its latest run's, so a run leased, pending or running and its
+    job are both "active" (the scheduler need not hear of the step from pending to running)."""
+    runs = job["runs"]
+    state = job["state"]
+    if runs:
+        latest = runs[-1]
+        run_state = latest["state"]
+        if run_state in ACTIVE:
+            run_state = "active"
+            if state in ACTIVE:
+                state = "active"
+        run: tuple[Any, ...] = (latest["run_id"], latest["executor"], latest["node"], run_state, latest["leased_at"])
+        returned = [r for r in runs if r["state"] in RETURNED_RUN_STATES]
+        gone: tuple[Any, ...] = (_avoided(returned), len(returned)) if returned else ()
+    else:
+        run = gone = ()
+    return (state, job["priority_class"], job["priority"], len(runs), run, gone, job["cancel_requested"], job["preempt_requested"])
 
-    The job's state moves along with its latest run's, so both are compared as "active"."""
-    if fields["run_state"] not in ACTIVE:
-        return fields
-    return {**fields, "run_state": "active", "state": "active" if fields["state"] in ACTIVE else fields["state"]}
+
+def _avoided(returned: list[dict[str, Any]]) -> tuple[str, ...]:
+    """Nodes to avoid: those of the runs their executor gave back. An expired lease says nothing against
+    the node (the scheduler's own take-back of an expired lease avoids nothing either)."""
+    return tuple(sorted({node_id(run["executor"], run["node"]) for run in returned if run["node"] and run["state"] == "lease_returned"}))
 
 
 def spec_fields(spec: dict[str, Any]) -> dict[str, Any]:
@@ -281,11 +306,7 @@ def state_fields(job: dict[str, Any]) -> dict[str, Any]:
         "node": latest["node"] if latest else None,
         "run_state": latest["state"] if latest else None,
         "leased_at": latest["leased_at"] if latest else None,
-        # Only runs their executor gave back: an expired lease says nothing against the node
-        # (the scheduler's own take-back of an expired lease avoids nothing either).
-        "avoid_nodes": tuple(
-            sorted({node_id(run["executor"], run["node"]) for run in returned if run["node"] and run["state"] == "lease_returned"})
-        ),
+        "avoid_nodes": _avoided(returned),
         "returned_runs": len(returned),
         "cancel_requested": job["cancel_requested"],
         "preempt_requested": job["preempt_requested"],

@@ -189,6 +189,6 @@ def test_a_pod_spec_given_whole_is_kept_whole_over_rest_and_from_a_producer(work
         return found if len(found) == 2 else None
 
     for job in poll(both, 30, "both jobs on job-states"):
-        spec = job["spec"]["pod_spec"]
+        spec = poll(lambda job_id=job["job_id"]: worker.job_specs().get(job_id), 30, "the job's spec on job-specs")["pod_spec"]
         assert json.loads(spec["manifest"]) == WHOLE, job["job_set_id"]
         assert spec["containers"][0]["resources"]["requests"] == {"cpu": "100m", "memory": "64Mi"}, job["job_set_id"]

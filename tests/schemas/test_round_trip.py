@@ -112,15 +112,15 @@ def test_records_in_single_record_unions_need_no_tag_and_are_not_mutated() -> No
 
 
 def test_a_spliced_record_is_byte_for_byte_what_encode_writes() -> None:
-    job = samples.job_state()
-    writer = codec.splice("job_state", "spec")
-    spec = writer.field_bytes(job["spec"])
-    assert writer.encode(job, spec) == codec.encode("job_state", job)
-    later = {**job, "state": "running", "reason": None, "spec": None}  # the record's own value is not read
-    assert writer.encode(later, spec) == codec.encode("job_state", {**later, "spec": job["spec"]})
-    assert (
-        codec.decode("job_state", writer.encode(later, spec))["spec"] == codec.decode("job_state", codec.encode("job_state", job))["spec"]
-    )
+    command = samples.executor_command()
+    writer = codec.splice("executor_command", "spec")
+    spec = writer.field_bytes(command["spec"])
+    assert writer.encode(command, spec) == codec.encode("executor_command", command)
+    later = {**command, "run_id": "run-2", "reason": None, "spec": None}  # the record's own value is not read
+    assert writer.encode(later, spec) == codec.encode("executor_command", {**later, "spec": command["spec"]})
+    body = codec.encode_body("job_submitted", command["spec"])  # a spec as job-specs stores it
+    assert writer.branch_bytes("flotilla.JobSubmitted", body) == spec
+    assert codec.framed("job_submitted", body) == codec.encode("job_submitted", command["spec"])
 
 
 def test_splicing_a_field_the_schema_lacks_is_refused() -> None:
