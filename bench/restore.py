@@ -57,6 +57,7 @@ from streams.config import Settings  # noqa: E402
 from streams.domain import events, jobspec  # noqa: E402
 from streams.domain.ids import new_id, run_id_for  # noqa: E402
 from streams.domain.validation import SubmitPolicy, validate_item  # noqa: E402
+from streams.kafka import kafka_clients  # noqa: E402
 from streams.topics import ensure_topics  # noqa: E402
 
 EVENTS_TOPIC = "flotilla.events"
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             settings = Settings(broker=broker.url, archive_dir=str(archive))
             asyncio.run(ensure_topics(settings))
             log("restoring into the empty broker ...")
-            restored = asyncio.run(restore(archive, broker.bootstrap, lambda p: log(f"restored {p.done:,} of {p.total:,} records")))
+            restored = asyncio.run(restore(archive, kafka_clients(settings), lambda p: log(f"restored {p.done:,} of {p.total:,} records")))
             broker_pid = broker.process.pid if broker.process else None
 
             port = free_port()

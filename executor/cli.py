@@ -1,8 +1,9 @@
 """`flotilla-executor --id ID --backend local|fake|kubernetes`: one executor per cluster.
 
-Broker, topic prefix and app id come from ``FLOTILLA_*`` variables like every Flotilla process;
-``--broker`` overrides the variable. Exit status: 0 after a clean stop (SIGTERM, SIGINT), 2 for a
-bad command line or configuration, 1 when the executor fails while running.
+Broker, topic prefix, app id and the Kafka clients' security come from the settings file and
+``FLOTILLA_*`` variables like every Flotilla process; ``--broker`` and the Kafka flags
+(streams/broker_options.py) override them. Exit status: 0 after a clean stop (SIGTERM, SIGINT), 2 for
+a bad command line or configuration (Kafka settings included), 1 when the executor fails while running.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from executor import http
 from executor.backend import Backend
 from executor.cluster import load_cluster_spec, uniform_nodes
 from executor.runtime import Executor, ready_line
+from streams.broker_options import add_broker_options, broker_overrides
 from streams.config import Settings
 from streams.gc_tuning import tune_for_long_lived_state
+from streams.kafka import kafka_clients
 from streams.logs import LOG_FORMATS, setup_logging
 
 BACKENDS = ("local", "fake", "kubernetes")
@@ -43,7 +46,8 @@ class UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flotilla-executor", description="Run leased Flotilla jobs on one cluster")
+    # No abbreviations: --kafka-sasl-password would otherwise be taken for --kafka-sasl-password-file.
+    parser = argparse.ArgumentParser(prog="flotilla-executor", description="Run leased Flotilla jobs on one cluster", allow_abbrev=False)
     parser.add_argument("--id", required=True, help="executor id (one per cluster)")
     parser.add_argument("--backend", choices=BACKENDS, default="local")
     parser.add_argument("--broker", help="broker URL, e.g. kafka://host:9092 (default $FLOTILLA_BROKER)")
@@ -60,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--http-host", default="127.0.0.1", help="address of the HTTP endpoints (default 127.0.0.1)")
     parser.add_argument("--log-format", choices=LOG_FORMATS, help="text or json (one object a line); default $FLOTILLA_LOG_FORMAT or text")
+    add_broker_options(parser)
     return parser
 
 
@@ -68,9 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not _EXECUTOR_ID.match(args.id):
             raise UsageError(f"executor id {args.id!r} must be letters, digits, '.', '_' or '-' (at most 63)")
-        settings = Settings.from_env(broker=args.broker, log_format=args.log_format)
+        settings = Settings.from_env(broker=args.broker, log_format=args.log_format, **broker_overrides(args))
         if settings.log_format not in LOG_FORMATS:
             raise UsageError(f"log format {settings.log_format!r} is not one of {', '.join(LOG_FORMATS)}")
+        kafka_clients(settings)  # KafkaConfigError (a ValueError) names every problem, before anything starts
         backend = build_backend(args)
     except (UsageError, ValueError) as exc:  # ValueError: a bad cluster spec or FLOTILLA_* variable
         print(f"flotilla-executor: {exc}", file=sys.stderr)

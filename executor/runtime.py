@@ -35,6 +35,7 @@ from executor.reports import report_record
 from schemas.codec import SchemaError, decode, encode
 from streams.config import MAX_MESSAGE_BYTES, Settings
 from streams.domain.ids import new_id
+from streams.kafka import kafka_clients
 from streams.topics import ensure_topics, use_configured_framing
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ class Executor:
         try:
             await ensure_topics(self.settings)
             await asyncio.to_thread(use_configured_framing, self.settings)
-            self._producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap, max_request_size=MAX_MESSAGE_BYTES, linger_ms=5)
+            self._producer = kafka_clients(self.settings).producer(max_request_size=MAX_MESSAGE_BYTES, linger_ms=5)
             await self._producer.start()
             try:
                 await self._serve()
@@ -108,8 +109,7 @@ class Executor:
         self._changes[:0] = [Change(status, now) for status in found]
         if found:
             log.info("executor %s: %d run(s) found from before, reporting them again", self.executor_id, len(found))
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap,
+        self._consumer = kafka_clients(self.settings).consumer(
             group_id=f"{self.settings.app_id}-executor-{self.executor_id}",
             enable_auto_commit=False,
             auto_offset_reset="earliest",

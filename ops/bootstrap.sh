@@ -36,3 +36,22 @@ node_packages() {
         npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
     fi
 }
+
+# checkov, the static security check of ops/kubernetes and ops/Dockerfile (tests/ops/test_manifests.py), in
+# an environment of its own under .venv/tools/checkov: installed beside Flotilla, its pins would downgrade
+# packages the project uses (packaging to 23.2, cachetools to 5.5, platformdirs, python-dateutil).
+CHECKOV_VERSION="3.3.30"
+
+checkov_tool() {
+    local python="${PYTHON:-python3}"
+    local tool="$VENV/tools/checkov"
+    local stamp="$tool/.installed-$CHECKOV_VERSION"
+    if [ ! -f "$stamp" ]; then
+        echo "installing checkov $CHECKOV_VERSION into $tool (an environment of its own; the first run takes a minute)" >&2
+        rm -rf "$tool"
+        "$python" -m venv "$tool"
+        "$tool/bin/python" -m pip install --quiet --upgrade pip >&2
+        "$tool/bin/python" -m pip install --quiet "checkov==$CHECKOV_VERSION" >&2
+        touch "$stamp"
+    fi
+}

@@ -74,6 +74,8 @@ class EmbeddedBroker:
     port: int = 0
     log_path: Path | None = None
     new_session: bool = False  # True: a session (and process group) of its own; Ctrl-C reaches only the parent, which stops us
+    # The port told to clients in metadata when something else fronts the broker (0: its own port).
+    advertised_port: int = 0
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -99,7 +101,7 @@ class EmbeddedBroker:
                 "--listener-url",
                 listener,
                 "--advertised-listener-url",
-                listener,
+                f"tcp://{self.host}:{self.advertised_port or self.port}",
                 "--storage-engine",
                 "memory://tansu/",
             ],

@@ -1,15 +1,21 @@
-"""Control-plane settings: one frozen dataclass, filled from defaults, `FLOTILLA_*` variables and flags.
+"""Control-plane settings: one frozen dataclass, filled from defaults, a settings file, `FLOTILLA_*` variables and flags.
 
 Defaults are the embedded single-machine set-up (Tansu on 127.0.0.1:9092, REST on 127.0.0.1:8080);
-production overrides the broker URL, partitions and replication.
+production overrides the broker URL, partitions, replication and the Kafka clients' security
+(streams/kafka.py checks those and builds every client from them). The settings file
+(``--settings FILE`` or FLOTILLA_SETTINGS_FILE) is a YAML mapping of these field names, so a
+Kubernetes ConfigMap can hold what is not secret while passwords come from variables.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 # Largest record any Flotilla client produces or fetches: an executor's report and the node state
 # forwarded from it list every run the executor holds (about 60 bytes each), beyond Kafka's 1 MB
@@ -25,6 +31,31 @@ class Settings:
     topic_prefix: str = "flotilla."
     partitions: int = 1
     replication_factor: int = 1
+    # Topics are created with min.insync.replicas of this (at most replication_factor): with acks=all,
+    # a write is acknowledged once this many replicas have it.
+    min_insync_replicas: int = 1
+    # retention.ms of `events`, the source of truth: -1 keeps it for ever (Kafka's default is 7 days).
+    events_retention_ms: int = -1
+    # at_least_once (idempotent handlers), or exactly_once: Faust's Kafka transactions, for brokers
+    # that have them (not the embedded Tansu); see streams/kafka.py for what it covers.
+    processing_guarantee: str = "at_least_once"
+    # The Kafka clients' security, the same for every client (streams/kafka.py): PLAINTEXT, SSL,
+    # SASL_PLAINTEXT or SASL_SSL; SASL with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    kafka_security_protocol: str = "PLAINTEXT"
+    kafka_sasl_mechanism: str = ""
+    kafka_sasl_username: str = ""
+    # The password: from FLOTILLA_KAFKA_SASL_PASSWORD (a Kubernetes Secret) or a file holding it.
+    kafka_sasl_password: str = field(default="", repr=False)
+    kafka_sasl_password_file: str = ""
+    # TLS: the CA bundle (PEM; empty: the system's CAs), and for mutual TLS the client certificate and key.
+    kafka_ssl_cafile: str = ""
+    kafka_ssl_certfile: str = ""
+    kafka_ssl_keyfile: str = ""
+    kafka_ssl_key_password: str = field(default="", repr=False)
+    # Off only for brokers whose certificates do not name the address clients use; the chain is checked either way.
+    kafka_ssl_check_hostname: bool = True
+    # A YAML file of these settings, read before FLOTILLA_* variables and flags (which win over it).
+    settings_file: str = ""
     data_dir: Path = Path(".flotilla/data")
     store: str = "rocksdb://"
     web_host: str = "127.0.0.1"
@@ -106,15 +137,65 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
-        """Defaults, then FLOTILLA_<FIELD> variables, then explicit (non-None) overrides."""
+        """Defaults, then the settings file, then FLOTILLA_<FIELD> variables, then explicit (non-None) overrides.
+
+        The file is the ``settings_file`` override, else FLOTILLA_SETTINGS_FILE. Raises ValueError
+        naming the variable or the file's key when a value is not of its setting's type."""
         environ = dict(os.environ if environ is None else environ)
+        given = {k: v for k, v in overrides.items() if v is not None}
         values: dict[str, Any] = {}
+        settings_file = given.get("settings_file") or environ.get("FLOTILLA_SETTINGS_FILE")
+        if settings_file:
+            values.update(read_settings_file(Path(settings_file)))
         for spec in fields(cls):
             raw = environ.get(f"FLOTILLA_{spec.name.upper()}")
             if raw is not None:
-                values[spec.name] = _coerce(spec.type, raw)
-        values.update({k: v for k, v in overrides.items() if v is not None})
+                try:
+                    values[spec.name] = _coerce(spec.type, raw)
+                except ValueError as exc:
+                    raise ValueError(f"FLOTILLA_{spec.name.upper()}: {exc}") from exc
+        values.update(given)
         return replace(cls(), **values)
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    """The settings a YAML file sets; unknown names are refused with the nearest known one."""
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"settings file {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ValueError(f"settings file {path} is not YAML: {exc}") from exc
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ValueError(f"settings file {path} must be a mapping of setting names to values, not {type(loaded).__name__}")
+    types = {spec.name: spec.type for spec in fields(Settings) if spec.name != "settings_file"}
+    values: dict[str, Any] = {}
+    problems = []
+    for name, value in loaded.items():
+        key = str(name)
+        if key not in types:
+            near = difflib.get_close_matches(key, list(types), n=1)
+            problems.append(f"unknown setting {key!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+            continue
+        try:
+            values[key] = _coerce(types[key], value if isinstance(value, str) else _typed(types[key], value))
+        except ValueError as exc:
+            problems.append(f"{key}: {exc}")
+    if problems:
+        raise ValueError(f"settings file {path}: " + "; ".join(problems))
+    return values
+
+
+def _typed(type_name: object, value: Any) -> str:
+    """A YAML scalar as the text a variable would hold, once it is of the setting's type."""
+    kind = str(type_name)
+    expected: tuple[type, ...] = {"bool": (bool,), "int": (int,), "float": (int, float)}.get(kind, (str, int, float))
+    if isinstance(value, bool) and kind != "bool" or not isinstance(value, expected):
+        described = {"bool": "a boolean", "int": "an integer", "float": "a number"}.get(kind, "text")
+        raise ValueError(f"{value!r} is not {described}")
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}

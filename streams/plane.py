@@ -25,6 +25,7 @@ from streams.auth.setup import build_authenticator, build_permissions, credentia
 from streams.config import MAX_MESSAGE_BYTES, Settings
 from streams.domain.admission import SubmissionLimits
 from streams.domain.validation import SubmitPolicy
+from streams.kafka import kafka_clients
 from streams.metrics import Metrics
 from streams.replies import Replies
 from streams.scheduler.config import CycleConfig
@@ -89,9 +90,11 @@ class ControlPlane:
 
 
 def create_app(settings: Settings) -> faust.App:
+    kafka = kafka_clients(settings)
     return faust.App(
         settings.app_id,
         broker=settings.broker,
+        broker_credentials=kafka.faust_credentials(),
         store=settings.store,
         datadir=str(settings.data_dir),
         autodiscover=False,
@@ -103,7 +106,7 @@ def create_app(settings: Settings) -> faust.App:
         consumer_group_instance_id=settings.group_instance_id or None,
         consumer_auto_offset_reset="earliest",
         # Kafka transactions are optional (Tansu has none): handlers are idempotent instead.
-        processing_guarantee="at_least_once",
+        processing_guarantee=settings.processing_guarantee,
         web_enabled=True,
         web_bind=settings.web_host,
         web_host=settings.web_host,
@@ -111,6 +114,7 @@ def create_app(settings: Settings) -> faust.App:
         # Faust's /router and /table pages would show any table's contents to anyone, past authentication.
         web_router_enabled=False,
         web_tables_enabled=False,
+        producer_acks=-1,  # all in-sync replicas, as every Flotilla producer (streams/kafka.py)
         producer_linger_ms=5,
         producer_max_request_size=MAX_MESSAGE_BYTES,
         consumer_max_fetch_size=MAX_MESSAGE_BYTES,
@@ -144,7 +148,7 @@ def create_archiver(settings: Settings) -> Archiver | None:
         return None
     topics = {settings.topic("events"): settings.partitions, settings.topic("queues"): 1}
     writer = ArchiveWriter(Path(settings.archive_dir), codec=settings.archive_codec)
-    return Archiver(writer, settings.bootstrap, topics)
+    return Archiver(writer, kafka_clients(settings), topics)
 
 
 def build_plane(settings: Settings) -> ControlPlane:

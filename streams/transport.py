@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -23,17 +24,18 @@ _TAIL_READ_TIMEOUT_S = 10.0
 _FETCH_MAX_WAIT_MS = 100
 
 
-async def exact_end_offsets(bootstrap: str | list[str], reported: Mapping[TP, int]) -> dict[TP, int]:
+async def exact_end_offsets(client_options: Mapping[str, Any], reported: Mapping[TP, int]) -> dict[TP, int]:
     """The true end offset of each partition, given an answer that may stop at its last batch.
 
     A Fetch response carries the partition's high watermark, which Tansu does report correctly,
-    so one fetch at the last reported record is enough.
+    so one fetch at the last reported record is enough. ``client_options``: the bootstrap servers
+    and security of the worker's own consumer.
     """
     exact = dict(reported)
     tails = {TopicPartition(tp.topic, tp.partition): tp for tp, offset in reported.items() if offset > 0}
     if not tails:
         return exact
-    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    reader = AIOKafkaConsumer(**client_options, enable_auto_commit=False)
     await reader.start()
     try:
         reader.assign(list(tails))
@@ -61,7 +63,13 @@ class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
     async def _highwaters(self, partitions: list[TP]) -> Mapping[TP, int]:
         reported = await super()._highwaters(partitions)
-        return await exact_end_offsets(self._ensure_consumer()._client._bootstrap_servers, reported)
+        conf = self.app.conf
+        # The options Faust gave its own consumer: the credentials come from streams/kafka.py.
+        options = {
+            "bootstrap_servers": self._ensure_consumer()._client._bootstrap_servers,
+            **faust_aiokafka.credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
+        }
+        return await exact_end_offsets(options, reported)
 
 
 class Consumer(faust_aiokafka.Consumer):

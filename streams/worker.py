@@ -16,6 +16,7 @@ from streams.auth import AuthConfigError
 from streams.auth.setup import describe_access
 from streams.config import Settings
 from streams.gc_tuning import tune_for_long_lived_state
+from streams.kafka import KafkaConfigError, kafka_clients
 from streams.logs import LOG_FORMATS, json_logging_config
 from streams.plane import ControlPlane
 from streams.scheduler.config_file import ConfigFileError
@@ -33,10 +34,16 @@ def run_worker(settings: Settings) -> int:
     if settings.log_format not in LOG_FORMATS:
         print(f"error: log format {settings.log_format!r} is not one of {', '.join(LOG_FORMATS)}", file=sys.stderr, flush=True)
         return CONFIG_ERROR
+    try:
+        kafka = kafka_clients(settings)  # every Kafka setting checked, certificate files read, before anything starts
+    except KafkaConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return CONFIG_ERROR
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
         print(f"API access: {describe_access(settings)}", flush=True)
+        print(f"Kafka: {settings.broker} ({kafka.describe()}; {settings.processing_guarantee})", flush=True)
         plane = create_control_plane(settings)  # reads the scheduler configuration, fetches the OIDC key set
     except (AuthConfigError, ConfigFileError) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)

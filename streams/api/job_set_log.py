@@ -19,7 +19,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from schemas.codec import SchemaError, decode
 from streams.api.errors import ApiError
+from streams.config import Settings
 from streams.domain.events import sequence_key
+from streams.kafka import KafkaClients, kafka_clients
 
 log = logging.getLogger(__name__)
 
@@ -31,19 +33,22 @@ _MAX_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
 class EventsTopic:
     """Where job-set readers find the `events` topic."""
 
-    bootstrap: str
+    kafka: KafkaClients
     topic: str
 
+    @classmethod
+    def of(cls, settings: Settings) -> EventsTopic:
+        return cls(kafka_clients(settings), settings.topic("events"))
+
     def job_set(self, queue: str, job_set_id: str) -> JobSetLog:
-        return JobSetLog(self.bootstrap, self.topic, sequence_key(queue, job_set_id))
+        return JobSetLog(self.kafka, self.topic, sequence_key(queue, job_set_id))
 
 
 class JobSetLog:
-    def __init__(self, bootstrap: str, topic: str, key: str) -> None:
+    def __init__(self, kafka: KafkaClients, topic: str, key: str) -> None:
         self.topic = topic
         self.key = key.encode()
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
+        self._consumer: AIOKafkaConsumer = kafka.consumer(
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",

@@ -29,6 +29,7 @@ from streams.archive.durable import ArchivedOffsets
 from streams.archive.segments import Record
 from streams.archive.writer import ArchiveWriteError, ArchiveWriter
 from streams.config import MAX_MESSAGE_BYTES
+from streams.kafka import KafkaClients
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +42,11 @@ Key = tuple[str, int]
 
 
 class Archiver(Service):
-    def __init__(self, writer: ArchiveWriter, bootstrap: str, topics: Mapping[str, int], **kwargs: Any) -> None:
+    def __init__(self, writer: ArchiveWriter, kafka: KafkaClients, topics: Mapping[str, int], **kwargs: Any) -> None:
         """``topics``: full topic name -> partition count."""
         super().__init__(**kwargs)
         self.writer = writer
-        self._bootstrap = bootstrap
+        self._kafka = kafka
         self._partitions = [TopicPartition(topic, p) for topic, count in topics.items() for p in range(count)]
         self._consumer: AIOKafkaConsumer | None = None
         self._pending: dict[Key, list[Record]] = defaultdict(list)
@@ -69,8 +70,7 @@ class Archiver(Service):
 
     async def on_start(self) -> None:
         self._room.set()
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
+        self._consumer = self._kafka.consumer(
             enable_auto_commit=False,
             auto_offset_reset="none",
             fetch_max_wait_ms=FETCH_WAIT_MS,

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import TopicPartition
 
 from streams.archive.reader import partition_dir, partitions, read_partition
 from streams.archive.segments import index_path, read_index, segments_in
 from streams.config import MAX_MESSAGE_BYTES
+from streams.kafka import KafkaClients
 
 BATCH_BYTES = 1024 * 1024
 IN_FLIGHT_BATCHES = 8
@@ -49,13 +50,11 @@ def archived_count(root: Path) -> int:
     return total
 
 
-async def restore(root: Path, bootstrap: str, on_progress: Progress | None = None) -> RestoreProgress:
-    """Re-produce every archived partition into the broker at ``bootstrap``, whose topics exist and are empty."""
+async def restore(root: Path, kafka: KafkaClients, on_progress: Progress | None = None) -> RestoreProgress:
+    """Re-produce every archived partition into the broker ``kafka`` connects to, whose topics exist and are empty."""
     parts = partitions(root)
-    await _check_empty(bootstrap, parts)
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, max_batch_size=BATCH_BYTES, max_request_size=MAX_MESSAGE_BYTES, linger_ms=0, acks=1
-    )
+    await _check_empty(kafka, parts)
+    producer = kafka.producer(max_batch_size=BATCH_BYTES, max_request_size=MAX_MESSAGE_BYTES, linger_ms=0)
     await producer.start()
     started = time.monotonic()
     total = archived_count(root)
@@ -112,11 +111,11 @@ async def _acknowledged(sent: tuple[int, asyncio.Future[Any]], topic: str, parti
         raise RestoreError(f"the broker stored the records of {topic}[{partition}] from offset {first} at offset {stored}: is it empty?")
 
 
-async def _check_empty(bootstrap: str, parts: list[tuple[str, int]]) -> None:
+async def _check_empty(kafka: KafkaClients, parts: list[tuple[str, int]]) -> None:
     """Every partition to restore exists and holds no record."""
     if not parts:
         return
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = kafka.consumer(enable_auto_commit=False)
     await consumer.start()
     try:
         tps = [TopicPartition(topic, partition) for topic, partition in parts]

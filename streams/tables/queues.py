@@ -21,6 +21,7 @@ from mode import Service
 from schemas.codec import SchemaError, decode
 from streams.config import Settings
 from streams.domain.queues import validate_queue
+from streams.kafka import kafka_clients
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ class QueueReplica(Service):
     def __init__(self, settings: Settings, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._partition = TopicPartition(settings.topic("queues"), 0)
-        self._bootstrap = settings.bootstrap
+        self._kafka = kafka_clients(settings)
         self._queues: dict[str, dict[str, Any]] = {}
         self._consumer: AIOKafkaConsumer | None = None
         self.caught_up = asyncio.Event()
@@ -56,7 +57,7 @@ class QueueReplica(Service):
         self._queues[name] = queue
 
     async def on_start(self) -> None:
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, enable_auto_commit=False)
+        self._consumer = self._kafka.consumer(enable_auto_commit=False)
         await self._consumer.start()
         self._consumer.assign([self._partition])
         await self._consumer.seek_to_beginning(self._partition)

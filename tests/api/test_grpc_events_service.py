@@ -16,6 +16,7 @@ from streams.api.job_set_log import EventsTopic
 from streams.api.operations import Operations
 from streams.auth import Authenticator, Permissions, Principal
 from streams.domain.ids import IdFactory
+from streams.kafka import KafkaClients
 from streams.replies import Replies
 
 QUEUE = {"name": "research", "priority_factor": 1.0, "user_owners": ["alice"], "group_owners": [], "cordoned": False}
@@ -46,7 +47,7 @@ def service() -> EventService:
     ops = Operations(
         queues=queues, jobs=nothing, permissions=Permissions(), topics=nothing, replies=Replies(), ids=IdFactory.system(), queries=nothing
     )
-    api = Api(auth=auth, ops=ops, events=EventsTopic("127.0.0.1:1", "unused"), ready=lambda: True, stopping=lambda: False)
+    api = Api(auth=auth, ops=ops, events=EventsTopic(KafkaClients("127.0.0.1:1"), "unused"), ready=lambda: True, stopping=lambda: False)
     return EventService(api)
 
 

@@ -16,6 +16,7 @@ from streams.archive.archiver import Archiver
 from streams.archive.reader import read_partition
 from streams.archive.restore import RestoreError, restore
 from streams.archive.writer import ArchiveWriter
+from streams.kafka import KafkaClients
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +81,7 @@ def test_everything_produced_is_archived_and_restored_at_the_same_offsets(tmp_pa
 
     async def scenario() -> None:
         await create_topics(broker.bootstrap)
-        archiver = Archiver(ArchiveWriter(archive), broker.bootstrap, TOPICS)
+        archiver = Archiver(ArchiveWriter(archive), KafkaClients(broker.bootstrap), TOPICS)
         archiver.open()
         await archiver.start()
         try:
@@ -101,14 +102,14 @@ def test_everything_produced_is_archived_and_restored_at_the_same_offsets(tmp_pa
             assert archived == records, f"{topic}[{partition}] archived differs from the broker's"
 
         await create_topics(empty.bootstrap)
-        result = await restore(archive, empty.bootstrap)
+        result = await restore(archive, KafkaClients(empty.bootstrap))
         assert result.done == 320
         assert await stored(empty.bootstrap) == original
         with pytest.raises(RestoreError, match="already holds records"):
-            await restore(archive, empty.bootstrap)
+            await restore(archive, KafkaClients(empty.bootstrap))
 
         # A second run of the archiver goes on from where the archive ends.
-        again = Archiver(ArchiveWriter(archive), broker.bootstrap, TOPICS)
+        again = Archiver(ArchiveWriter(archive), KafkaClients(broker.bootstrap), TOPICS)
         again.open()
         await again.start()
         try:

@@ -44,7 +44,7 @@ class GrpcServer(Service):
         api = Api(
             auth=plane.auth,
             ops=ops,
-            events=EventsTopic(settings.bootstrap, settings.topic("events")),
+            events=EventsTopic.of(settings),
             ready=lambda: plane.ready,
             stopping=lambda: plane.app.should_stop,
         )

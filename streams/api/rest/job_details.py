@@ -65,7 +65,7 @@ def jsonable(value: Any) -> Any:
 
 def register(plane: ControlPlane, ops: Operations) -> None:
     app = plane.app
-    events = EventsTopic(plane.settings.bootstrap, plane.settings.topic("events"))
+    events = EventsTopic.of(plane.settings)
     urls = executor_urls(plane.settings.executor_urls)
 
     @app.page("/api/v1/jobs/{job_id}/spec")

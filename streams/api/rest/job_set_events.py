@@ -34,7 +34,7 @@ HEARTBEAT_S = 15.0
 
 def register(plane: ControlPlane, ops: Operations) -> None:
     app = plane.app
-    events = EventsTopic(plane.settings.bootstrap, plane.settings.topic("events"))
+    events = EventsTopic.of(plane.settings)
     stopping = asyncio.Event()
 
     async def on_shutdown(_: Any) -> None:

@@ -19,6 +19,7 @@ from streams.archive.lock import DirLock
 from streams.archive.restore import archived_count, restore
 from streams.archive.writer import ArchiveWriter
 from streams.config import Settings
+from streams.kafka import kafka_clients
 from streams.topics import ensure_topics
 
 
@@ -46,7 +47,7 @@ def restore_log(settings: Settings) -> int:
     print(f"restoring the log from {archive} ({total:,} records) into the embedded broker", flush=True)
     line = Progress("restored", "records")
     line.first = (time.monotonic(), 0)
-    result = asyncio.run(restore(archive, settings.bootstrap, lambda p: line.show(p.done, p.total, p.finished)))
+    result = asyncio.run(restore(archive, kafka_clients(settings), lambda p: line.show(p.done, p.total, p.finished)))
     return result.done
 
 

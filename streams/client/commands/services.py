@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streams.broker_options import add_broker_options, broker_overrides
 from streams.config import Settings
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ def register(commands: Any) -> None:
     up.add_argument("--config", type=Path, help=CONFIG_HELP)
     up.set_defaults(func=_up)
 
-    worker = commands.add_parser("worker", help="run one control-plane worker (Faust) against a broker")
+    # No abbreviations: --kafka-sasl-password would otherwise be taken for --kafka-sasl-password-file.
+    worker = commands.add_parser("worker", help="run one control-plane worker (Faust) against a broker", allow_abbrev=False)
     worker.add_argument(
         "--broker",
         help="kafka://host:port, or tansu://host:port for the embedded broker (default $FLOTILLA_BROKER or tansu://127.0.0.1:9092)",
@@ -48,6 +50,7 @@ def register(commands: Any) -> None:
     worker.add_argument(
         "--archive-dir", help="keep a copy of events and queues under this directory (Avro container files; see `flotilla log`)"
     )
+    add_broker_options(worker)
     worker.set_defaults(func=_worker)
 
 
@@ -60,7 +63,16 @@ CONFIG_HELP = (
 def _worker(args: argparse.Namespace) -> int:
     from streams.worker import run_worker
 
-    settings = Settings.from_env(
+    try:
+        settings = _worker_settings(args)
+    except ValueError as exc:  # a bad settings file or FLOTILLA_* variable
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return run_worker(settings)
+
+
+def _worker_settings(args: argparse.Namespace) -> Settings:
+    return Settings.from_env(
         broker=args.broker,
         web_port=args.web_port,
         grpc_port=args.grpc_port,
@@ -70,8 +82,8 @@ def _worker(args: argparse.Namespace) -> int:
         scheduler_config=str(args.config) if args.config else None,
         log_format=args.log_format,
         archive_dir=args.archive_dir,
+        **broker_overrides(args),
     )
-    return run_worker(settings)
 
 
 def _up(args: argparse.Namespace) -> int:
