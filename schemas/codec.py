@@ -168,7 +168,6 @@ class Registry:
         self._headers: dict[str, bytes] = {}
         self._union_paths: dict[str, tuple[tuple[_PathStep, ...], ...]] = {}
         self._taggers: dict[str, _Tagger] = {}
-        self._splices: dict[tuple[str, str], Splice] = {}
         self._compiled: dict[tuple[str, str | None], Compiled] = {}
 
     def schema(self, name: str) -> dict:
@@ -376,13 +375,6 @@ class Registry:
         _write(name, self.compiled(name).write, out, record)
         return bytes(out)
 
-    def splice(self, name: str, field: str) -> Splice:
-        """A writer of ``name`` records that takes the encoding of ``field`` ready-made (see Splice)."""
-        key = (name, field)
-        if key not in self._splices:
-            self._splices[key] = Splice(self, name, field)
-        return self._splices[key]
-
     def decode(self, name: str, data: bytes | None, *, keep: str | None = None) -> dict:
         """Deserialise a message in any of the three framings, resolving its writer's schema
         against the current one.
@@ -456,62 +448,6 @@ def _write(name: str, write: Callable[[bytearray, Any], None], out: bytearray, v
 
 
 _Tagger = Callable[[Any], Any]
-
-
-class Splice:
-    """Writes records of one schema with the encoding of one field supplied by the caller.
-
-    Avro writes a record as its fields' encodings one after another, so a field that never
-    changes (a job's spec, in every lease command of the job) can be encoded once and copied
-    into each later record. The bytes are exactly what ``encode`` writes (no validation: for
-    records Flotilla's own code built, like ``encode(..., validate_record=False)``).
-    """
-
-    def __init__(self, registry: Registry, name: str, field: str) -> None:
-        parsed = registry.schema(name)
-        named = parsed["__named_schemas"]
-        fields = parsed["fields"]
-        position = next((i for i, f in enumerate(fields) if f["name"] == field), None)
-        if position is None:
-            raise SchemaError(f"schema {name!r} has no field {field!r}")
-        field_type = fields[position]["type"]
-
-        def part(suffix: str, part_fields: list[dict]) -> Callable[[bytearray, Any], None]:
-            schema = {"type": "record", "name": f"{name}.{suffix}", "fields": part_fields, "__named_schemas": named}
-            return compile_schema(schema).write
-
-        self.name, self.field = name, field
-        self._registry = registry
-        self._head = part("head", fields[:position])
-        self._tail = part("tail", fields[position + 1 :])
-        self._field = part(field, [fields[position]])
-        self._branches = (
-            [b if isinstance(b, str) else b.get("name", b.get("type")) for b in field_type] if isinstance(field_type, list) else []
-        )
-
-    def branch_bytes(self, branch: str, encoded: bytes) -> bytes:
-        """The encoding of the spliced field, a union, as its branch ``branch`` (a type's full name)
-        whose value encodes to ``encoded``: Avro writes the branch's index, then the value. So a
-        job's spec, kept encoded, is copied into a lease command's nullable spec."""
-        if branch not in self._branches:
-            raise SchemaError(f"field {self.field!r} of {self.name!r} has no branch {branch!r}")
-        index = self._branches.index(branch)
-        assert index < 64  # the index as a one-byte zig-zag varint
-        return bytes((index << 1,)) + encoded
-
-    def field_bytes(self, value: Any) -> bytes:
-        """The encoding of ``value`` as the spliced field."""
-        out = bytearray()
-        _write(self.name, self._field, out, {self.field: value})
-        return bytes(out)
-
-    def encode(self, record: Mapping[str, Any], field_bytes: bytes) -> bytes:
-        """``record`` (whose own value of the field is not read) with ``field_bytes`` in its place."""
-        out = bytearray(self._registry.header(self.name))
-        _write(self.name, self._head, out, record)
-        out += field_bytes
-        _write(self.name, self._tail, out, record)
-        return bytes(out)
 
 
 def _unchanged(value: Any) -> Any:
@@ -662,7 +598,6 @@ decode = _default.decode
 decode_as_written = _default.decode_as_written
 encode_body = _default.encode_body
 framed = _default.framed
-splice = _default.splice
 current_writer = _default.current_writer
 use_schema_registry = _default.use_schema_registry
 use_single_object = _default.use_single_object

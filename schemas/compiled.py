@@ -8,7 +8,8 @@ every other type written out in place), which reads and writes the same spec sev
 They read exactly what fastavro's `schemaless_reader` gives for data written with the same schema
 (multi-record union values as ``(full name, record)``, as the codec asks of fastavro; a union of
 null and one record gives the record alone), and write exactly the bytes its `schemaless_writer`
-writes for a valid record: one block per non-empty array or map, defaults for missing fields. They
+writes for a valid record: one block per non-empty array or map, defaults for missing fields. A
+record read as an `Encoded` is written back as the bytes it was read from (a splice). They
 do not validate: as with ``encode(..., validate_record=False)``, a record of the wrong shape may fail
 with any exception (the codec turns each into a `SchemaError`). A value for a union of several
 records must be given as ``(full name, record)``. Schema resolution (data of an older writer
@@ -33,11 +34,15 @@ class Unsupported(ValueError):
 
 
 class Encoded(dict[str, Any]):
-    """A record read together with its own encoding (``encoding``: the bytes it was read from), so
-    that whoever only needs to copy it (a job's spec, into its store and its lease) does not write it again."""
+    """A record read together with its own encoding (``encoding``: the bytes it was read from, with
+    ``schema``, the parsed record type that read them), so that whoever only needs to copy it (a job's
+    spec, into its store and its lease command) does not write it again: a compiled writer of the same
+    record type writes an Encoded as its encoding. So an Encoded is never changed in place (copy it
+    into a plain dict to change it)."""
 
-    __slots__ = ("encoding",)
+    __slots__ = ("encoding", "schema")
     encoding: bytes
+    schema: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,11 @@ class _Source:
         name = f"_k{len(self.constants)}"
         self.constants[name] = value
         return name
+
+    def identity(self, record: dict[str, Any]) -> str:
+        """The constant naming a record type as an `Encoded` records it: the namespace's own
+        definition, so that a record read within one schema is recognised by a writer of another."""
+        return self.constant(self.named.get(record["name"], record))
 
     def resolve(self, schema: Any) -> Any:
         """A named type's definition; any other schema as it is."""
@@ -215,7 +225,12 @@ def _record_reader(schema: dict[str, Any], source: _Source) -> str:
         values.append(f"{field['name']!r}: {target}")
     if name == source.keep:
         lines.insert(1, "    s = p")
-        lines += [f"    r = _Encoded({{{', '.join(values)}}})", "    r.encoding = b[s:p]", "    return r, p"]
+        lines += [
+            f"    r = _Encoded({{{', '.join(values)}}})",
+            "    r.encoding = b[s:p]",
+            f"    r.schema = {source.identity(schema)}",
+            "    return r, p",
+        ]
     else:
         lines.append(f"    return {{{', '.join(values)}}}, p")
     source.functions.append("\n".join(lines))
@@ -357,7 +372,12 @@ def _record_writer(schema: dict[str, Any], source: _Source) -> str:
     if name in source.records:
         return source.records[name]
     function = source.records[name] = f"_w{len(source.records)}"
-    lines = [f"def {function}(o, d):"]
+    lines = [
+        f"def {function}(o, d):",
+        f"    if type(d) is _Encoded and d.schema is {source.identity(schema)}:",
+        "        o += d.encoding",
+        "        return",
+    ]
     for field in schema["fields"]:
         value = source.local("v")
         key = repr(field["name"])
@@ -370,8 +390,6 @@ def _record_writer(schema: dict[str, Any], source: _Source) -> str:
         if _kind(source.resolve(field["type"])) in ("float", "double"):
             lines.append(f"    {value} = float({value})")
         _write(field["type"], value, lines, "    ", source)
-    if len(lines) == 1:
-        lines.append("    pass")
     source.functions.append("\n".join(lines))
     return function
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from schemas.codec import SchemaError, decode, encode, splice
+from schemas.codec import SchemaError, decode, encode
 from streams.domain.ids import RANDOM_BITS, ulid
 from streams.domain.jobs import apply_event, event_kind
 from streams.domain.states import TransitionRefused
@@ -36,7 +36,7 @@ from streams.scheduler import feed
 from streams.scheduler.commands import executor_command
 from streams.scheduler.feed import Changes
 from streams.tables.batched import Outbox
-from streams.tables.jobs import SPEC_TYPE, spec_encoding
+from streams.tables.jobs import SPEC_TYPE
 
 if TYPE_CHECKING:
     from faust.types import Message
@@ -115,12 +115,9 @@ def fold_messages(jobs: JobStore, messages: Sequence[Message]) -> BatchFold:
 
 
 def encoded_command(command: dict[str, Any]) -> bytes:
-    """The command's message. A lease carries the job's spec, whose encoding the fold read it from
-    (`streams.tables.jobs.spec_encoding`): it is copied in, not encoded again."""
-    if command["spec"] is None:
-        return encode("executor_command", command, validate_record=False)
-    writer = splice("executor_command", "spec")
-    return writer.encode(command, writer.branch_bytes(SPEC_TYPE, spec_encoding(command["spec"])))
+    """The command's message. A lease carries the job's spec, read with its encoding (an Encoded,
+    from the event or job-specs), which the writer copies in rather than encoding it again."""
+    return encode("executor_command", command, validate_record=False)
 
 
 def feed_records(forwarded: list[feed.JobDelta | feed.JobSetAction]) -> list[Changes]:

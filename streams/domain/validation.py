@@ -150,11 +150,7 @@ def _check_item(raw: Any, policy: SubmitPolicy) -> _Check:
         problems.append(f"priority class {priority_class!r} is not one of: {known}")
     grace, problem = _grace_period(spec["termination_grace_period_seconds"], policy)
     problems += problem
-    size = (
-        len(manifest.encode())
-        if manifest is not None
-        else len(json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
-    )
+    size = _utf8_length(manifest) if manifest is not None else _utf8_length(_COMPACT_JSON(spec))
     if size > policy.max_pod_spec_bytes:
         problems.append(f"pod spec is {size} bytes serialized, over the limit of {policy.max_pod_spec_bytes} bytes")
     gang = None
@@ -186,6 +182,14 @@ def _check_item(raw: Any, policy: SubmitPolicy) -> _Check:
         },
     }
     return _Check([], job=job, gang=gang, priority_class=priority_class)
+
+
+# A pod spec's size is its compact JSON's, in UTF-8 bytes (key order changes nothing of the length).
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def _utf8_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def _is_int(value: Any) -> bool:

@@ -1,7 +1,9 @@
+import json
 import math
 
 import pytest
 
+from streams.domain import jobspec
 from streams.domain.validation import SubmitPolicy, validate_item, validate_request
 from tests.kit.jobs import QUEUE, container, item, request
 
@@ -263,6 +265,15 @@ def test_pod_spec_over_armadas_limit_is_rejected_with_its_size():
     assert reason.endswith(" bytes serialized, over the limit of 65535 bytes")
     size = int(reason.split()[3])
     assert 70_000 < size < 71_000
+
+
+def test_pod_spec_size_is_of_its_compact_json_in_utf8_bytes():
+    """40,000 characters that take two bytes each: over the limit in bytes, not in characters."""
+    wide = {**container(), "args": ["é" * 40_000]}
+    reason = reason_of(item(pod_spec__containers=[wide]))
+    spec = jobspec.job_item(item(pod_spec__containers=[wide]))["pod_spec"]
+    expected = len(json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
+    assert expected > 80_000 and reason.startswith(f"pod spec is {expected} bytes serialized")
 
 
 def test_pod_spec_just_under_limit_accepted():

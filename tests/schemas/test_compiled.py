@@ -100,17 +100,30 @@ def test_blocks_with_a_byte_size_are_read() -> None:
     assert reader(bytes([3, 4, 2, 4, 0]), 0) == ({"xs": [1, 2]}, 5)
 
 
-def test_kept_records_carry_the_bytes_they_were_read_from() -> None:
+def test_kept_records_carry_the_bytes_they_were_read_from_and_are_written_as_them() -> None:
     sequence = samples.event_sequence()
     data = codec.encode("event_sequence", sequence)
     decoded = codec.decode("event_sequence", data, keep="flotilla.JobSubmitted")
     assert decoded == codec.decode("event_sequence", data)
     (kind, spec), *_ = [event["payload"] for event in decoded["events"]]
     assert kind == "flotilla.JobSubmitted" and isinstance(spec, Encoded)
-    assert spec.encoding == codec.splice("executor_command", "spec").branch_bytes("flotilla.JobSubmitted", spec.encoding)[1:]
+    assert spec.encoding == codec.encode_body("job_submitted", dict(spec))
+    # written into another schema's record (a lease command), and on its own (job-specs), as those bytes
     command = {**samples.executor_command(), "spec": spec}
-    writer = codec.splice("executor_command", "spec")
-    assert writer.encode(command, writer.branch_bytes("flotilla.JobSubmitted", spec.encoding)) == codec.encode("executor_command", command)
+    assert codec.encode("executor_command", command) == codec.encode("executor_command", {**command, "spec": dict(spec)})
+    assert codec.encode_body("job_submitted", spec) == spec.encoding
+    stored = codec.decode("job_submitted", codec.encode("job_submitted", spec), keep="flotilla.JobSubmitted")
+    assert isinstance(stored, Encoded) and stored.encoding == spec.encoding and stored.schema is spec.schema
+
+
+def test_the_bytes_of_a_kept_record_are_what_a_writer_copies() -> None:
+    """An Encoded is written as its encoding, not its fields: which is why it is never changed in place."""
+    spec = codec.decode("job_submitted", codec.encode("job_submitted", samples.job_submitted()), keep="flotilla.JobSubmitted")
+    assert isinstance(spec, Encoded)
+    changed = Encoded({**spec, "priority": 99.0})
+    changed.encoding, changed.schema = spec.encoding, spec.schema
+    assert codec.decode("job_submitted", codec.encode("job_submitted", changed))["priority"] == spec["priority"]
+    assert codec.decode("job_submitted", codec.encode("job_submitted", dict(changed)))["priority"] == 99.0
 
 
 @pytest.mark.parametrize("cut", [1, 5, 40])

@@ -111,20 +111,6 @@ def test_records_in_single_record_unions_need_no_tag_and_are_not_mutated() -> No
     assert codec.encode("submit_request", request, validate_record=False) == codec.encode("submit_request", request)
 
 
-def test_a_spliced_record_is_byte_for_byte_what_encode_writes() -> None:
-    command = samples.executor_command()
-    writer = codec.splice("executor_command", "spec")
-    spec = writer.field_bytes(command["spec"])
-    assert writer.encode(command, spec) == codec.encode("executor_command", command)
-    later = {**command, "run_id": "run-2", "reason": None, "spec": None}  # the record's own value is not read
-    assert writer.encode(later, spec) == codec.encode("executor_command", {**later, "spec": command["spec"]})
-    body = codec.encode_body("job_submitted", command["spec"])  # a spec as job-specs stores it
-    assert writer.branch_bytes("flotilla.JobSubmitted", body) == spec
-    assert codec.framed("job_submitted", body) == codec.encode("job_submitted", command["spec"])
-
-
-def test_splicing_a_field_the_schema_lacks_is_refused() -> None:
-    with pytest.raises(codec.SchemaError, match="no field"):
-        codec.splice("job_state", "nonsense")
-    with pytest.raises(codec.SchemaError, match="no branch"):
-        codec.splice("executor_command", "spec").branch_bytes("flotilla.Nonsense", b"")
+def test_a_spec_body_framed_is_the_job_specs_message() -> None:
+    spec = samples.job_submitted()
+    assert codec.framed("job_submitted", codec.encode_body("job_submitted", spec)) == codec.encode("job_submitted", spec)
