@@ -14,7 +14,8 @@ tables (a dict where RocksDB would be) and no Faust or aiokafka work:
   queued), folded the same way: what a restore's refold costs the worker, less Faust's share.
 
 Figures are process CPU time per job (ingest) or per event (refold), per stage and in all; the
-median of `--rounds` (3) runs, each on fresh tables. `--profile FILE` writes a cProfile of one more
+median of `--rounds` (3) runs, each on fresh tables, with the worker's garbage-collector settings
+(`streams.gc_tuning`). `--profile FILE` writes a cProfile of one more
 run of each workload. The last stdout line is one JSON object.
 
 Usage: .venv/bin/python bench/fold.py [--jobs 20000] [--events 100000] [--rounds 3] [--profile FILE]
@@ -47,6 +48,7 @@ from streams.agents.ingest import Ingest  # noqa: E402
 from streams.domain.job_index import row_of  # noqa: E402
 from streams.domain.queues import validate_queue  # noqa: E402
 from streams.domain.validation import SubmitPolicy  # noqa: E402
+from streams.gc_tuning import tune_for_long_lived_state  # noqa: E402
 from streams.metrics import Metrics  # noqa: E402
 from streams.scheduler import feed  # noqa: E402
 from streams.scheduler.index import SchedulerIndex  # noqa: E402
@@ -227,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
 
     submissions = ingest_messages(args.jobs, args.batch)
     events, counted = refold_messages(args.events, args.wave)
+    tune_for_long_lived_state()  # as the worker does once started: its collections are part of its cost
     print(
         f"python {platform.python_version()}, one process; ingest: {args.jobs:,} jobs in requests of {args.batch} to queue bench-0, "
         f"job set {JOB_SET}; refold: {counted:,} events in {len(events):,} records (waves of {args.wave}, queue {QUEUE}); "

@@ -313,6 +313,9 @@ def state_fields(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# JSON without spaces, from one encoder (json.dumps builds an encoder per call when given separators).
+compact_json = json.JSONEncoder(separators=(",", ":")).encode
+
 # A committed cycle is binary, not JSON: it carries encoded messages, up to megabytes of them.
 _COMMITTED_MAGIC = b"\x00FC1"
 _COUNTS = struct.Struct(">qII")
@@ -322,7 +325,7 @@ _LENGTHS = struct.Struct(">II")
 def encode(record: FeedRecord) -> bytes:
     if isinstance(record, Committed):
         return _encode_committed(record)
-    return json.dumps(to_json(record), separators=(",", ":")).encode()
+    return compact_json(to_json(record)).encode()
 
 
 def decode(raw: bytes) -> FeedRecord:
@@ -402,11 +405,19 @@ _state_of = operator.attrgetter(*_DELTA_STATE)
 _shape_of = operator.attrgetter(*_DELTA_SHAPE)
 _SHAPES: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
 _SHAPES_SIZE = 8192
+# The text of each shape in `_SHAPES`, by the identity of its parts: the deltas read from rows hold
+# those very objects, so writing one back (the scheduler's index entries) finds its text without
+# writing it again. The parts are held here too, so their ids are not reused while remembered.
+_TEXTS: dict[tuple[int, ...], tuple[tuple[Any, ...], str]] = {}
 
 
 def delta_row(delta: JobDelta) -> list[Any]:
     """The delta as a JSON-ready row (`delta_from_row` reads it)."""
-    return [*_state_of(delta), json.dumps(_shape_of(delta), separators=(",", ":"))]
+    shape = _shape_of(delta)
+    known = _TEXTS.get(tuple(map(id, shape)))
+    if known is not None and all(map(operator.is_, known[0], shape)):
+        return [*_state_of(delta), known[1]]
+    return [*_state_of(delta), compact_json(shape)]
 
 
 def delta_from_row(row: Any) -> JobDelta:
@@ -480,8 +491,10 @@ def _shape(shape_text: str) -> tuple[Any, ...]:
         fail_fast,
     )
     _SHAPES[shape_text] = shape
+    _TEXTS[tuple(map(id, shape))] = (shape, shape_text)
     if len(_SHAPES) > _SHAPES_SIZE:
-        _SHAPES.popitem(last=False)
+        _, evicted = _SHAPES.popitem(last=False)
+        _TEXTS.pop(tuple(map(id, evicted)), None)
     return shape
 
 

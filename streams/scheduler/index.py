@@ -227,12 +227,12 @@ class SchedulerIndex:
                 entry.fold_run,
                 entry.fold_run_at,
             ]
-            return json.dumps(row, separators=(",", ":")).encode()
+            return feed.compact_json(row).encode()
         if kind == "e":
             state = self.executors.get(name)
             if state is None:
                 return None
-            return json.dumps({"s": feed.to_json(state), "c": self.reported_in_cycle.get(name, 0)}, separators=(",", ":")).encode()
+            return feed.compact_json({"s": feed.to_json(state), "c": self.reported_in_cycle.get(name, 0)}).encode()
         if kind == "h":
             if name not in self.executors:
                 return None

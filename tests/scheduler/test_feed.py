@@ -330,3 +330,12 @@ def test_decode_raises_nothing_but_value_error(raw: bytes) -> None:
     except ValueError:
         return
     assert isinstance(record, (JobDelta, ExecutorState, Heartbeat, JobSetAction, Changes, Tick))
+
+
+def test_a_delta_read_from_a_row_is_written_back_as_that_row_and_a_changed_shape_afresh() -> None:
+    row = feed.delta_row(JobDelta("j1", "q", "s", "queued", "pc", 0.0, 1, {"cpu": 1_000}, node_selector={"zone": "a"}))
+    read = feed.delta_from_row(json.loads(json.dumps(row)))
+    assert feed.delta_row(read) == row
+    assert feed.delta_row(replace(read, state="leased"))[-1] == row[-1]  # the text remembered for its shape
+    bigger = replace(read, requests={"cpu": 2_000})
+    assert feed.delta_from_row(json.loads(json.dumps(feed.delta_row(bigger)))) == bigger
