@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX_MESSAGES = 500
 BATCH_WITHIN_S = 0.005
+# The Avro type of a submit request's items.
+ITEM_TYPE = "flotilla.JobItem"
 # What the rejection of a message over the size limit keeps of it: enough to tell whose it was.
 OVERSIZED_KEPT_BYTES = 1024
 
@@ -150,7 +152,7 @@ class Ingest:
             await self.reject(message, None, kept, payload=bytes(value[:OVERSIZED_KEPT_BYTES]))
             return
         try:
-            request = decode("submit_request", message.value)
+            request = decode("submit_request", message.value, keep=ITEM_TYPE)  # items with their size (validation)
         except SchemaError as exc:
             self.metrics.submissions.labels("malformed").inc()
             await self.reject(message, None, f"malformed submission: {exc}")
