@@ -82,11 +82,12 @@ async def fold_batch(plane: ControlPlane, messages: Sequence[Message]) -> None:
 @dataclass
 class BatchFold:
     """What a batch of `events` messages folded to, besides the job states left pending in the store:
-    how many events were applied, unchanged, refused...; the deltas and actions forwarded (each job's
-    last between actions), encoded as feed records; and the executor commands as (key, value) messages."""
+    how many events were applied, unchanged, refused...; the changes forwarded (each changed job's
+    last state between job-set actions, and the actions), encoded as feed records; and the executor
+    commands as (key, value) messages."""
 
     outcomes: Counter[str]
-    forwarded: list[feed.JobDelta | feed.JobSetAction]
+    forwarded: list[feed.Change]
     feed: list[bytes]
     commands: list[tuple[bytes, bytes]]
 
@@ -108,8 +109,8 @@ def fold_messages(jobs: JobStore, messages: Sequence[Message]) -> BatchFold:
         outcomes.update(folded.outcomes)
         changes += folded.changes
         commands += folded.commands
-    forwarded = deltas(feed.latest_changes(changes))
-    records = [feed.encode(record) for record in feed_records(forwarded)]
+    forwarded = feed.latest_changes(changes)
+    records = [feed.encode_changes(forwarded[at : at + MAX_CHANGES_PER_RECORD]) for at in range(0, len(forwarded), MAX_CHANGES_PER_RECORD)]
     encoded = [(command["executor"].encode(), encoded_command(command)) for command in commands]
     return BatchFold(outcomes, forwarded, records, encoded)
 

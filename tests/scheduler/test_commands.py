@@ -11,7 +11,7 @@ from schemas import codec
 from streams.domain.jobs import apply_event
 from streams.domain.states import ACTIVE
 from streams.scheduler.commands import executor_command
-from streams.scheduler.feed import JobDelta, changed, feed_change, job_delta
+from streams.scheduler.feed import Changes, JobDelta, JobSetAction, changed, decode, encode, encode_changes, feed_change, job_delta
 from tests.domain.test_idempotency import accepted_sequence, actions
 from tests.kit.jobs import ENVELOPE, Events, fold
 
@@ -162,3 +162,20 @@ def test_a_change_is_forwarded_exactly_when_the_scheduler_would_see_a_different_
         assert after is not None
         assert changed(job, after) == (_significant(job_delta(job)) != _significant(job_delta(after))), (kind, job, after)
         job = after
+
+
+@settings(max_examples=200, deadline=None)
+@given(actions)
+def test_the_folds_feed_record_is_what_encoding_the_deltas_writes(steps: list[Any]) -> None:
+    """`encode_changes` writes each job straight as its row: byte for byte the deltas' record."""
+    history = accepted_sequence(steps)
+    job = apply_event(None, *history[0], ENVELOPE)
+    assert job is not None
+    changes: list[Any] = [job]
+    for number, (kind, event) in enumerate(history[1:]):
+        job = apply_event(job, kind, event, ENVELOPE)
+        assert job is not None
+        changes.append(job if number % 3 else JobSetAction("team-a", "set-1", "cancel", reason="r", event_id=f"e{number}", time=number))
+    deltas = tuple(job_delta(c) if isinstance(c, dict) else c for c in changes)
+    assert encode_changes(changes) == encode(Changes(deltas))
+    assert decode(encode_changes(changes)) == Changes(deltas)
