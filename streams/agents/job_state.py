@@ -1,17 +1,20 @@
-"""The job-state agent: folds `events` into the `jobs` table, whose changelog is `job-states`.
+"""The job-state agent: folds `events` into the `jobs` table, whose changelog is `job-states`, and
+each new job's spec into the `job-specs` table, whose changelog is `job-specs`.
 
 Writing the table is publishing: the compacted `job-states` topic is the table's changelog, so
-every job state reaches external consumers with one message. The agent also forwards what each
+every job state reaches external consumers with one message; a job's spec is published once, as
+the bytes its JobSubmitted event carried (read keeping them: `schemas.codec.Encoded`), and copied
+into its lease commands the same way, never encoded again. The agent also forwards what each
 change means downstream: a job delta to `scheduler-feed` when the scheduler's view changed
 (`streams.scheduler.feed`), a command to `executor-commands` when a run starts or must stop
 (`streams.scheduler.commands`), and job-set actions (an event with no job id) to `scheduler-feed`.
 
 It works in batches (DESIGN.md, "The hot path works in batches"): Faust hands it the messages
 waiting, up to `BATCH_MAX_MESSAGES` or what arrived within `BATCH_WITHIN_S`; the pure fold runs
-over all of them, then the batch's deltas (each job's last between job-set actions) go to the
-feed as few `Changes` records, in order, and its commands in one produce batch per partition, and
-once the broker has them all, the batch's job states (each job's last) go to the table in one
-`TableBatch`.
+over all of them, then the batch's changed jobs (each one's last between job-set actions, written
+straight as feed rows) go to the feed as few `Changes` records, in order, and its commands in one
+produce batch per partition, and once the broker has them all, the batch's new specs and job
+states (each job's last) go to their tables in one `TableBatch` each.
 A per-message Faust write and send cost 90-230 us each; a batched one about 3 us.
 
 All the logic is the pure fold in `streams.domain.jobs`. A message it cannot decode or an event
