@@ -6,7 +6,7 @@ tables (a dict where RocksDB would be) and no Faust or aiokafka work:
 - ``ingest``: `--jobs` (20,000) jobs in submit requests of `--batch` (100) items, built as
   bench/ingest.py builds them: the ingest agent judges each request (`Ingest.ingest_request`:
   decode, validate, ids, events encoded); the job-state agent folds the events
-  (`streams.agents.job_state.fold_messages`, batches of its `BATCH_MAX_MESSAGES`) and encodes the
+  (`streams.agents.job_state.fold_batch` and what it `sent`, batches of its `BATCH_MAX_MESSAGES`) and encodes the
   batch's job states and job-index rows, as its table writes would; the scheduling agent decodes the
   feed records and applies them to its index, encoding the keys they changed (no cycle runs).
 - ``refold``: bench/restore.py's log of `--events` (100,000) events (waves of `--wave` jobs
@@ -163,9 +163,9 @@ def fold(messages: list[Message], stages: Stages) -> Tables:
     store = JobStore(tables.jobs, tables.specs)  # type: ignore[arg-type]  # the store reads its tables with get and in
     for start in range(0, len(messages), job_state.BATCH_MAX_MESSAGES):
         batch = messages[start : start + job_state.BATCH_MAX_MESSAGES]
-        folded = stages.timed("fold", lambda batch=batch: job_state.fold_messages(store, batch))  # type: ignore[misc]
-        tables.feed += folded.feed
-        tables.commands += len(folded.commands)
+        records, commands = stages.timed("fold", lambda batch=batch: job_state.sent(job_state.fold_batch(store, batch)))  # type: ignore[misc]
+        tables.feed += records
+        tables.commands += len(commands)
         stages.timed("job_index", lambda: tables.job_index.update((job_id, row_of(job).encode()) for _, job_id, job in store.pending()))
         stages.timed("job_specs", lambda: tables.specs.update((job_id, raw) for _, job_id, raw in store.new_specs()))
         stages.timed("job_states", lambda: tables.jobs.update((job_id, raw) for _, job_id, raw in store.encoded()))

@@ -25,7 +25,7 @@ def test_cycles_made_after_tuning_are_still_reclaimed(restored_gc: None) -> None
     tune_for_long_lived_state()
 
     class Node:
-        pass
+        other: object
 
     a, b = Node(), Node()
     a.other, b.other = b, a

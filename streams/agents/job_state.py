@@ -56,66 +56,59 @@ MAX_CHANGES_PER_RECORD = 2_000
 
 
 def register(plane: ControlPlane) -> None:
+    jobs, producer = plane.jobs, plane.batch_producer
+    feed_topic = plane.topics.scheduler_feed.get_topic_name()
+    commands_topic = plane.topics.executor_commands.get_topic_name()
+
     @plane.app.agent(plane.topics.events, name="job-state", concurrency=1)
     async def fold(stream: Any) -> None:
         async for events in stream.take_events(BATCH_MAX_MESSAGES, within=BATCH_WITHIN_S):
-            await fold_batch(plane, [event.message for event in events])
+            messages = [event.message for event in events]
+            folded = fold_batch(jobs, messages)
+            # What the batch forwards is acknowledged before its job states are written: were the
+            # table written first, a worker killed in between would find the jobs folded after its
+            # restart, forward nothing, and the scheduler would never hear that a job was leased or
+            # had ended. Faust acknowledges the batch's messages after this and flushes the producer
+            # before it commits their offsets.
+            records, commands = sent(folded)
+            outbox = Outbox(producer)
+            await outbox.partition(feed_topic, 0, [(None, record) for record in records])
+            await outbox.keyed(commands_topic, commands)
+            await outbox.delivered()
+            await plane.job_index.write_pending(jobs, producer)  # first: see streams/tables/job_index.py
+            await jobs.write_pending(producer)
+            for outcome, count in folded.outcomes.items():
+                plane.metrics.events.labels(outcome).inc(count)
+            plane.refold.folded_batch(messages, folded.changes)
 
 
-async def fold_batch(plane: ControlPlane, messages: Sequence[Message]) -> None:
-    """Fold a batch of `events` messages, send what it forwards, then write its job states, each all at once.
-
-    The forwarded deltas and commands are acknowledged before the job states are written: were the
-    table written first, a worker killed in between would find the jobs folded after its restart,
-    forward nothing, and the scheduler would never hear that a job was leased or had ended. Faust
-    acknowledges the batch's messages after this returns and flushes the producer before it
-    commits their offsets."""
-    folded = fold_messages(plane.jobs, messages)
-    outbox = Outbox(plane.batch_producer)
-    await outbox.partition(plane.topics.scheduler_feed.get_topic_name(), 0, [(None, record) for record in folded.feed])
-    await outbox.keyed(plane.topics.executor_commands.get_topic_name(), folded.commands)
-    await outbox.delivered()
-    await plane.job_index.write_pending(plane.jobs, plane.batch_producer)  # first: see streams/tables/job_index.py
-    await plane.jobs.write_pending(plane.batch_producer)
-    for outcome, count in folded.outcomes.items():
-        plane.metrics.events.labels(outcome).inc(count)
-    plane.refold.folded_batch(messages, folded.forwarded)
-
-
-@dataclass
-class BatchFold:
-    """What a batch of `events` messages folded to, besides the job states left pending in the store:
-    how many events were applied, unchanged, refused...; the changes forwarded (each changed job's
-    last state between job-set actions, and the actions), encoded as feed records; and the executor
-    commands as (key, value) messages."""
-
-    outcomes: Counter[str]
-    forwarded: list[feed.Change]
-    feed: list[bytes]
-    commands: list[tuple[bytes, bytes]]
-
-
-def fold_messages(jobs: JobStore, messages: Sequence[Message]) -> BatchFold:
-    """Fold the messages in order into ``jobs`` (pending writes, see `JobStore`): the agent's pure part."""
-    changes: list[feed.Change] = []
-    commands: list[dict[str, Any]] = []
-    outcomes: Counter[str] = Counter()
+def fold_batch(jobs: JobStore, messages: Sequence[Message]) -> Folded:
+    """Fold a batch of `events` messages into ``jobs``, where the job states wait as pending writes
+    until the agent writes them: what the batch forwards, in order (each changed job's last state
+    between job-set actions, `feed.latest_changes`), and how its events went."""
+    batch = Folded()
     for message in messages:
         try:
             sequence = decode("event_sequence", message.value, keep=SPEC_TYPE)
         except SchemaError as exc:
-            outcomes["undecodable"] += 1
+            batch.outcomes["undecodable"] += 1
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
             continue
         rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
         folded = apply_sequence(jobs, sequence, rng, message.partition)
-        outcomes.update(folded.outcomes)
-        changes += folded.changes
-        commands += folded.commands
-    forwarded = feed.latest_changes(changes)
-    records = [feed.encode_changes(forwarded[at : at + MAX_CHANGES_PER_RECORD]) for at in range(0, len(forwarded), MAX_CHANGES_PER_RECORD)]
-    encoded = [(command["executor"].encode(), encoded_command(command)) for command in commands]
-    return BatchFold(outcomes, forwarded, records, encoded)
+        batch.outcomes.update(folded.outcomes)
+        batch.changes += folded.changes
+        batch.commands += folded.commands
+    batch.changes = feed.latest_changes(batch.changes)
+    return batch
+
+
+def sent(folded: Folded) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
+    """What a batch's fold sends: its changes as `Changes` records of at most `MAX_CHANGES_PER_RECORD`
+    (each job written straight as its row, `feed.encode_changes`), and its commands as (executor, command) messages."""
+    changes = folded.changes
+    records = [feed.encode_changes(changes[at : at + MAX_CHANGES_PER_RECORD]) for at in range(0, len(changes), MAX_CHANGES_PER_RECORD)]
+    return records, [(command["executor"].encode(), encoded_command(command)) for command in folded.commands]
 
 
 def encoded_command(command: dict[str, Any]) -> bytes:
@@ -136,9 +129,9 @@ def deltas(changes: list[feed.Change]) -> list[feed.JobDelta | feed.JobSetAction
 
 @dataclass
 class Folded:
-    """One sequence's fold: how many events were applied, unchanged, refused...; what to forward
-    (``changes``: each job whose scheduling view changed, as the change left it, and each job-set
-    action; `feed` gives them as deltas) and the executor commands."""
+    """A fold of one sequence or a batch: how many events were applied, unchanged, refused...; what to
+    forward (``changes``: each job whose scheduling view changed, as the change left it, and each
+    job-set action; `feed` gives them as deltas) and the executor commands."""
 
     outcomes: Counter[str] = field(default_factory=Counter)
     changes: list[feed.Change] = field(default_factory=list)

@@ -147,18 +147,7 @@ class BlockEncoder:
     def block(self, records: list[Record]) -> bytes:
         write = self._writer.write
         for r in records:
-            write(
-                {
-                    "topic": r.topic,
-                    "partition": r.partition,
-                    "offset": r.offset,
-                    "timestamp": r.timestamp,
-                    "key": r.key,
-                    "value": r.value,
-                    "headers": [{"key": k, "value": v} for k, v in r.headers],
-                    "crc": crc_of(r.key, r.value),
-                }
-            )
+            write(to_envelope(r))
         self._writer.flush()
         return self._take()
 
@@ -272,6 +261,20 @@ def decode(block: Block, header: Header) -> list[dict[str, Any]]:
         if crc_of(record["key"], record["value"]) != record["crc"]:
             raise BadBlock(block.position, f"checksum mismatch in the record at offset {record['offset']}")
     return records
+
+
+def to_envelope(r: Record) -> dict[str, Any]:
+    """The envelope record a segment holds for ``r``, with its CRC (`to_record` reads it back)."""
+    return {
+        "topic": r.topic,
+        "partition": r.partition,
+        "offset": r.offset,
+        "timestamp": r.timestamp,
+        "key": r.key,
+        "value": r.value,
+        "headers": [{"key": k, "value": v} for k, v in r.headers],
+        "crc": crc_of(r.key, r.value),
+    }
 
 
 def to_record(envelope: dict[str, Any]) -> Record:

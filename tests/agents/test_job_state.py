@@ -1,4 +1,5 @@
-"""The job-state agent's fold over one event sequence (`apply_sequence`), with the jobs store over a plain dict.
+"""The job-state agent's fold over one event sequence (`apply_sequence`) and over a batch of messages
+(`fold_batch`), with the jobs store over a plain dict.
 
 Stored values are real job_state Avro bytes, so what is folded, stored and read back is exactly
 what the Faust table and the job-states topic hold.
@@ -9,8 +10,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from faust.types import Message
+
 from schemas.codec import Encoded, decode, encode
-from streams.agents.job_state import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, encoded_command, feed_records
+from streams.agents.job_state import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, encoded_command, feed_records, fold_batch
 from streams.scheduler import feed
 from streams.tables.jobs import SPEC_TYPE, JobStore
 from tests.kit.jobs import ENVELOPE, Events
@@ -26,6 +29,17 @@ def fold(jobs: JobStore, sequence: dict[str, Any], rng: random.Random) -> Folded
 
 def sequence(*events: tuple[str, dict[str, Any]]) -> dict[str, Any]:
     return {**ENVELOPE, "events": [{**event, "payload": (f"flotilla.{kind}", event["payload"])} for kind, event in events]}
+
+
+def deltas(folded: Folded) -> list[feed.JobDelta]:
+    """What a fold of job events forwards: job deltas only."""
+    assert all(isinstance(change, feed.JobDelta) for change in folded.feed), folded.feed
+    return [change for change in folded.feed if isinstance(change, feed.JobDelta)]
+
+
+def message(partition: int, offset: int, value: bytes) -> Message:
+    """An `events` message as Faust delivers it to the agent."""
+    return Message("flotilla.events", partition, offset, 0.0, 0, None, b"team-a/set-1", value, None)
 
 
 def test_events_are_folded_and_counted_by_outcome() -> None:
@@ -67,7 +81,7 @@ def test_a_lease_and_a_cancel_forward_deltas_and_executor_commands() -> None:
     jobs, ev = dict_jobs(), Events("job-3")
     first = fold(jobs, sequence(ev.submitted(), ev.leased("run-1", node="node-2")), random.Random(7))
 
-    assert [(d.state, d.runs, d.run_id) for d in first.feed] == [("queued", 0, None), ("leased", 1, "run-1")]
+    assert [(d.state, d.runs, d.run_id) for d in deltas(first)] == [("queued", 0, None), ("leased", 1, "run-1")]
     [lease] = first.commands
     assert (lease["kind"], lease["executor"], lease["node"], lease["run_id"], lease["job_id"]) == (
         "lease",
@@ -88,7 +102,7 @@ def test_a_lease_and_a_cancel_forward_deltas_and_executor_commands() -> None:
     assert progress.feed == [] and progress.commands == []
 
     cancel = fold(jobs, sequence(ev("JobCancelled", run_id="run-1", reason="by user")), random.Random(9))
-    [terminal] = cancel.feed
+    [terminal] = deltas(cancel)
     assert terminal.state == "cancelled" and terminal.terminal
     [stop] = cancel.commands
     assert (stop["kind"], stop["executor"], stop["run_id"], stop["spec"]) == ("cancel_run", "cluster-1", "run-1", None)
@@ -126,11 +140,37 @@ def test_a_job_set_action_is_forwarded_and_changes_no_job() -> None:
 
 
 def test_forwarded_changes_go_to_the_feed_in_order_in_records_of_bounded_size() -> None:
-    actions = [feed.JobSetAction("q", "s", "cancel", event_id=f"e{i}") for i in range(MAX_CHANGES_PER_RECORD + 1)]
+    actions: list[feed.JobDelta | feed.JobSetAction] = [
+        feed.JobSetAction("q", "s", "cancel", event_id=f"e{i}") for i in range(MAX_CHANGES_PER_RECORD + 1)
+    ]
     records = feed_records(actions)
     assert [len(r.records) for r in records] == [MAX_CHANGES_PER_RECORD, 1]
     assert [a for r in records for a in r.records] == actions
     assert feed_records([]) == []
+
+
+def test_a_batch_folds_its_messages_in_order_skipping_what_does_not_decode() -> None:
+    jobs, one, two = dict_jobs(), Events("job-6"), Events("job-7")
+    batch = [
+        message(0, 10, encode("event_sequence", sequence(one.submitted(), one.leased("run-1")))),
+        message(0, 11, b"\x00not an event sequence"),
+        message(1, 4, encode("event_sequence", sequence(two.submitted()))),
+    ]
+
+    folded = fold_batch(jobs, batch)
+
+    assert folded.outcomes == {"applied": 3, "undecodable": 1}
+    # each job's last delta only: it states the whole job
+    assert [(d.job_id, d.state) for d in deltas(folded)] == [("job-6", "leased"), ("job-7", "queued")]
+    [lease] = folded.commands
+    assert (lease["kind"], lease["job_id"]) == ("lease", "job-6")
+    # the job states wait for the agent's write, each on its message's partition
+    assert [(partition, job_id) for partition, job_id, _ in jobs.pending()] == [(0, "job-6"), (1, "job-7")]
+    assert dict(jobs.table) == {}
+    # command ids are seeded by the message's position: the same when the batch is folded again after a crash
+    assert fold_batch(dict_jobs(), batch).commands == folded.commands
+    [elsewhere] = fold_batch(dict_jobs(), [message(0, 12, batch[0].value or b"")]).commands
+    assert elsewhere["command_id"] != lease["command_id"]
 
 
 def test_a_lease_command_carries_the_spec_job_specs_stored_as_encode_writes_it() -> None:
@@ -148,8 +188,8 @@ def test_a_lease_command_carries_the_spec_job_specs_stored_as_encode_writes_it()
     stored, other = dict_jobs(), Events("job-10")
     fold(stored, sequence(other.submitted()), random.Random(2))
     reread = dict_jobs()
-    reread.table.update(stored.table)  # type: ignore[attr-defined]  # another worker's tables: nothing cached
-    reread.specs.update(stored.specs)  # type: ignore[attr-defined]
+    reread.table.update(stored.table)  # another worker's tables: nothing cached
+    reread.specs.update(stored.specs)
     [lease] = apply_sequence(reread, sequence(other.leased("run-1")), random.Random(3)).commands
     assert encoded_command(lease) == encode("executor_command", lease)
     cancelled = apply_sequence(reread, sequence(other("JobCancelled", reason="no")), random.Random(4)).commands

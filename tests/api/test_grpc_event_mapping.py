@@ -16,6 +16,7 @@ from schemas.codec import decode, encode
 from streams.api.grpc.event_mapping import JobSetEvents, Position, check_message_id, resume_ids
 from streams.api.resume import ResumeAfter
 from streams.scheduler.cycle import SCHEDULER_USER
+from tests.kit.armada import inner, kind
 from tests.schemas.samples import JOB_ID, JOB_SET, QUEUE, RUN_ID, T0, job_submitted
 
 OTHER_JOB = "01HZ3M1Q8K4V6T9XW2B7C5D0EG"
@@ -52,12 +53,11 @@ class Log:
         return [position.message for position in self.positions() if position.message is not None]
 
     def kinds(self) -> list[str]:
-        return [message.message.WhichOneof("events") for message in self.messages()]
+        return [kind(message) for message in self.messages()]
 
     def last(self) -> Any:
         """The inner event (e.g. a JobFailedEvent) of the last message."""
-        message = self.messages()[-1].message
-        return getattr(message, message.WhichOneof("events"))
+        return inner(self.messages()[-1])
 
 
 def submitted(log: Log, job_id: str = JOB_ID, user: str = "alice") -> str:
@@ -110,6 +110,8 @@ def test_a_job_run_to_success_is_submitted_queued_leased_pending_running_succeed
         event = ArmadaClient.unmarshal_event_response(message)
         assert (event.message.job_id, event.message.job_set_id, event.message.queue) == (JOB_ID, JOB_SET, QUEUE)
     [_, _, lease, pending, running, success] = [ArmadaClient.unmarshal_event_response(m).message for m in log.messages()]
+    assert isinstance(lease, event_pb2.JobLeasedEvent) and isinstance(pending, event_pb2.JobPendingEvent)
+    assert isinstance(running, event_pb2.JobRunningEvent) and isinstance(success, event_pb2.JobSucceededEvent)
     assert (lease.cluster_id, lease.pool) == ("cluster-eu-1", "gpu-eu")
     assert lease.created.ToMilliseconds() == T0 + 2
     pod = ("cluster-eu-1", RUN_ID, f"flotilla-{RUN_ID.lower()}", "ml-research")
@@ -272,7 +274,7 @@ def test_reprioritising_a_job_is_reprioritizing_and_reprioritized_a_job_set_only
     log.add("JobReprioritised", {"new_priority": 7.0}, user=SCHEDULER_USER)
 
     assert log.kinds()[2:] == ["reprioritizing", "reprioritized", "reprioritized"]
-    [asking, applied, job_set] = [getattr(m.message, m.message.WhichOneof("events")) for m in log.messages()[2:]]
+    [asking, applied, job_set] = [inner(m) for m in log.messages()[2:]]
     assert (asking.new_priority, asking.requestor, applied.new_priority, applied.requestor) == (5.0, "bob", 5.0, "bob")
     assert (job_set.new_priority, job_set.requestor) == (7.0, "carol")
 

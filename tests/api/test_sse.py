@@ -84,7 +84,7 @@ def test_the_client_parses_what_the_server_writes_and_skips_heartbeats() -> None
 
 def test_resuming_lets_through_only_what_follows_the_event() -> None:
     records = [{"event_id": name} for name in ("a", "b", "c", "d", "e")]
-    resume = ResumeAfter("c")
+    resume: ResumeAfter[dict[str, str]] = ResumeAfter("c")
     assert resume.waiting
     assert resume.admit(records[:2]) == [], "nothing before the event is sent"
     assert resume.admit(records[2:4]) == [{"event_id": "d"}]

@@ -85,12 +85,12 @@ def operations(durable: ArchivedOffsets, sent: list[tuple[str, Any]], replies: R
     queues: Any = {"team-a": QUEUE}
     return Operations(
         queues=queues,
-        jobs=None,  # type: ignore[arg-type]
+        jobs=None,  # type: ignore[arg-type]  # on purpose: no job is read here
         permissions=Permissions(),
         topics=topics,
         replies=replies or Replies(),
         ids=IdFactory.system(),
-        queries=None,  # type: ignore[arg-type]  # no job is listed here
+        queries=None,  # type: ignore[arg-type]  # on purpose: no job is listed here
         durable=durable,
     )
 

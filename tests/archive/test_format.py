@@ -4,15 +4,17 @@ Avro library, with every codec; groups become blocks; segments roll; the index p
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import fastavro
 import pytest
 
 from streams.archive.reader import partitions, read_partition, verify
-from streams.archive.segments import CODECS, index_path, read_index, segments_in
+from streams.archive.segments import CODECS, Block, Header, index_path, read_index, segments_in
 from streams.archive.source import ArchiveSource
 from streams.archive.writer import ArchiveWriter
 from tests.archive.builders import EVENTS, T0, records, written
+from tests.kit.avro import as_record
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -30,7 +32,7 @@ def test_a_standard_avro_reader_reads_every_segment(tmp_path: Path) -> None:
         with open(segment, "rb") as handle:
             avro = fastavro.reader(handle)
             assert avro.metadata["flotilla.topic"] == EVENTS and avro.metadata["flotilla.partition"] == "0"
-            read += [(r["offset"], r["key"], r["value"], r["timestamp"]) for r in avro]
+            read += [(r["offset"], r["key"], r["value"], r["timestamp"]) for r in map(as_record, avro)]
     assert read == [(r.offset, r.key, r.value, r.timestamp) for r in records(0, 1500)]
 
 
@@ -56,8 +58,8 @@ def test_a_read_from_a_late_offset_skips_the_segments_and_blocks_before_it(tmp_p
     decoded: list[int] = []
     original = reader.decode
 
-    def counting(block: object, header: object) -> list[dict[str, object]]:
-        found = original(block, header)  # type: ignore[arg-type]
+    def counting(block: Block, header: Header) -> list[dict[str, Any]]:
+        found = original(block, header)
         decoded.append(len(found))
         return found
 

@@ -15,6 +15,7 @@ from streams.archive.writer import ArchiveWriter
 from streams.client.cli import main
 from streams.domain import events
 from tests.archive.builders import EVENTS, T0, written
+from tests.kit.avro import as_record
 
 QUEUES = "flotilla.queues"
 
@@ -74,7 +75,7 @@ def test_export_as_avro_is_the_envelope_any_avro_reader_reads(tmp_path: Path) ->
     out = tmp_path / "export.avro"
     assert main(["log", "export", "--from-archive", str(tmp_path), "--format", "avro", "--output", str(out)]) == 0
     with open(out, "rb") as handle:
-        records = list(fastavro.reader(handle))
+        records = [as_record(r) for r in fastavro.reader(handle)]
     assert [(r["topic"], r["offset"]) for r in records] == [(EVENTS, 0), (QUEUES, 0), (EVENTS, 1), (EVENTS, 2)]
 
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 ISSUER = "https://idp.example.test"
@@ -25,12 +24,18 @@ AUDIENCE = "flotilla"
 @dataclass(frozen=True)
 class SigningKey:
     kid: str
-    private: PrivateKeyTypes
+    private: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
     algorithm: str
+    # The "alg" the key set declares for the key (None: it declares none).
+    declared_alg: str | None = None
 
     def jwk(self) -> dict[str, Any]:
-        codec = RSAAlgorithm if isinstance(self.private, rsa.RSAPrivateKey) else ECAlgorithm
-        return {**json.loads(codec.to_jwk(self.private.public_key())), "kid": self.kid, "use": "sig"}
+        if isinstance(self.private, rsa.RSAPrivateKey):
+            public = RSAAlgorithm.to_jwk(self.private.public_key())
+        else:
+            public = ECAlgorithm.to_jwk(self.private.public_key())
+        declared = {} if self.declared_alg is None else {"alg": self.declared_alg}
+        return {**json.loads(public), "kid": self.kid, "use": "sig", **declared}
 
     def sign(self, claims: dict[str, Any], kid: str | None = None) -> str:
         """A token for ``claims`` (exp, iss and aud filled in unless given), naming ``kid`` (default: this key's)."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from streams.auth import ANONYMOUS, AuthConfigError, Principal, Unauthenticated
+from streams.auth.oidc import OidcVerifier
 from streams.auth.setup import build_authenticator, build_permissions, describe_access, is_loopback
 from streams.config import Settings
 from tests.auth.jwks_server import AUDIENCE, ISSUER, JwksServer, rsa_key
@@ -82,7 +83,8 @@ def test_oidc_settings_wire_a_jwt_verifier() -> None:
             assert principal == Principal("alice@example.com", ("platform",))
             assert build_permissions(settings).is_admin(principal)
         finally:
-            auth.jwt.keys.close()  # type: ignore[union-attr]
+            assert isinstance(auth.jwt, OidcVerifier)
+            auth.jwt.keys.close()
         assert describe_access(settings) == (
             f"credentials required: OIDC JWTs from issuer {ISSUER}, audience {AUDIENCE} (keys {server.url}; "
             "user claim 'email', groups claim 'groups'); administrator groups: admins, platform"

@@ -65,7 +65,7 @@ def test_a_full_job_file_becomes_a_valid_encodable_request() -> None:
     request = {"request_id": "r1", "user": "u", "groups": [], **body, "items": [jobspec.job_item(i) for i in body["items"]]}
     encode("submit_request", request)  # raises if the shape does not match the contract
     [result] = validate_request(request, QUEUE, SubmitPolicy())
-    assert result.accepted, result.reason
+    assert result.accepted and result.job is not None, result.reason
     assert result.job["priority_class"] == "armada-preemptible"
     read = result.job["pod_spec"]
     assert read["termination_grace_period_seconds"] == 30
@@ -94,7 +94,7 @@ jobs:
     body = load_job_file(text)
     request = {"request_id": "r1", "user": "u", "groups": [], **body, "items": [jobspec.job_item(i) for i in body["items"]]}
     [result] = validate_request(request, QUEUE, SubmitPolicy())
-    assert result.accepted, result.reason
+    assert result.accepted and result.job is not None, result.reason
     manifest = json.loads(result.job["pod_spec"]["manifest"])
     assert manifest["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}]
     assert manifest["containers"][0]["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]

@@ -19,7 +19,7 @@ def queue(name: str = "demo", **fields: Any) -> dict[str, Any]:
 
 
 CREATE_ARGS = ["--priority-factor", "2", "--owners", "alice,bob", "--group-owners", "team-a", "--cordon", "--labels", "tier=gold,site=lon"]
-CREATED = {
+CREATED: dict[str, Any] = {
     "name": "demo",
     "priority_factor": 2.0,
     "user_owners": ["alice", "bob"],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from streams.domain.admission import MAX_BUCKETS, Admission, SubmissionLimits
@@ -9,8 +11,8 @@ from streams.domain.admission import MAX_BUCKETS, Admission, SubmissionLimits
 T = 1_717_000_000_000  # epoch ms
 
 
-def limited(**limits: float) -> Admission:
-    return Admission(SubmissionLimits(**limits))  # type: ignore[arg-type]
+def limited(**limits: Any) -> Admission:
+    return Admission(SubmissionLimits(**limits))
 
 
 def test_no_limits_by_default() -> None:

@@ -11,6 +11,7 @@ def reasons(*items):
 def test_consistent_gang_accepted_and_marked_fail_fast():
     results = validate_request(request(gang("g", "2", "zone"), gang("g", "2", "zone")), QUEUE, POLICY)
     assert all(r.accepted for r in results)
+    assert results[0].job is not None
     annotations = results[0].job["annotations"]
     assert annotations["armadaproject.io/failFast"] == "true"
     assert annotations["armadaproject.io/gangId"] == "g"

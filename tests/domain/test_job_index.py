@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -19,7 +20,7 @@ NODES = ("n1", "n2")
 LABELS = (("team", "x"), ("team", "y"), ("tier", "gold"))
 
 
-def row(n: int, **fields: object) -> JobRow:
+def row(n: int, **fields: Any) -> JobRow:
     base = JobRow(
         job_id=f"J{n:04d}",
         queue="a",
@@ -36,7 +37,7 @@ def row(n: int, **fields: object) -> JobRow:
         reason=None,
         cancel_requested=False,
     )
-    return replace(base, **fields)  # type: ignore[arg-type]
+    return replace(base, **fields)
 
 
 rows = st.builds(
@@ -181,9 +182,9 @@ def test_a_cursor_the_api_did_not_give_is_refused(cursor: str) -> None:
     ("fields", "message"),
     [({"states": ("sleeping",)}, "unknown state"), ({"sort": "name"}, "cannot sort"), ({"limit": 0}, "limit"), ({"limit": 1001}, "limit")],
 )
-def test_a_query_out_of_bounds_is_refused(fields: dict[str, object], message: str) -> None:
+def test_a_query_out_of_bounds_is_refused(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        JobQuery(**fields)  # type: ignore[arg-type]
+        JobQuery(**fields)
 
 
 def test_a_job_sets_rows_and_the_queues_with_unfinished_jobs() -> None:

@@ -1,8 +1,15 @@
 import math
+from typing import Any
 
 import pytest
 
 from streams.domain.queues import is_owner, queue_weight, validate_queue
+
+
+def accepted(body: dict[str, Any]) -> dict[str, Any]:
+    queue, reason = validate_queue(body)
+    assert queue is not None, reason
+    return queue
 
 
 def test_minimal_queue_normalised_with_defaults():
@@ -23,7 +30,7 @@ def test_limits_kept_as_floats():
     limits = {
         "armada-default": {"maximum_resource_fraction": {"cpu": 1}, "maximum_resource_fraction_by_pool": {"gpu": {"nvidia.com/gpu": 0.25}}}
     }
-    queue, _ = validate_queue({"name": "q", "resource_limits_by_priority_class_name": limits})
+    queue = accepted({"name": "q", "resource_limits_by_priority_class_name": limits})
     assert queue["resource_limits_by_priority_class_name"] == {
         "armada-default": {
             "maximum_resource_fraction": {"cpu": 1.0},
@@ -59,12 +66,12 @@ def test_owners_must_be_lists_of_names():
 
 
 def test_weight_is_inverse_priority_factor():
-    assert queue_weight(validate_queue({"name": "q", "priority_factor": 4})[0]) == 0.25
+    assert queue_weight(accepted({"name": "q", "priority_factor": 4})) == 0.25
 
 
 def test_ownership():
-    open_queue, _ = validate_queue({"name": "q"})
-    owned, _ = validate_queue({"name": "q", "user_owners": ["bob"], "group_owners": ["ml"]})
+    open_queue = accepted({"name": "q"})
+    owned = accepted({"name": "q", "user_owners": ["bob"], "group_owners": ["ml"]})
     assert is_owner(open_queue, "anyone", [])
     assert is_owner(owned, "bob", [])
     assert is_owner(owned, "carol", ["web", "ml"])

@@ -19,7 +19,7 @@ def round_trip(name, record):
 
 def rich_item():
     main = {
-        **container(cpu="2", memory="4Gi", **{"nvidia.com/gpu": "1"}),
+        **container(cpu="2", memory="4Gi", gpu="1"),
         "command": ["python"],
         "args": ["-c", "print(1)"],
         "env": [{"name": "A", "value": "1"}],

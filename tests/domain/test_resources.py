@@ -10,7 +10,7 @@ def test_sum_over_containers_in_milli_units():
 def test_init_container_raises_a_resource_only_when_larger():
     spec = {
         "containers": [container(cpu="1", memory="1Gi"), container(cpu="1", memory="1Gi")],
-        "init_containers": [container(cpu="3", memory="1Gi"), container(cpu="1", **{"nvidia.com/gpu": "1"})],
+        "init_containers": [container(cpu="3", memory="1Gi"), container(cpu="1", gpu="1")],
     }
     assert job_resource_request(spec) == {"cpu": 3000, "memory": 2 * 2**30 * 1000, "nvidia.com/gpu": 1000}
 

@@ -239,18 +239,18 @@ def test_cpu_job_gets_three_day_deadline():
 
 
 def test_gpu_job_gets_fourteen_day_deadline():
-    gpu = container(cpu="4", memory="8Gi", **{"nvidia.com/gpu": "1"})
+    gpu = container(cpu="4", memory="8Gi", gpu="1")
     assert accepted(item(pod_spec__containers=[gpu]))["pod_spec"]["active_deadline_seconds"] == 14 * 24 * 3600
 
 
 def test_zero_gpu_request_is_a_cpu_job():
-    gpu = container(cpu="4", **{"nvidia.com/gpu": "0"})
+    gpu = container(cpu="4", gpu="0")
     assert accepted(item(pod_spec__containers=[gpu]))["pod_spec"]["active_deadline_seconds"] == 3 * 24 * 3600
 
 
 def test_deadline_defaults_are_configurable_and_largest_match_wins():
     policy = SubmitPolicy(default_active_deadline_s=60, active_deadline_by_resource={"nvidia.com/gpu": 600, "fpga": 900})
-    both = container(cpu="1", fpga="1", **{"nvidia.com/gpu": "1"})
+    both = container(cpu="1", fpga="1", gpu="1")
     assert accepted(item(), policy)["pod_spec"]["active_deadline_seconds"] == 60
     assert accepted(item(pod_spec__containers=[both]), policy)["pod_spec"]["active_deadline_seconds"] == 900
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -12,12 +14,12 @@ from schemas.codec import decode, encode
 from streams.domain.events import MAX_EVENTS_PER_SEQUENCE
 
 
-def status(state: str, run_id: str = "run-1", **fields: object) -> RunStatus:
+def status(state: str, run_id: str = "run-1", **fields: Any) -> RunStatus:
     base = {"job_id": "job-1", "queue": "q", "job_set_id": "set", "node": "node-3"}
-    return RunStatus(run_id=run_id, state=state, **{**base, **fields})  # type: ignore[arg-type]
+    return RunStatus(run_id=run_id, state=state, **{**base, **fields})
 
 
-def kinds(state: str, **fields: object) -> list[str]:
+def kinds(state: str, **fields: Any) -> list[str]:
     return [name.rsplit(".", 1)[-1] for name, _ in run_payloads(status(state, **fields))]
 
 
@@ -80,7 +82,7 @@ def test_an_unknown_state_is_an_error() -> None:
         run_payloads(status("exploded"))
 
 
-def _ids() -> object:
+def _ids() -> Callable[[int], str]:
     counter = itertools.count()
     return lambda ms: f"01HZ{ms:013d}{next(counter):09d}"
 
@@ -92,7 +94,7 @@ def test_changes_are_grouped_per_job_set_in_order_and_encode_valid_avro() -> Non
         Change(status("running", run_id="r1"), 1002),
         Change(status("succeeded", run_id="r1", exit_code=0), 1003),
     ]
-    sequences = event_sequences(changes, "exec-1", _ids())  # type: ignore[arg-type]
+    sequences = event_sequences(changes, "exec-1", _ids())
     assert [key for key, _ in sequences] == ["q/set", "q/other"]
     key, first = sequences[0]
     decoded = decode("event_sequence", encode("event_sequence", first))  # validated against the schema
@@ -112,12 +114,12 @@ def test_changes_are_grouped_per_job_set_in_order_and_encode_valid_avro() -> Non
 def test_every_run_state_encodes() -> None:
     states = ["pending", "running", "succeeded", "failed", "returned", "preempted", "cancelled"]
     changes = [Change(status(state, run_id=f"r-{state}", exit_code=1 if state == "failed" else None), 5) for state in states]
-    [(_, sequence)] = event_sequences(changes, "exec-1", _ids())  # type: ignore[arg-type]
+    [(_, sequence)] = event_sequences(changes, "exec-1", _ids())
     assert len(decode("event_sequence", encode("event_sequence", sequence))["events"]) == 9
 
 
 def test_a_large_burst_is_split_into_bounded_sequences() -> None:
     changes = [Change(status("pending", run_id=f"r{i}"), 7) for i in range(MAX_EVENTS_PER_SEQUENCE + 1)]
-    sequences = event_sequences(changes, "exec-1", _ids())  # type: ignore[arg-type]
+    sequences = event_sequences(changes, "exec-1", _ids())
     assert [len(s["events"]) for _, s in sequences] == [MAX_EVENTS_PER_SEQUENCE, 1]
     assert {key for key, _ in sequences} == {"q/set"}

@@ -184,6 +184,7 @@ def test_a_failed_init_container_is_the_jobs_failure_and_not_a_rejection() -> No
             },
         }
     )
+    assert pod is not None
     status = run_status(pod)
     assert status is not None and (status.state, status.exit_code) == ("failed", 2)
 
@@ -256,7 +257,7 @@ async def test_launch_creates_the_pod_bound_to_the_leased_node_with_services_and
         assert h.changes[0].node == "node-1" and h.changes[0].queue == "Team A/ML"
 
 
-WHOLE_POD_SPEC = {
+WHOLE_POD_SPEC: dict[str, Any] = {
     "nodeSelector": {"disk": "ssd"},
     "priorityClassName": "armada-preemptible",
     "securityContext": {"runAsNonRoot": True, "fsGroup": 2000},
@@ -439,7 +440,8 @@ async def test_kill_deletes_with_the_grace_period_and_reports_cancelled_once_the
 
         await h.backend.kill(RUN, 7, "cancelled")
         assert h.api.deletions() == [(f"/api/v1/namespaces/default/pods/{POD}", 7)]
-        assert h.api.pod("default", POD)["metadata"]["deletionGracePeriodSeconds"] == 7
+        deleting = h.api.pod("default", POD)
+        assert deleting is not None and deleting["metadata"]["deletionGracePeriodSeconds"] == 7
         # SIGTERM makes the container exit 143: that is the kill, not a failure of the job.
         h.api.set_pod_status("default", POD, ended("Failed", ("main", 143, "Error")))
         await asyncio.sleep(0.1)

@@ -18,11 +18,13 @@ def test_only_changes_are_reported_and_an_end_is_final() -> None:
     for state in ["pending", "pending", "running", "succeeded", "running", "failed"]:
         ledger.record(run(state))
     assert seen == ["pending", "running", "succeeded"]
-    assert ledger.get("r1").state == "succeeded"  # type: ignore[union-attr]
+    final = ledger.get("r1")
+    assert final is not None and final.state == "succeeded"
 
 
 def test_ended_runs_are_held_for_the_retention_then_forgotten() -> None:
-    clock, forgotten = Clock(), []
+    clock = Clock()
+    forgotten: list[str] = []
     ledger = RunLedger(clock, retention_s=60, on_forget=forgotten.append)
     ledger.record(run("running", "active"))
     ledger.record(run("succeeded", "early"))

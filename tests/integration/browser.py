@@ -71,7 +71,8 @@ class Page:
                 return None  # the page redrew under us: ask again
 
         try:
-            found: T = WebDriverWait(self.driver, timeout, poll_frequency=0.2).until(check)  # type: ignore[assignment]  # until() returns what check gave, never None
+            found = WebDriverWait(self.driver, timeout, poll_frequency=0.2).until(check)
+            assert found is not None, "until() returns only what check gave that is truthy"
             return found
         except Exception as exc:  # a timeout: say what was awaited, with the page's text and a screenshot
             self.screenshot(f"failed-{re.sub(r'[^a-z0-9]+', '-', what.lower())[:40]}")

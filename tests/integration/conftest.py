@@ -8,12 +8,16 @@ tail of every worker log is printed with it. Helpers live in importable modules
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
+from pluggy import Result
 
 from ops.broker import EmbeddedBroker
 from tests.integration.workers import STARTED, Worker, running_worker
+
+# The report of a test's call phase, kept on its item for the fixture that prints worker logs.
+CALL_REPORT = pytest.StashKey[pytest.TestReport]()
 
 
 @pytest.fixture(scope="session")
@@ -36,15 +40,15 @@ def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, req
 @pytest.fixture(autouse=True)
 def _worker_logs_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
-    report = getattr(request.node, "rep_call", None)
+    report = request.node.stash.get(CALL_REPORT, None)
     if report is not None and report.failed:
         for started in STARTED:
             print(started.tail())
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Result[pytest.TestReport], None]:
     outcome = yield
     report = outcome.get_result()
     if report.when == "call":
-        item.rep_call = report  # type: ignore[attr-defined]
+        item.stash[CALL_REPORT] = report

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,7 @@ def fake_item(
     priority_class: str | None = None,
     priority: float = 0.0,
     tolerations: list[dict[str, str]] | None = None,
-    **annotations: str,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A job for the fake backend, which runs it for ``runtime_s``, on nodes matching ``selector``."""
     spec = {
@@ -95,7 +96,7 @@ def fake_item(
         "node_selector": selector,
         "tolerations": tolerations or [],
     }
-    return {"priority": priority, "annotations": {RUNTIME_ANNOTATION: str(runtime_s), **annotations}, "pod_spec": spec}
+    return {"priority": priority, "annotations": {RUNTIME_ANNOTATION: str(runtime_s), **(annotations or {})}, "pod_spec": spec}
 
 
 def submit_jobs(worker: Worker, queue: str, job_set: str, items: list[dict[str, Any]]) -> list[str]:
@@ -118,7 +119,7 @@ def states(worker: Worker, job_ids: list[str]) -> dict[str, dict[str, Any]]:
     return {job_id: everything[job_id] for job_id in job_ids if job_id in everything}
 
 
-def wait_states(worker: Worker, job_ids: list[str], wanted: set[str], timeout: float, what: str) -> dict[str, dict[str, Any]]:
+def wait_states(worker: Worker, job_ids: list[str], wanted: Collection[str], timeout: float, what: str) -> dict[str, dict[str, Any]]:
     def reached() -> dict[str, dict[str, Any]] | None:
         found = states(worker, job_ids)
         return found if len(found) == len(job_ids) and all(j["state"] in wanted for j in found.values()) else None

@@ -86,7 +86,7 @@ def test_everything_produced_is_archived_and_restored_at_the_same_offsets(tmp_pa
         await archiver.start()
         try:
             written = await produce(broker.bootstrap, 300)
-            last = {}
+            last: dict[tuple[str, int], int] = {}
             for topic, partition, offset in written:
                 last[(topic, partition)] = max(offset, last.get((topic, partition), -1))
             for (topic, partition), offset in last.items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -50,7 +50,7 @@ def pod(cpu: str = "100m", memory: str = "64Mi", **fields: Any) -> core.PodSpec:
 def code_of(call: Any) -> tuple[grpc.StatusCode, str]:
     with pytest.raises(grpc.RpcError) as raised:
         call()
-    return raised.value.code(), raised.value.details()
+    return raised.value.code(), raised.value.details() or ""
 
 
 class Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
@@ -273,7 +273,8 @@ def test_reprioritise_and_preempt(client: ArmadaClient) -> None:
     code, message = code_of(lambda: client.reprioritize_jobs(new_priority=-1, job_ids=job_ids, job_set_id="reprioritise", queue=QUEUE))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and ">= 0" in message
 
-    preempted = client.preempt_jobs(QUEUE, "reprioritise", job_ids[0])
+    # armada_client annotates Empty, but PreemptJobs answers a PreemptionResult (its stub's deserializer)
+    preempted = cast(submit_pb2.PreemptionResult, client.preempt_jobs(QUEUE, "reprioritise", job_ids[0]))
     assert dict(preempted.preemption_results) == {job_ids[0]: ""}
     request = submit_pb2.JobPreemptRequest(queue=QUEUE, job_set_id="", job_ids=[job_ids[0]])  # the client checks this itself
     code, message = code_of(lambda: client.submit_stub.PreemptJobs(request))

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import grpc
 import pytest
@@ -25,6 +26,7 @@ from ops.broker import EmbeddedBroker
 from tests.integration.helpers import broker_connections
 from tests.integration.pipeline import Executors, cancel_job_set, fake_item, new_queue, submit_jobs, wait_states
 from tests.integration.workers import Worker, poll, running_worker
+from tests.kit.armada import inner, kind
 
 pytestmark = pytest.mark.integration
 
@@ -58,12 +60,8 @@ def client(channel: grpc.Channel) -> ArmadaClient:
     return ArmadaClient(channel, event_timeout=timedelta(seconds=30))
 
 
-def kind(message: event_pb2.EventStreamMessage) -> str:
-    return message.message.WhichOneof("events")
-
-
 def job_of(message: event_pb2.EventStreamMessage) -> str:
-    return getattr(message.message, kind(message)).job_id
+    return inner(message).job_id
 
 
 @dataclass
@@ -113,6 +111,7 @@ def test_a_job_set_run_to_success_is_read_in_order_resumed_and_replayed_without_
     ids = [message.id for message in messages]
     assert len(set(ids)) == len(ids)
     running = next(event.message for event in events if event.type.value == "running")
+    assert isinstance(running, event_pb2.JobRunningEvent)
     assert (running.cluster_id, running.node_name) != ("", "")
 
     resumed = read_all(client, queue, "done", len(ids) - 3, from_id=ids[2])
@@ -156,7 +155,7 @@ def test_refusals_have_a_code_and_a_reason(worker: Worker, client: ArmadaClient)
     queue = new_queue(worker, f"grpc-refused-{uuid.uuid4().hex[:8]}")
     submit_jobs(worker, queue, "s", [fake_item({"flotilla.io/nowhere": "true"})])
 
-    def refusal(**fields: object) -> grpc.RpcError:
+    def refusal(**fields: Any) -> grpc.RpcError:
         request = event_pb2.JobSetRequest(**{"queue": queue, "id": "s", "watch": False, **fields})
         with pytest.raises(grpc.RpcError) as raised:
             list(client.event_stub.GetJobSetEvents(request, timeout=60))
@@ -168,8 +167,9 @@ def test_refusals_have_a_code_and_a_reason(worker: Worker, client: ArmadaClient)
         (refusal(from_message_id="01HZ3N00000000000000000004"), grpc.StatusCode.NOT_FOUND, "01HZ3N00000000000000000004"),
         (refusal(from_message_id="yesterday"), grpc.StatusCode.INVALID_ARGUMENT, "not a message id"),
     ]:
-        assert refused.code() == code, refused.details()
-        assert words in refused.details()
+        details = refused.details()
+        assert refused.code() == code, details
+        assert details is not None and words in details
     assert client.event_health().status == health_pb2.HealthCheckResponse.SERVING
 
 

@@ -170,6 +170,7 @@ class EventStream:
 
     def __init__(self, worker: Worker, job_set: str, query: str = "") -> None:
         url = urlsplit(worker.url)
+        assert url.hostname is not None, worker.url
         self.connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
         self.connection.request("GET", f"/api/v1/queues/{QUEUE}/jobsets/{job_set}/events{query}")
         self.response = self.connection.getresponse()

@@ -137,7 +137,11 @@ def cluster(worker: Worker, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     try:
         allocatable = {"cpu": "4", "memory": "16Gi", "pods": "110"}
         for name in NODES:
-            kube.call(lambda api, name=name: api.add_node(name, allocatable, labels=executors.selector))
+
+            def add(api: FakeKubeApi, name: str = name) -> None:
+                api.add_node(name, allocatable, labels=executors.selector)
+
+            kube.call(add)
         config = kubeconfig(executors.directory / "kubeconfig.yaml", kube.url)
         executors.start(EXECUTOR_ID, "kubernetes", "--kubeconfig", str(config))
         try:

@@ -125,11 +125,12 @@ def test_worker_and_executor_write_json_log_lines_with_the_fields_they_concern(
     worker: Worker, run: tuple[ExecutorProcess, int, str, str]
 ) -> None:
     executor, _, queue, unknown = run
-    worker_lines = poll(
-        lambda: (lines := json_lines(worker.log_path)) and any(line.get("job_id") == unknown for line in lines) and lines,
-        30,
-        "the worker's log line about the unknown job",
-    )
+
+    def about_unknown() -> list[dict[str, Any]] | None:
+        lines = json_lines(worker.log_path)
+        return lines if any(line.get("job_id") == unknown for line in lines) else None
+
+    worker_lines = poll(about_unknown, 30, "the worker's log line about the unknown job")
     assert all({"time", "level", "logger", "message"} <= line.keys() for line in worker_lines)
     (about,) = [line for line in worker_lines if line.get("job_id") == unknown]
     assert about["queue"] == queue and about["job_set"] == "ghost" and about["level"] == "warning"

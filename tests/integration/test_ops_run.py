@@ -154,9 +154,9 @@ def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         assert "    maxRetries: 2" in output.lines and "    maxQueueLookback: 100000" in output.lines, "resolved: defaults shown too"
         served = Client(url).call("GET", "/api/v1/config")
         assert (served["hash"], served["file"], served["config"]["scheduling"]["maxRetries"]) == (printed.group(1), str(config), 2)
-        found = re.search(r"broker\s+\w+://127\.0\.0\.1:(\d+)", output.text)
-        assert found, f"ops/run did not say where the broker is:\n{output.text}"
-        broker_port = int(found.group(1))
+        announced = re.search(r"broker\s+\w+://127\.0\.0\.1:(\d+)", output.text)
+        assert announced, f"ops/run did not say where the broker is:\n{output.text}"
+        broker_port = int(announced.group(1))
         assert listening(broker_port)
         worker_pid = int(next(line for line in output.lines if "control plane" in line).split("pid", 1)[1].split()[0])
         assert worker_pid in started and alive(worker_pid)

@@ -17,7 +17,7 @@ import io
 import json
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ NODE_DIR = Path(__file__).parent / "node"
 QUEUE = "elsewhere"
 
 
-def confluent_produce(worker: Worker, topic: str, messages: list[tuple[bytes, bytes | None]]) -> None:
+def confluent_produce(worker: Worker, topic: str, messages: Sequence[tuple[bytes, bytes | None]]) -> None:
     """Produce in order with librdkafka and wait until the broker acknowledged every message."""
     settings = {"partitioner": "murmur2_random", "enable.idempotence": True, "message.max.bytes": 16 * 1024 * 1024}  # see schemas/README.md
     producer = Producer({"bootstrap.servers": worker.bootstrap, "linger.ms": 5, **settings})
@@ -77,7 +77,9 @@ def confluent_consume(worker: Worker, topic: str, decode: Callable[[bytes], dict
         message = consumer.poll(0.5)
         if message is not None:
             assert message.error() is None, message.error()
-            latest[message.key().decode()] = None if message.value() is None else decode(message.value())
+            key, value = message.key(), message.value()
+            assert key is not None, "Flotilla keys every message of its topics"
+            latest[key.decode()] = None if value is None else decode(value)
         return done(latest)
 
     try:
@@ -210,8 +212,14 @@ def registry_worker(
     broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, registry: tuple[str, RegistryState]
 ) -> Iterator[Worker]:
     """A worker writing the Confluent wire format; it also has small submission limits per queue."""
-    limits = {"FLOTILLA_SUBMISSION_QUEUE_RATE": "1", "FLOTILLA_SUBMISSION_QUEUE_BURST": "30"}
-    with running_worker(broker, tmp_path_factory, "registry", FLOTILLA_SCHEMA_REGISTRY_URL=registry[0], **limits) as started:
+    with running_worker(
+        broker,
+        tmp_path_factory,
+        "registry",
+        FLOTILLA_SCHEMA_REGISTRY_URL=registry[0],
+        FLOTILLA_SUBMISSION_QUEUE_RATE="1",
+        FLOTILLA_SUBMISSION_QUEUE_BURST="30",
+    ) as started:
         yield started
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,7 +141,7 @@ def test_a_gang_runs_all_or_nothing_and_in_one_cluster(worker: Worker, executors
     queue = new_queue(worker, "gang")
     executors.fake("gang-c1", nodes=3)
     gang = {"armadaproject.io/gangId": "g1", "armadaproject.io/gangCardinality": "4"}
-    members = submit_jobs(worker, queue, "g", [fake_item(executors.selector, "8", "8Gi", 3, **gang) for _ in range(4)])
+    members = submit_jobs(worker, queue, "g", [fake_item(executors.selector, "8", "8Gi", 3, annotations=gang) for _ in range(4)])
     wait_states(worker, members, {"queued"}, 30, "the gang queued")
     settle(3)
     assert count_by(states(worker, members), "state", frozenset({"queued"})) == {"queued": 4}, "3 nodes cannot hold a gang of 4"
@@ -164,7 +165,7 @@ def test_runs_of_a_killed_executor_expire_and_finish_on_the_other(worker: Worker
     executors.fake("expiry-c2", nodes=4)
     job_ids = submit_jobs(worker, queue, "e", [fake_item(executors.selector, runtime_s=6) for _ in range(48)])
 
-    def on_both() -> dict[str, dict[str, object]] | None:
+    def on_both() -> dict[str, dict[str, Any]] | None:
         found = states(worker, job_ids)
         return found if {j["runs"][-1]["executor"] for j in found.values() if j["runs"]} == {"expiry-c1", "expiry-c2"} else None
 

@@ -96,7 +96,7 @@ def snapshot(worker: Worker, job_ids: list[str]) -> dict[str, dict[str, Any]]:
     jobs = {job_id: get_job(worker.client, job_id) for job_id in job_ids}
     missing = [j for j, job in jobs.items() if not job or "error" in job]
     assert not missing, f"{len(missing)} jobs not found through the REST API: {missing[:3]}"
-    return jobs  # type: ignore[return-value]
+    return {job_id: job for job_id, job in jobs.items() if job is not None}
 
 
 def test_jobs_table_is_rebuilt_from_the_changelog_after_sigkill_and_lost_data_dir(worker: Worker) -> None:
@@ -141,7 +141,12 @@ def test_jobs_table_is_rebuilt_from_the_changelog_after_sigkill_and_lost_data_di
     # and the worker has committed its input offsets: nothing will be re-folded after the restart,
     # so what the restarted worker shows can only come from the changelogs
     for name in ("submissions", "events"):
-        poll(lambda name=name: (c := worker.committed(name))[0] == c[1], 30, f"the worker to commit its offsets on {name}")
+
+        def caught_up(name: str = name) -> bool:
+            committed, end = worker.committed(name)
+            return committed == end
+
+        poll(caught_up, 30, f"the worker to commit its offsets on {name}")
 
     worker.kill()
     assert worker.process is not None and worker.process.returncode == -9
@@ -184,7 +189,12 @@ def test_jobs_table_is_rebuilt_from_the_changelog_after_sigkill_and_lost_data_di
     assert status == 200, body
     (fresh,) = body["job_ids"]
     assert fresh not in job_ids
-    states = poll(lambda: (s := worker.job_states()) and fresh in s and s, 30, "the new job on job-states")
+
+    def with_fresh() -> dict[str, dict[str, Any]] | None:
+        found = worker.job_states()
+        return found if fresh in found else None
+
+    states = poll(with_fresh, 30, "the new job on job-states")
     assert states[fresh]["state"] == "queued"
     if set(states) != set(job_ids) | {fresh}:
         problems.append(f"{len(set(states) - set(job_ids) - {fresh})} unexpected new jobs on job-states")

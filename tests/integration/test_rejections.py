@@ -306,7 +306,7 @@ def test_rest_answers_bad_requests_with_their_reason(worker: Worker, queues: Non
         (("job_set_id", ""),): (422, "job_set_id is empty"),
         (("queue", CORDONED),): (422, "is cordoned"),
     }.items():
-        body = {"queue": QUEUE, "job_set_id": "rest-envelope", "items": [item(), item()], **dict(overrides)}
+        body: dict[str, Any] = {"queue": QUEUE, "job_set_id": "rest-envelope", "items": [item(), item()], **dict(overrides)}
         status, answer = call(worker.client, "POST", "/api/v1/jobs", body)
         assert status == expected_status, (overrides, answer)
         assert answer["job_ids"] == [None, None]

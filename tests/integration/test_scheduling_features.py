@@ -200,8 +200,8 @@ def test_a_gang_with_a_uniformity_label_runs_on_nodes_sharing_one_value(worker: 
     gang = {"armadaproject.io/gangId": "z", "armadaproject.io/gangCardinality": "3", "armadaproject.io/gangNodeUniformityLabel": "zone"}
     unindexed = {**gang, "armadaproject.io/gangId": "r", "armadaproject.io/gangNodeUniformityLabel": "rack"}
     # First the gang that cannot be placed: the cycle that leases the other one records why it waits.
-    stuck = submit_jobs(worker, queue, "rack", [fake_item(executors.selector, "1", "1Gi", 600, **unindexed) for _ in range(3)])
-    members = submit_jobs(worker, queue, "zoned", [fake_item(executors.selector, "8", "1Gi", 600, **gang) for _ in range(3)])
+    stuck = submit_jobs(worker, queue, "rack", [fake_item(executors.selector, "1", "1Gi", 600, annotations=unindexed) for _ in range(3)])
+    members = submit_jobs(worker, queue, "zoned", [fake_item(executors.selector, "8", "1Gi", 600, annotations=gang) for _ in range(3)])
     placed = wait_states(worker, members, ACTIVE, 60, "the zoned gang leased")
     assert {job["runs"][-1]["node"].split("-")[0] for job in placed.values()} == {"b"}, "zone a has two nodes, b three"
     settle(1)
@@ -215,16 +215,19 @@ def test_fail_fast_jobs_and_gang_members_are_not_retried(worker: Worker, executo
     queue = new_queue(worker, "fastfail")
     executors.fake("fastfail-c", nodes=4, pool="fastfail")
     returned = {"flotilla.io/fake-outcome": "returned"}
-    [plain] = submit_jobs(worker, queue, "plain", [fake_item(executors.selector, runtime_s=1, **returned)])
+    [plain] = submit_jobs(worker, queue, "plain", [fake_item(executors.selector, runtime_s=1, annotations=returned)])
     [fast] = submit_jobs(
-        worker, queue, "fast", [fake_item(executors.selector, runtime_s=1, **returned, **{"armadaproject.io/failFast": "true"})]
+        worker, queue, "fast", [fake_item(executors.selector, runtime_s=1, annotations={**returned, "armadaproject.io/failFast": "true"})]
     )
     gang = {"armadaproject.io/gangId": "ff", "armadaproject.io/gangCardinality": "2"}
     doomed, survivor = submit_jobs(
         worker,
         queue,
         "gang",
-        [fake_item(executors.selector, runtime_s=1, **gang, **returned), fake_item(executors.selector, runtime_s=3, **gang)],
+        [
+            fake_item(executors.selector, runtime_s=1, annotations={**gang, **returned}),
+            fake_item(executors.selector, runtime_s=3, annotations=gang),
+        ],
     )
     ended = wait_states(worker, [fast, doomed, survivor], {"failed", "succeeded"}, 60, "the fail-fast jobs failed, the survivor done")
     assert (ended[fast]["state"], len(ended[fast]["runs"])) == ("failed", 1)

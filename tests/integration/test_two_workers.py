@@ -49,11 +49,11 @@ def test_queue_created_at_run_time_reaches_every_worker(broker: EmbeddedBroker, 
             create_queue(workers[0].client, name)
         for worker in workers:
             for name in QUEUES:
-                poll(
-                    lambda w=worker, n=name: call(w.client, "GET", f"/api/v1/queues/{n}")[0] == 200,
-                    30,
-                    f"queue {name} on worker {worker.web_port}",
-                )
+
+                def served(w: Worker = worker, n: str = name) -> bool:
+                    return call(w.client, "GET", f"/api/v1/queues/{n}")[0] == 200
+
+                poll(served, 30, f"queue {name} on worker {worker.web_port}")
 
         records = [submit_record(name, "two", [item(client_id=f"{name}-{i}") for i in range(10)]) for name in QUEUES]
         workers[1].produce("submissions", [submission(record) for record in records])

@@ -6,10 +6,12 @@ import asyncio
 import ssl
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from faust.auth import SASLCredentials, SSLCredentials
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
+from faust.types.enums import ProcessingGuarantee
 
 from streams.config import Settings
 from streams.kafka import KafkaConfigError, check, kafka_clients
@@ -179,8 +181,8 @@ def test_a_key_that_does_not_belong_to_the_certificate_is_refused_at_start(certs
         ({"events_retention_ms": 0}, "events_retention_ms must be -1 (for ever) or a positive number of milliseconds, got 0"),
     ],
 )
-def test_each_problem_is_named_by_its_setting(changes: dict[str, object], problem: str) -> None:
-    settings = replace(KAFKA, **changes)  # type: ignore[arg-type]
+def test_each_problem_is_named_by_its_setting(changes: dict[str, Any], problem: str) -> None:
+    settings = replace(KAFKA, **changes)
     assert any(problem in found for found in check(settings)), check(settings)
     with pytest.raises(KafkaConfigError, match="^Kafka settings: "):
         kafka_clients(settings)
@@ -201,7 +203,9 @@ def test_exactly_once_is_refused_on_the_embedded_broker_and_given_to_faust_on_ka
 
     async def conf_of(settings: Settings) -> tuple[str, int, object]:
         conf = create_app(settings).conf
-        return conf.processing_guarantee.value, conf.producer_acks, conf.broker_credentials
+        # Faust's setting decorator types the attribute as its getter; it holds the getter's ProcessingGuarantee
+        guarantee = cast(ProcessingGuarantee, conf.processing_guarantee)
+        return guarantee.value, conf.producer_acks, conf.broker_credentials
 
     assert asyncio.run(conf_of(replace(KAFKA, processing_guarantee="exactly_once"))) == ("exactly_once", -1, None)
     assert asyncio.run(conf_of(Settings()))[:2] == ("at_least_once", -1)

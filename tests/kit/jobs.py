@@ -20,9 +20,12 @@ QUEUE = {
 ENVELOPE = {"queue": "team-a", "job_set_id": "set-1", "user": "alice", "groups": []}
 
 
-def container(name: str = "main", *, command: list[str] | None = None, args: list[str] | None = None, **resources: str) -> dict[str, Any]:
-    """A container requesting (and limited to) ``resources``, 1 cpu and 1Gi when none are given."""
-    amounts = resources or {"cpu": "1", "memory": "1Gi"}
+def container(
+    name: str = "main", *, command: list[str] | None = None, args: list[str] | None = None, gpu: str | None = None, **resources: str
+) -> dict[str, Any]:
+    """A container requesting (and limited to) ``resources`` and ``gpu`` nvidia.com/gpu, 1 cpu and 1Gi when none are given."""
+    amounts = resources if gpu is None else {**resources, "nvidia.com/gpu": gpu}
+    amounts = amounts or {"cpu": "1", "memory": "1Gi"}
     built: dict[str, Any] = {
         "name": name,
         "image": "busybox:1.36",
@@ -90,7 +93,7 @@ class Events:
             cycle_id="cycle-1",
         )
 
-    def run_failed(self, run_id: str | None, category: str = "container_error", exit_code: int | None = 1):
+    def run_failed(self, run_id: str | None, category: str = "container_error", exit_code: int | None = 1) -> tuple[str, dict[str, Any]]:
         return self(
             "JobRunFailed",
             run_id=run_id,
@@ -102,7 +105,9 @@ class Events:
         )
 
 
-def fold(events: list[tuple[str, dict[str, Any]]], job: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def fold(events: list[tuple[str, dict[str, Any]]], job: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``job`` after ``events``; a job that does not exist yet must be submitted by the first."""
     for kind, event in events:
         job = apply_event(job, kind, event, ENVELOPE)
+    assert job is not None, "events about a job never submitted"
     return job

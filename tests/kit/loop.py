@@ -26,9 +26,14 @@ from tests.kit.scheduler import PREEMPTIBLE, nodes, tick
 from tests.kit.stores import settle
 
 
-def events(outcome: CycleOutcome) -> list[tuple[str | None, str, dict[str, Any]]]:
+def events(outcome: CycleOutcome) -> list[tuple[str, str, dict[str, Any]]]:
     """(job id, kind, payload) of every job event of the cycle, in emission order per job set."""
-    return [(e["job_id"], e["payload"][0].rsplit(".", 1)[-1], e["payload"][1]) for seq in outcome.sequences for e in seq["events"]]
+    found = []
+    for sequence in outcome.sequences:
+        for event in sequence["events"]:
+            assert event["job_id"] is not None, f"the cycle emits job events only, not {event}"
+            found.append((event["job_id"], event["payload"][0].rsplit(".", 1)[-1], event["payload"][1]))
+    return found
 
 
 def kinds(outcome: CycleOutcome, job_id: str) -> list[str]:
@@ -66,7 +71,7 @@ class Loop:
     jobs: JobStore = field(init=False)
 
     def __post_init__(self) -> None:
-        self.jobs = JobStore(self.table, self.specs)  # type: ignore[arg-type]
+        self.jobs = JobStore(self.table, self.specs)  # type: ignore[arg-type]  # dicts stand in for the Faust tables: the fold reads them as mappings
 
     def job(self, job_id: str) -> dict[str, Any]:
         job = self.jobs.get(job_id)
@@ -89,6 +94,7 @@ class Loop:
 
     def deliver(self) -> None:
         for record in self.feed:
+            assert not isinstance(record, feed.Tick | feed.Committed), "ticks and commits come from the scheduler, not the fold"
             self.index.apply(record)
         self.feed.clear()
 
@@ -117,7 +123,7 @@ class Loop:
             ),
             self.policy,
         )
-        assert reason is None, reason
+        assert reason is None and payload is not None, reason
         self.event(job_id, "JobSubmitted", at, queue, job_set, **payload)
 
     def run_event(self, job_id: str, kind: str, at: int, **payload: Any) -> None:

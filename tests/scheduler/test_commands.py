@@ -16,9 +16,10 @@ from tests.domain.test_idempotency import accepted_sequence, actions
 from tests.kit.jobs import ENVELOPE, Events, fold
 
 
-def steps(ev: Events, *events):
-    """Each job state after each event, starting from None."""
-    states, job = [None], None
+def steps(*events: tuple[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The job's state after each event (the first submits it)."""
+    states: list[dict[str, Any]] = []
+    job = None
     for event in events:
         job = fold([event], job)
         states.append(job)
@@ -27,14 +28,14 @@ def steps(ev: Events, *events):
 
 def test_submission_is_forwarded_and_commands_nothing() -> None:
     ev = Events("job-1")
-    _, submitted = steps(ev, ev.submitted())
+    [submitted] = steps(ev.submitted())
     assert feed_change(None, submitted) == job_delta(submitted)
     assert executor_command(None, submitted, "c1", 5) is None
 
 
 def test_a_new_lease_forwards_a_delta_and_commands_a_lease_with_spec_and_node() -> None:
     ev = Events("job-1")
-    _, queued, leased = steps(ev, ev.submitted(), ev.leased("run-1", node="node-3"))
+    queued, leased = steps(ev.submitted(), ev.leased("run-1", node="node-3"))
 
     delta = feed_change(queued, leased)
     assert delta is not None
@@ -53,8 +54,7 @@ def test_a_new_lease_forwards_a_delta_and_commands_a_lease_with_spec_and_node() 
 
 def test_run_progress_is_not_forwarded_nor_commanded() -> None:
     ev = Events("job-1")
-    _, _, leased, pending, running = steps(
-        ev,
+    _, leased, pending, running = steps(
         ev.submitted(),
         ev.leased("run-1"),
         ev("JobRunPending", run_id="run-1", node="node-1"),
@@ -70,7 +70,7 @@ def test_run_progress_is_not_forwarded_nor_commanded() -> None:
 
 def test_a_run_moved_to_another_node_is_forwarded() -> None:
     ev = Events("job-1")
-    _, _, leased, pending = steps(ev, ev.submitted(), ev.leased("run-1", node="node-1"), ev("JobRunPending", run_id="run-1", node="node-2"))
+    _, leased, pending = steps(ev.submitted(), ev.leased("run-1", node="node-1"), ev("JobRunPending", run_id="run-1", node="node-2"))
     delta = feed_change(leased, pending)
     assert delta is not None and delta.node == "node-2"
 
@@ -78,7 +78,6 @@ def test_a_run_moved_to_another_node_is_forwarded() -> None:
 def test_cancelling_a_running_job_cancels_its_run_on_its_executor() -> None:
     ev = Events("job-1")
     *_, running, cancelled = steps(
-        ev,
         ev.submitted(),
         ev.leased("run-1", node="node-1"),
         ev("JobRunRunning", run_id="run-1", node="node-1"),
@@ -96,7 +95,6 @@ def test_cancelling_a_running_job_cancels_its_run_on_its_executor() -> None:
 def test_preempting_a_running_job_preempts_its_run() -> None:
     ev = Events("job-1")
     *_, running, preempted = steps(
-        ev,
         ev.submitted(),
         ev.leased("run-1"),
         ev("JobRunRunning", run_id="run-1", node="node-1"),
@@ -110,7 +108,7 @@ def test_preempting_a_running_job_preempts_its_run() -> None:
 
 def test_cancelling_a_queued_job_commands_nothing() -> None:
     ev = Events("job-1")
-    _, queued, cancelled = steps(ev, ev.submitted(), ev("JobCancelled", run_id=None, reason="x"))
+    queued, cancelled = steps(ev.submitted(), ev("JobCancelled", run_id=None, reason="x"))
     assert feed_change(queued, cancelled) is not None
     assert executor_command(queued, cancelled, "c", 1) is None
 
@@ -118,7 +116,6 @@ def test_cancelling_a_queued_job_commands_nothing() -> None:
 def test_a_requeue_after_a_returned_run_commands_nothing_and_forwards_the_queued_job() -> None:
     ev = Events("job-1")
     *_, returned, requeued = steps(
-        ev,
         ev.submitted(),
         ev.leased("run-1"),
         ev.run_failed("run-1", category="lease_returned", exit_code=None),
@@ -132,7 +129,7 @@ def test_a_requeue_after_a_returned_run_commands_nothing_and_forwards_the_queued
 def test_a_replayed_event_yields_nothing() -> None:
     ev = Events("job-1")
     cancel = ev("JobCancelled", run_id="run-1", reason="x")
-    *_, running, cancelled = steps(ev, ev.submitted(), ev.leased("run-1"), ev("JobRunRunning", run_id="run-1", node="node-1"), cancel)
+    *_, running, cancelled = steps(ev.submitted(), ev.leased("run-1"), ev("JobRunRunning", run_id="run-1", node="node-1"), cancel)
     again = fold([cancel], cancelled)
     assert again is cancelled
     assert feed_change(cancelled, again) is None

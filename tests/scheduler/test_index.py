@@ -240,8 +240,11 @@ def snapshot(index: SchedulerIndex):
 
 
 def reloaded(index: SchedulerIndex) -> SchedulerIndex:
-    table = {key: index.dump(key) for key in index.keys()}
-    assert all(value is not None for value in table.values())
+    table = {}
+    for key in index.keys():
+        value = index.dump(key)
+        assert value is not None
+        table[key] = value
     other = SchedulerIndex()
     other.apply(delta("leftover"))  # load replaces whatever was there
     other.load(sorted(table.items()))

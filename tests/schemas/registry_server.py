@@ -98,12 +98,12 @@ def _handler(state: RegistryState) -> type[BaseHTTPRequestHandler]:
                 return self._answer(200, {"id": schema_id})
             if match := re.fullmatch(r"/subjects/([^/]+)", path):
                 subject = urllib.parse.unquote(match.group(1))
-                schema_id = state.ids.get(json.dumps(json.loads(body["schema"]), sort_keys=True))
+                known = state.ids.get(json.dumps(json.loads(body["schema"]), sort_keys=True))
                 versions = state.subjects.get(subject, [])
-                if schema_id not in versions:
+                if known is None or known not in versions:
                     return self._not_found(40403, "Schema not found")
-                version = versions.index(schema_id) + 1
-                return self._answer(200, {"subject": subject, "version": version, "id": schema_id, "schema": state.schemas[schema_id - 1]})
+                version = versions.index(known) + 1
+                return self._answer(200, {"subject": subject, "version": version, "id": known, "schema": state.schemas[known - 1]})
             return self._not_found(404, f"no route {path}")
 
     return Handler

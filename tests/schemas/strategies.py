@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
@@ -34,10 +35,19 @@ def values(schema: Any, named: dict[str, Any], depth: int = 0) -> st.SearchStrat
         for branch in branches:
             strategy = values(branch, named, depth + 1)
             if several and isinstance(branch, dict) and branch.get("type") == "record":
-                strategy = strategy.map(lambda record, full=branch["name"]: (full, record))
+                strategy = strategy.map(named_branch(branch["name"]))
             options.append(strategy)
         return st.one_of(options)
     assert kind == "record", kind
     required = {f["name"]: values(f["type"], named, depth + 1) for f in schema["fields"] if "default" not in f}
     optional = {f["name"]: values(f["type"], named, depth + 1) for f in schema["fields"] if "default" in f}
     return st.fixed_dictionaries(required, optional=optional)
+
+
+def named_branch(full_name: str) -> Callable[[Any], tuple[str, Any]]:
+    """A value of a union of several records as the codec takes it: (full name, record)."""
+
+    def tag(record: Any) -> tuple[str, Any]:
+        return full_name, record
+
+    return tag

@@ -80,7 +80,7 @@ def test_corrupt_union_index() -> None:
 
 def test_not_bytes() -> None:
     with pytest.raises(codec.SchemaError, match="expected bytes, got dict"):
-        codec.decode("queue", {"name": "q"})  # type: ignore[arg-type]
+        codec.decode("queue", {"name": "q"})  # type: ignore[arg-type]  # the wrong type on purpose
 
 
 def test_unknown_schema_name() -> None:
@@ -132,4 +132,4 @@ def test_event_payload_with_unknown_kind() -> None:
 
 def test_not_a_mapping() -> None:
     with pytest.raises(codec.SchemaError, match="cannot encode queue: expected a mapping, got list"):
-        codec.encode("queue", [("name", "q")])  # type: ignore[arg-type]
+        codec.encode("queue", [("name", "q")])  # type: ignore[arg-type]  # the wrong type on purpose

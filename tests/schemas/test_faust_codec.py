@@ -35,6 +35,7 @@ def test_topic_value_path_uses_the_codec() -> None:
     """Registry.dumps_value/loads_value is what topics and tables call with value_serializer=..."""
     registry = Registry()
     data = registry.dumps_value(None, samples.queue(), serializer="flotilla.queue")
+    assert data is not None
     assert data[:2] == codec.SINGLE_OBJECT_MAGIC
     assert registry.loads_value(None, data, serializer="flotilla.queue")["name"] == samples.QUEUE
     with pytest.raises(ValueDecodeError, match="unknown framing"):

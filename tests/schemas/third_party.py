@@ -44,4 +44,6 @@ class ThirdParty:
 
     def decode(self, name: str, data: bytes) -> dict[str, Any]:
         assert data[:10] == self.headers[name], f"{data[:10].hex()} is not the single-object header of {name}"
-        return dict(fastavro.schemaless_reader(io.BytesIO(data[10:]), self.parsed[name]))
+        record = fastavro.schemaless_reader(io.BytesIO(data[10:]), self.parsed[name])
+        assert isinstance(record, dict), "a record schema reads as a dict"
+        return record

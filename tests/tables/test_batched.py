@@ -8,13 +8,15 @@ tables of a plane, on the memory store and on RocksDB.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from faust.stores.rocksdb import Store
 from faust.types import TP
 
 from streams.plane import ControlPlane
-from streams.tables.batched import TableBatch
+from streams.tables.batched import Records, TableBatch
 from tests.kit.plane import agent_plane, sent
 
 
@@ -25,19 +27,19 @@ class Recorded:
         self.batches: list[tuple[str, int, list[tuple[bytes | None, bytes | None]]]] = []
         self.next_offset = next_offset
 
-    async def send_partition(self, topic: str, partition: int, records: list[tuple[bytes | None, bytes | None]]) -> asyncio.Future[int]:
+    async def send_partition(self, topic: str, partition: int, records: Records) -> asyncio.Future[int]:
         self.batches.append((topic, partition, list(records)))
         done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         done.set_result(self.next_offset)
         self.next_offset += len(records)
         return done
 
-    async def send_keyed(self, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> asyncio.Future[dict[int, int]]:
+    async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[dict[int, int]]:
         raise AssertionError("a table writes to the partitions of its source records")
 
 
 def per_key_records(
-    plane: ControlPlane, table_name: str, writes: list[tuple[int, str, bytes | None]]
+    plane: ControlPlane, table_name: str, writes: Sequence[tuple[int, str, bytes | None]]
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     """What Faust's own per-key changelog path sends for ``writes``."""
     table = plane.app.tables[table_name]
@@ -105,6 +107,7 @@ def test_each_partition_is_written_to_its_own_database_and_changelog_partition(t
             (0, [b"job-on-0"]),
         ]
         store = table.data
+        assert isinstance(store, Store)
         assert store._db_for_partition(2).get(b"job-also-on-2") == b"two again"
         assert store._db_for_partition(0).get(b"job-on-0") == b"zero"
         assert store._db_for_partition(0).get(b"job-on-2") is None

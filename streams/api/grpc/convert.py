@@ -25,7 +25,7 @@ from streams.domain import jobspec
 # Armada's annotation for a job's id in an external system, which GetJobStatusUsingExternalJobUri looks up.
 EXTERNAL_JOB_URI = "armadaproject.io/externalJobUri"
 
-JOB_STATES: dict[str, int] = {
+JOB_STATES: dict[str, submit_pb2.JobState.ValueType] = {
     "queued": submit_pb2.QUEUED,
     "leased": submit_pb2.LEASED,
     "pending": submit_pb2.PENDING,
@@ -59,7 +59,7 @@ CANCELLABLE_BY_FILTER: dict[submit_pb2.JobState.ValueType, frozenset[str]] = {
 UNFINISHED = frozenset().union(*CANCELLABLE_BY_FILTER.values())
 
 
-def job_state(state: str) -> int:
+def job_state(state: str) -> submit_pb2.JobState.ValueType:
     return JOB_STATES.get(state, submit_pb2.UNKNOWN)
 
 

@@ -13,26 +13,22 @@ PreemptOnExecutor, for administrators) writes one event per matching job and ans
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
+import faust
 from faust import web
 
 from streams.api.control_requests import JOB_ACTIONS, JOB_SET_ACTIONS, bulk_payload, executor_filter, queue_filter
 from streams.api.operations import Operations
 from streams.api.rest.http import answers_errors, caller, json_body
-
-if TYPE_CHECKING:
-    from streams.plane import ControlPlane
+from streams.auth import Authenticator
 
 
-def register(plane: ControlPlane, ops: Operations) -> None:
-    app = plane.app
-
+def register(app: faust.App, auth: Authenticator, ops: Operations) -> None:
     @app.page(f"/api/v1/jobs/{{job_id}}/{{action:{'|'.join(JOB_ACTIONS)}}}")
     class JobControl(web.View):
         @answers_errors
         async def post(self, request: web.Request, job_id: str, action: str) -> web.Response:
-            principal = caller(plane.auth, request)
+            principal = caller(auth, request)
             payload = JOB_ACTIONS[action](await json_body(request, optional=True))
             event_id = await ops.control_job(principal, job_id, payload)
             return self.json({"event_ids": [event_id]}, status=202)
@@ -41,7 +37,7 @@ def register(plane: ControlPlane, ops: Operations) -> None:
     class JobSetControl(web.View):
         @answers_errors
         async def post(self, request: web.Request, queue: str, job_set: str, action: str) -> web.Response:
-            principal = caller(plane.auth, request)
+            principal = caller(auth, request)
             payload = JOB_SET_ACTIONS[action](await json_body(request, optional=True))
             event_id = await ops.control_job_set(principal, queue, job_set, payload)
             return self.json({"event_ids": [event_id]}, status=202)
@@ -50,7 +46,7 @@ def register(plane: ControlPlane, ops: Operations) -> None:
     class QueueControl(web.View):
         @answers_errors
         async def post(self, request: web.Request, queue: str, action: str) -> web.Response:
-            principal = caller(plane.auth, request)
+            principal = caller(auth, request)
             job_filter, reason = queue_filter(await json_body(request, optional=True), action)
             source = "CancelOnQueue" if action == "cancel" else "PreemptOnQueue"
             job_ids = await ops.control_matching(
@@ -65,7 +61,7 @@ def register(plane: ControlPlane, ops: Operations) -> None:
     class ExecutorControl(web.View):
         @answers_errors
         async def post(self, request: web.Request, executor: str, action: str) -> web.Response:
-            principal = caller(plane.auth, request)
+            principal = caller(auth, request)
             job_filter, reason = executor_filter(await json_body(request, optional=True), executor, action)
             source = "CancelOnExecutor" if action == "cancel" else "PreemptOnExecutor"
             job_ids = await ops.control_matching(

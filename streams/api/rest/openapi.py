@@ -7,12 +7,10 @@ routes the worker registers, with their methods.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import faust
 from faust import web
-
-if TYPE_CHECKING:
-    from streams.plane import ControlPlane
 
 _ERROR = {"description": "refused, with the reason", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 _REFUSALS = {str(code): _ERROR for code in (400, 401, 403, 404)}
@@ -259,8 +257,8 @@ DOCUMENT: dict[str, Any] = {
 }
 
 
-def register(plane: ControlPlane) -> None:
-    @plane.app.page("/api/v1/openapi.json")
+def register(app: faust.App) -> None:
+    @app.page("/api/v1/openapi.json")
     class OpenApi(web.View):
         async def get(self, request: web.Request) -> web.Response:
             return self.json(DOCUMENT)

@@ -33,9 +33,9 @@ if TYPE_CHECKING:
 def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
     app = plane.app
     cast("AiohttpWeb", app.web).web_app.middlewares.append(json_route_errors)
-    ui.register(plane)
-    openapi.register(plane)
-    job_control.register(plane, ops)
+    ui.register(app)
+    openapi.register(app)
+    job_control.register(app, plane.auth, ops)
     job_set_events.register(plane, ops)
     job_details.register(plane, ops)
 

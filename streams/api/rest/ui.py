@@ -8,15 +8,12 @@ carries the user's token, as any API client's would.
 from __future__ import annotations
 
 from importlib import resources
-from typing import TYPE_CHECKING
 
+import faust
 from faust import web
 
 from streams.api.errors import ApiError
 from streams.api.rest.http import answers_errors
-
-if TYPE_CHECKING:
-    from streams.plane import ControlPlane
 
 _TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 
@@ -32,9 +29,7 @@ def ui_file(name: str) -> tuple[bytes, str]:
     return path.read_bytes(), _TYPES[suffix]
 
 
-def register(plane: ControlPlane) -> None:
-    app = plane.app
-
+def register(app: faust.App) -> None:
     @app.page("/")
     class Index(web.View):
         @answers_errors

@@ -19,7 +19,7 @@ from typing import IO, Any
 from fastavro import writer as avro_writer
 
 from streams.archive.reader import ArchiveCorrupt, verify
-from streams.archive.segments import PARSED_ENVELOPE, Record, crc_of
+from streams.archive.segments import PARSED_ENVELOPE, Record, to_envelope
 from streams.archive.source import ArchiveSource
 from streams.client.commands import CommandError
 
@@ -116,26 +116,12 @@ def _write(records: Iterator[Record], form: str, out: IO[bytes]) -> int:
             yield record
 
     if form == "avro":
-        avro_writer(out, PARSED_ENVELOPE, (_envelope(r) for r in counted()), codec="deflate")
+        avro_writer(out, PARSED_ENVELOPE, (to_envelope(r) for r in counted()), codec="deflate")
     else:
         for record in counted():
             out.write(json.dumps(as_json(record), default=_bytes_as_base64).encode() + b"\n")
     out.flush()
     return count
-
-
-def _envelope(r: Record) -> dict[str, Any]:
-    headers = [{"key": k, "value": v} for k, v in r.headers]
-    return {
-        "topic": r.topic,
-        "partition": r.partition,
-        "offset": r.offset,
-        "timestamp": r.timestamp,
-        "key": r.key,
-        "value": r.value,
-        "headers": headers,
-        "crc": crc_of(r.key, r.value),
-    }
 
 
 def as_json(record: Record) -> dict[str, Any]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from streams.scheduler.algorithm.model import (
     AwayNodeType,
     CycleInput,
@@ -27,24 +30,24 @@ CLASSES = {
 }
 
 
-def config(**overrides: object) -> SchedulingConfig:
+def config(**overrides: Any) -> SchedulingConfig:
     from streams.scheduler.algorithm.model import WellKnownNodeType
 
-    base: dict[str, object] = {
+    base: dict[str, Any] = {
         "priority_classes": CLASSES,
         "protected_fraction_of_fair_share": 0.0,
         "well_known_node_types": {"gpu": WellKnownNodeType("gpu", (Taint("gpu", "true"),))},
         "indexed_node_labels": ("zone",),
     }
     base.update(overrides)
-    return SchedulingConfig(**base)  # type: ignore[arg-type]
+    return SchedulingConfig(**base)
 
 
-def node(node_id: str, cpu: int = 32, mem: int = 256, gpu: int = 0, **kwargs: object) -> Node:
+def node(node_id: str, cpu: int = 32, mem: int = 256, gpu: int = 0, **kwargs: Any) -> Node:
     resources = {"cpu": cpu * CPU, "memory": mem * GI}
     if gpu:
         resources["nvidia.com/gpu"] = gpu * CPU
-    return Node(id=node_id, resources=resources, **kwargs)  # type: ignore[arg-type]
+    return Node(id=node_id, resources=resources, **kwargs)
 
 
 def job(
@@ -55,9 +58,9 @@ def job(
     pc: str = "low",
     t: float = 0.0,
     gang: tuple[str, int] | None = None,
-    **kwargs: object,
+    **kwargs: Any,
 ) -> Job:
-    annotations = dict(kwargs.pop("annotations", {}))  # type: ignore[arg-type]
+    annotations = dict(kwargs.pop("annotations", {}))
     if gang:
         annotations["armadaproject.io/gangId"] = gang[0]
         annotations["armadaproject.io/gangCardinality"] = str(gang[1])
@@ -69,7 +72,7 @@ def job(
         submit_time=t,
         annotations=annotations,
         **kwargs,
-    )  # type: ignore[arg-type]
+    )
 
 
 def running(j: Job, node_id: str, priority: int | None = None, started: float = 0.0) -> RunningJob:
@@ -77,13 +80,13 @@ def running(j: Job, node_id: str, priority: int | None = None, started: float = 
 
 
 def cycle(
-    queues: list[str] | list[Queue],
-    nodes: list[Node],
-    queued: list[Job] = (),
-    running_jobs: list[RunningJob] = (),
+    queues: Sequence[str | Queue],
+    nodes: Sequence[Node],
+    queued: Sequence[Job] = (),
+    running_jobs: Sequence[RunningJob] = (),
     now: float = 0.0,
     limiters: LimiterState | None = None,
-    **kwargs: object,
+    **kwargs: Any,
 ) -> CycleInput:
     qs = tuple(q if isinstance(q, Queue) else Queue(q) for q in queues)
     return CycleInput(
@@ -94,7 +97,7 @@ def cycle(
         now=now,
         limiters=limiters or LimiterState(),
         **kwargs,
-    )  # type: ignore[arg-type]
+    )
 
 
 def tolerate(key: str, value: str = "true") -> Toleration:

@@ -9,7 +9,8 @@ def make(**kwargs):
 
 
 def test_untolerated_taint_excludes_node():
-    assert "gpu" in static_mismatch(NODE, make())
+    mismatch = static_mismatch(NODE, make())
+    assert mismatch is not None and "gpu" in mismatch
 
 
 def test_matching_toleration_or_exists_admits_node():

@@ -349,7 +349,7 @@ def test_jobs_a_rolled_back_gang_displaced_can_still_be_preempted_for_fair_share
         job("g2", "B", cpu=4, t=12, gang=("g", 3), node_selector={"zone": "nowhere"}),
     ]
     late = [job("c0", "C", cpu=4, t=20, node_selector={"zone": "b"}), job("c1", "C", cpu=4, t=21, node_selector={"zone": "a"})]
-    queues = [Queue("A", 0.1), "B", Queue("C", 0.3)]
+    queues: list[str | Queue] = [Queue("A", 0.1), "B", Queue("C", 0.3)]
     result = schedule(cycle(queues, nodes, gang + late, busy), config(fairshare_preemption_rate=RateLimit(1.0, 1)))
     assert placed(result) == {"c0": "n1"} and preempted(result) == {"a3"}
     assert unscheduled(result)["g0"].reason == reasons.GANG_DOES_NOT_FIT

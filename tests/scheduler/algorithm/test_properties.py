@@ -68,7 +68,7 @@ def final_placement(inputs, result):
 @given(scenarios())
 def test_no_node_is_over_capacity(data):
     inputs, _, result = two_cycles(data)
-    used = defaultdict(lambda: defaultdict(int))
+    used: defaultdict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
     for j, node_id in final_placement(inputs, result):
         for name, amount in j.requests.items():
             used[node_id][name] += amount
@@ -104,7 +104,7 @@ def test_fair_share_preemption_only_above_protected_share(data):
     names = ["cpu", "memory"]
     totals = [sum(n.resources[r] for n in inputs.nodes) for r in names]
     cost = DrfCost(totals, [0, 1])
-    allocation = defaultdict(lambda: [0, 0])
+    allocation: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
     for r in inputs.running:
         for i, name in enumerate(names):
             allocation[r.job.queue][i] += r.job.requests[name]
