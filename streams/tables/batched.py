@@ -192,7 +192,7 @@ class TableBatch:
                         batch.delete(key_bytes)
                     else:
                         batch.put(key_bytes, raw)
-                    store._key_index[key_bytes] = partition
+                store._key_index.update(dict.fromkeys((key_bytes for key_bytes, _, _, _ in writes), partition))  # one lock, not one per key
                 store._db_for_partition(partition).write(batch)
             return
         # Any other store (memory:// in unit tests) through its own mapping interface.
