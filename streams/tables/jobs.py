@@ -28,14 +28,16 @@ SPEC_TYPE = "flotilla.JobSubmitted"
 
 
 def jobs_table(app: faust.App, settings: Settings) -> TableT:
-    return _bytes_table(app, settings, "jobs", "job-states", "Latest state of every job, by job id (job_state Avro).")
+    return _bytes_table(app, settings, "jobs", "job-states", "Latest state of every job, by job id (job_state Avro).", store_options())
 
 
 def job_specs_table(app: faust.App, settings: Settings) -> TableT:
-    return _bytes_table(app, settings, "job-specs", "job-specs", "Every job's spec, by job id (job_submitted Avro).")
+    # Written once per job, read when a job is not in the job store's cache.
+    options = store_options(write_buffer_mib=4, block_cache_mib=8)
+    return _bytes_table(app, settings, "job-specs", "job-specs", "Every job's spec, by job id (job_submitted Avro).", options)
 
 
-def _bytes_table(app: faust.App, settings: Settings, name: str, topic: str, help: str) -> TableT:
+def _bytes_table(app: faust.App, settings: Settings, name: str, topic: str, help: str, options: dict[str, Any]) -> TableT:
     return app.Table(
         name,
         key_type=TextKey,
@@ -49,7 +51,7 @@ def _bytes_table(app: faust.App, settings: Settings, name: str, topic: str, help
             compacting=True,
         ),
         help=help,
-        options=store_options(),
+        options=options,
     )
 
 

@@ -15,6 +15,9 @@ from typing import Any
 MIB = 1024 * 1024
 
 
-def store_options() -> dict[str, Any]:
-    """Options for `app.Table(..., options=...)`; a fresh dict each time (Faust pops from it)."""
-    return {"write_buffer_size": 16 * MIB, "max_write_buffer_number": 2, "block_cache_size": 32 * MIB}
+def store_options(write_buffer_mib: int = 16, block_cache_mib: int = 32) -> dict[str, Any]:
+    """Options for `app.Table(..., options=...)`; a fresh dict each time (Faust pops from it).
+
+    A table written once per key and read on misses of the caches above it (the jobs' specs) takes
+    smaller ones: its memtables would otherwise hold tens of MiB of specs no one reads."""
+    return {"write_buffer_size": write_buffer_mib * MIB, "max_write_buffer_number": 2, "block_cache_size": block_cache_mib * MIB}
