@@ -21,6 +21,7 @@ from streams.domain.ids import new_id
 from streams.domain.validation import ItemResult, SubmitPolicy, validate_request
 from streams.tables.batched import BatchProducer, Outbox, TableBatch
 from streams.tables.client_ids import client_id_key
+from streams.tables.store import read
 
 if TYPE_CHECKING:
     import faust
@@ -141,7 +142,7 @@ class Ingest:
 
     def _known_job(self, key: str) -> str | None:
         pending = self._client_ids.get(key)
-        return pending[1] if pending is not None else self.client_ids.get(key)
+        return pending[1] if pending is not None else read(self.client_ids, key)
 
     async def handle(self, message: Message) -> None:
         value = message.value or b""

@@ -20,7 +20,7 @@ from faust.types import TableT
 from schemas.codec import Encoded, decode, decode_as_written, encode, encode_body, framed, writer_of
 from streams.config import Settings
 from streams.tables.batched import BatchProducer, TableBatch
-from streams.tables.store import store_options
+from streams.tables.store import read, store_options
 from streams.tables.types import TEXT_CODEC, TextKey
 
 # The Avro type of a job's spec, in events, job-specs and lease commands alike.
@@ -103,7 +103,7 @@ class JobStore:
 
     def get(self, job_id: str) -> dict[str, Any] | None:
         """The job as the tables hold it: what readers see (a batch's writes show once written)."""
-        raw = self.table.get(job_id)
+        raw = read(self.table, job_id)
         if raw is None:
             return None
         cached = self._decoded.get(job_id)
@@ -114,7 +114,7 @@ class JobStore:
         pending = self._pending.get(job_id)
         if pending is not None:
             return pending[1]
-        raw = self.table.get(job_id)
+        raw = read(self.table, job_id)
         if raw is None:
             self._unstored.add(job_id)
             return None
@@ -131,7 +131,7 @@ class JobStore:
     def _read(self, job_id: str, raw: bytes) -> tuple[dict[str, Any], bool]:
         """The job ``raw`` encodes with its spec, and whether `job-specs` holds the spec."""
         job = decode("job_state", raw)
-        spec_raw = self.specs.get(job_id)
+        spec_raw = read(self.specs, job_id)
         if spec_raw is not None:
             job["spec"] = decode("job_submitted", spec_raw, keep=SPEC_TYPE)
             return job, True
