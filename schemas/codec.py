@@ -409,7 +409,7 @@ class Registry:
 
     def decode_as_written(self, name: str, data: bytes | None) -> dict:
         """Deserialise a ``name`` message with its writer's schema alone: every field it was written with,
-        including those the current schema no longer has (a job state's spec before release v4)."""
+        including those the current schema no longer has (a job state's spec before release v5)."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise SchemaError(f"cannot decode {name}: expected bytes, got {type(data).__name__}")
         writer, start = self.writer_of(name, data)

@@ -146,7 +146,9 @@ def create_topics(app: faust.App, settings: Settings) -> Topics:
 def create_archiver(settings: Settings) -> Archiver | None:
     if not settings.archive_dir:
         return None
-    topics = {settings.topic("events"): settings.partitions, settings.topic("queues"): 1}
+    # The scheduler feed too: it is not derived from `events` (executor reports and ticks are on it
+    # only) and a replay of it repeats every cycle (`flotilla audit --from-archive`). It is never restored.
+    topics = {settings.topic("events"): settings.partitions, settings.topic("queues"): 1, settings.topic("scheduler-feed"): 1}
     writer = ArchiveWriter(Path(settings.archive_dir), codec=settings.archive_codec)
     return Archiver(writer, kafka_clients(settings), topics)
 

@@ -25,7 +25,7 @@ def test_import_linter_contracts_hold() -> None:
     result = subprocess.run([str(lint), "--no-cache", str(ROOT / "pyproject.toml")], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"Contracts: {len(contracts())} kept, 0 broken" in result.stdout
-    assert len(contracts()) == 6 and any(c["type"] == "layers" and c.get("exhaustive") for c in contracts())
+    assert len(contracts()) == 7 and any(c["type"] == "layers" and c.get("exhaustive") for c in contracts())
 
 
 def test_every_part_of_streams_but_the_app_is_kept_from_importing_the_agents_and_the_api() -> None:

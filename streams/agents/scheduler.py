@@ -99,6 +99,8 @@ class SchedulerState:
     index: SchedulerIndex | None = None
     owner: str = field(default_factory=lambda: uuid.uuid4().hex)
     live: bool = False
+    # The owner token under which the configuration was last put on the feed.
+    configured: str = ""
     uncommitted: dict[int, feed.Committed] = field(default_factory=dict)
     tick_sent_at: float | None = None  # monotonic time of the tick in flight
     early: EarlyTicks = field(default_factory=EarlyTicks)
@@ -145,6 +147,11 @@ def register(plane: ControlPlane) -> SchedulerState:
         return not app.rebalancing and feed_partition in app.assignor.assigned_actives() and plane.refold.may_schedule()
 
     async def send_tick() -> None:
+        if state.configured != state.owner:
+            # Before the first tick of this ownership: the cycles that follow are decided with it.
+            configuration = feed.Configuration(plane.configuration.hash, plane.configuration.resolved)
+            await plane.topics.scheduler_feed.send(value=feed.encode(configuration))
+            state.configured = state.owner
         queues = tuple(feed.queue_info(q) for q in sorted(plane.queues.values(), key=lambda q: q["name"]))
         state.tick_sent_at = time.monotonic()
         state.early.ticked(state.tick_sent_at)
@@ -181,6 +188,8 @@ def register(plane: ControlPlane) -> SchedulerState:
                     persist(writes, message.partition, index, outcome.changed)
                 elif isinstance(record, feed.Committed):
                     await committed(record)
+                elif isinstance(record, feed.Configuration):
+                    pass  # for replays: this worker decides with its own
                 elif record is not None:
                     new_work = new_work or brings_work(record)
                     persist(writes, message.partition, index, index.apply(record))

@@ -276,6 +276,10 @@ class Operations:
         self.permissions.check_queue(principal, "watch", known)
         return known
 
+    def check_watch(self, principal: Principal, job: dict[str, Any]) -> None:
+        """The caller may read ``job`` (a job found some other way than in the table: a past state)."""
+        self._check_job(principal, "watch", job)
+
     def _check_job(self, principal: Principal, verb: str, job: dict[str, Any]) -> None:
         queue = self.queues.get(job["queue"])
         if queue is not None:

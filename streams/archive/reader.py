@@ -63,6 +63,23 @@ def partition_dir(root: Path, topic: str, partition: int) -> Path:
     return root / topic / str(partition)
 
 
+# A topic set aside when the broker's copy of it started again from offset 0 is archived as
+# ``<topic>@<n>``: Kafka topic names cannot hold the character, so no topic is ever mistaken for one.
+GENERATION = "@"
+
+
+def generations(root: Path, topic: str) -> list[str]:
+    """The archived names of ``topic``'s generations, oldest first: ``<topic>@1``, ``<topic>@2``, ..., then ``topic``."""
+    names = {name for name, _ in partitions(root)}
+    sealed = sorted((int(n[len(topic) + 1 :]), n) for n in names if n.startswith(topic + GENERATION) and n[len(topic) + 1 :].isdigit())
+    return [n for _, n in sealed] + ([topic] if topic in names else [])
+
+
+def is_generation(name: str) -> bool:
+    """Whether an archived topic name is a generation set aside (`generations`), not a topic of the broker."""
+    return GENERATION in name
+
+
 @contextmanager
 def mapped(path: Path) -> Iterator[memoryview]:
     """The file's bytes (segments are tens of MiB at most)."""

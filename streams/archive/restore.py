@@ -17,7 +17,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from streams.archive.reader import partition_dir, partitions, read_partition
+from streams.archive.reader import is_generation, partition_dir, partitions, read_partition
 from streams.archive.segments import index_path, read_index, segments_in
 from streams.config import MAX_MESSAGE_BYTES
 from streams.kafka import KafkaClients
@@ -41,10 +41,15 @@ class RestoreProgress:
     finished: bool = False
 
 
+def restored_partitions(root: Path) -> list[tuple[str, int]]:
+    """The archived partitions a restore puts back: not the generations of a topic set aside."""
+    return [(topic, partition) for topic, partition in partitions(root) if not is_generation(topic)]
+
+
 def archived_count(root: Path) -> int:
-    """Records in the archive as its indexes count them (quick: no segment is read)."""
+    """Records a restore puts back, as the archive's indexes count them (quick: no segment is read)."""
     total = 0
-    for topic, partition in partitions(root):
+    for topic, partition in restored_partitions(root):
         for segment in segments_in(partition_dir(root, topic, partition)):
             total += sum(entry.last_offset - entry.first_offset + 1 for entry in read_index(index_path(segment)))
     return total
@@ -52,7 +57,7 @@ def archived_count(root: Path) -> int:
 
 async def restore(root: Path, kafka: KafkaClients, on_progress: Progress | None = None) -> RestoreProgress:
     """Re-produce every archived partition into the broker ``kafka`` connects to, whose topics exist and are empty."""
-    parts = partitions(root)
+    parts = restored_partitions(root)
     await _check_empty(kafka, parts)
     producer = kafka.producer(max_batch_size=BATCH_BYTES, max_request_size=MAX_MESSAGE_BYTES, linger_ms=0)
     await producer.start()

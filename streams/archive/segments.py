@@ -169,7 +169,7 @@ class Header:
         return int(self.metadata.get(PARTITION_KEY, b"-1"))
 
 
-def _long(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+def read_long(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     """An Avro long (zigzag varint) at ``pos``: (value, position after it); IndexError if cut short."""
     shift = result = 0
     while True:
@@ -190,17 +190,17 @@ def read_header(data: bytes | memoryview) -> Header:
     try:
         pos, metadata = 4, {}
         while True:
-            count, pos = _long(data, pos)
+            count, pos = read_long(data, pos)
             if count == 0:
                 break
             if count < 0:
                 count = -count
-                _, pos = _long(data, pos)  # the block's size in bytes
+                _, pos = read_long(data, pos)  # the block's size in bytes
             for _ in range(count):
-                size, pos = _long(data, pos)
+                size, pos = read_long(data, pos)
                 key = bytes(data[pos : pos + size]).decode()
                 pos += size
-                size, pos = _long(data, pos)
+                size, pos = read_long(data, pos)
                 metadata[key] = bytes(data[pos : pos + size])
                 pos += size
         sync = bytes(data[pos : pos + SYNC_SIZE])
@@ -231,8 +231,8 @@ def blocks(data: bytes | memoryview, header: Header, start: int | None = None) -
     size_of_data = len(data)
     while pos < size_of_data:
         try:
-            count, at = _long(data, pos)
-            size, at = _long(data, at)
+            count, at = read_long(data, pos)
+            size, at = read_long(data, at)
         except (IndexError, ValueError) as exc:
             raise BadBlock(pos, "block header cut short or damaged") from exc
         if count <= 0 or size < 0:

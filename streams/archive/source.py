@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from schemas.codec import decode
-from streams.archive.reader import partitions, read_partition
-from streams.archive.segments import Record
+from streams.archive.reader import partition_dir, partitions, read_partition
+from streams.archive.segments import Record, first_offset_of, index_path, read_index, segments_in
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,14 @@ class ArchiveSource:
 
     def partitions(self, topic: str) -> list[int]:
         return [p for t, p in partitions(self.root) if t == topic]
+
+    def end_offset(self, topic: str, partition: int) -> int:
+        """The partition's next offset as the archive's index says (quick: no segment is read)."""
+        segments = segments_in(partition_dir(self.root, topic, partition))
+        if not segments:
+            return 0
+        entries = read_index(index_path(segments[-1]))
+        return entries[-1].last_offset + 1 if entries else first_offset_of(segments[-1])
 
     def records(
         self, topic: str, partition: int, *, from_offset: int = 0, since_ms: int | None = None, until_ms: int | None = None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from streams.archive.files import AppendFile, Files, OsFiles
 from streams.archive.lock import DirLock
-from streams.archive.reader import partition_dir, partitions, repair_tail
+from streams.archive.reader import GENERATION, generations, partition_dir, partitions, repair_tail
 from streams.archive.segments import BlockEncoder, Record, entry_for, index_path, segment_name
 
 log = logging.getLogger(__name__)
@@ -211,3 +211,20 @@ class ArchiveWriter:
 
 def _last(records: Sequence[Record]) -> int:
     return records[-1].offset
+
+
+def seal_generation(root: Path, topic: str, files: Files | None = None) -> str | None:
+    """Set the archived ``topic`` aside as a generation of its own, ``<topic>@<n>``; returns its name,
+    None when the archive holds no such topic.
+
+    The scheduler feed is archived (a replay repeats its cycles) but never restored: the worker
+    refolds `events` after a restore and its scheduler starts a new feed at offset 0. The feed
+    archived so far is kept apart, so the archive goes on from offset 0 and a replay reads every
+    generation in turn, each from an empty index as its scheduler started."""
+    if topic not in generations(root, topic):
+        return None
+    files = files or OsFiles()
+    sealed = f"{topic}{GENERATION}{len(generations(root, topic))}"
+    files.rename(root / topic, root / sealed)
+    files.sync_dir(root)
+    return sealed

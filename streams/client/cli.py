@@ -10,7 +10,21 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from streams.client.commands import CommandError, config, control, jobs, log, queues, scenario, services, version, watch
+from streams.client.commands import (
+    CommandError,
+    config,
+    control,
+    explain,
+    jobs,
+    log,
+    queues,
+    replays,
+    scenario,
+    services,
+    version,
+    watch,
+    whatif,
+)
 from streams.client.commands.connection import add_connection_options
 from streams.client.contexts import ConfigError
 from streams.client.jobfile import JobFileError
@@ -22,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_connection_options(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     services.register(commands)
-    queues.register(commands)
+    verbs = queues.register(commands)
     jobs.register(commands)
     control.register(commands)
     watch.register(commands)
@@ -30,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     scenario.register(commands)
     version.register(commands)
     log.register(commands)
+    replays.register(commands)
+    explain.register(commands, verbs["get"])
+    whatif.register(commands)
     return parser
 
 

@@ -19,7 +19,7 @@ moved on, may lease other jobs, and a draw would then hand one run id to two job
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -69,6 +69,9 @@ class Cycle:
         self.outcome = CycleOutcome(cycle_id=new_id(self.now, self.rng), seed=offset)
         self.emitted: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         self.decisions: list[dict[str, Any]] = []
+        # Per pool scheduled: capacity and each queue's shares, for the cycle record (what explain reads).
+        self.pools: list[dict[str, Any]] = []
+        self.unschedulable_omitted = 0
         # Jobs this cycle ended: the fold sends the command that stops their runs.
         self.ended: set[str] = set()
         self.outcome.changed.append(index.start_cycle())
@@ -233,6 +236,7 @@ class Cycle:
             if self.config.observe is not None:
                 self.config.observe(pool, inputs, result)
             self.apply(pool, result, where, leased)
+            self.pools.append(self.pool_summary(pool, inputs, result))
             # The result holds the buckets of the pool's active queues only: the others keep theirs.
             limiters = replace(result.limiters, per_queue={**self.index.limiters.per_queue, **result.limiters.per_queue})
             self.outcome.changed += self.index.set_limiters(limiters)
@@ -334,6 +338,43 @@ class Cycle:
                     budget -= 1
             if budget <= 0:
                 break
+        recorded = self.config.max_unschedulable_recorded - budget
+        self.unschedulable_omitted += sum(len(group.job_ids) for group in result.unscheduled) - recorded
+
+    def pool_summary(self, pool: str, inputs: CycleInput, result: CycleResult) -> dict[str, Any]:
+        """The pool's capacity and, per active queue, the shares the cycle decided with."""
+        weights = {queue.name: queue.weight for queue in inputs.queues}
+        queued = Counter(job.queue for job in inputs.queued)
+        running = Counter(run.job.queue for run in inputs.running)
+        jobs = self.index.jobs
+        scheduled = Counter(jobs[placed.job_id].delta.queue for placed in result.scheduled)
+        preempted = Counter(jobs[victim.job_id].delta.queue for victim in result.preempted)
+        capacity: Counter[str] = Counter()
+        for node in inputs.nodes:
+            capacity.update(node.resources)
+        return {
+            "pool": pool,
+            "nodes": len(inputs.nodes),
+            "capacity": dict(sorted(capacity.items())),
+            "queued": len(inputs.queued),
+            "unschedulable": sum(len(group.job_ids) for group in result.unscheduled),
+            "queues": [
+                {
+                    "queue": share.queue,
+                    "weight": weights.get(share.queue, 0.0),
+                    "fair_share": share.fair_share,
+                    "adjusted_fair_share": share.adjusted_fair_share,
+                    "share_before": share.share_before,
+                    "share": share.actual_share,
+                    "allocation": dict(sorted(share.allocation.items())),
+                    "queued": queued[share.queue],
+                    "running": running[share.queue],
+                    "scheduled": scheduled[share.queue],
+                    "preempted": preempted[share.queue],
+                }
+                for share in result.shares
+            ],
+        }
 
     # -- all together -------------------------------------------------------------------------
     def run(self) -> CycleOutcome:
@@ -347,12 +388,12 @@ class Cycle:
         ]
         if self.emitted or self.outcome.commands:
             self.outcome.records = [
-                self.cycle_record(self.decisions[start : start + MAX_DECISIONS_PER_RECORD])
+                self.cycle_record(self.decisions[start : start + MAX_DECISIONS_PER_RECORD], first=start == 0)
                 for start in range(0, max(len(self.decisions), 1), MAX_DECISIONS_PER_RECORD)
             ]
         return self.outcome
 
-    def cycle_record(self, decisions: list[dict[str, Any]]) -> dict[str, Any]:
+    def cycle_record(self, decisions: list[dict[str, Any]], first: bool) -> dict[str, Any]:
         payload = {
             "cycle_id": self.outcome.cycle_id,
             "cycle_time": self.now,
@@ -360,6 +401,8 @@ class Cycle:
             "feed_offsets": {"0": self.outcome.seed},
             "decisions": decisions,
             "config_hash": self.config.config_hash,
+            "pools": self.pools if first else [],
+            "unschedulable_omitted": self.unschedulable_omitted if first else 0,
         }
         record = events.event(new_id(self.now, self.rng), self.now, None, events.payload("SchedulingCycle", payload))
         (sequence,) = events.sequences(CYCLES_QUEUE, CYCLES_JOB_SET, SCHEDULER_USER, (), [record])

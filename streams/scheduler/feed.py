@@ -3,8 +3,9 @@
 The feed is internal (one partition, one reader), so its records are compact JSON rather than
 Avro (a job delta as a row of values, see `delta_row`): a job's scheduling view without its pod spec, an executor's nodes and held runs, an
 executor's heartbeat between those, a job-set action, the job deltas and job-set actions of one
-event sequence together, the tick that closes a scheduling window, and the record that commits
-what a window's cycle decided. Each record is a complete statement (a job delta replaces what the
+event sequence together, the tick that closes a scheduling window, the record that commits
+what a window's cycle decided, and the scheduler configuration the cycles that follow are decided
+with. Each record is a complete statement (a job delta replaces what the
 scheduler knew of the job), so applying one twice changes nothing.
 
 Node ids seen by the scheduler are ``executor/node``: two clusters may both have a ``node-0``.
@@ -187,7 +188,18 @@ class Committed:
     commands: tuple[tuple[bytes, bytes], ...] = ()
 
 
-FeedRecord = JobDelta | ExecutorState | Heartbeat | JobSetAction | Changes | Tick | Committed
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    """The scheduler configuration (`streams.scheduler.config_file`, resolved: every setting with the
+    value in force) that the feed's owner decides the following cycles with. A worker appends it when
+    it takes the feed over, before its first tick, so a replay of the feed repeats every cycle with the
+    configuration that decided it, from the log alone (each cycle record carries the same hash)."""
+
+    hash: str
+    resolved: dict[str, Any]
+
+
+FeedRecord = JobDelta | ExecutorState | Heartbeat | JobSetAction | Changes | Tick | Committed | Configuration
 
 _KIND = {
     JobDelta: "job",
@@ -196,6 +208,7 @@ _KIND = {
     JobSetAction: "job_set",
     Changes: "changes",
     Tick: "tick",
+    Configuration: "config",
 }
 
 
@@ -569,6 +582,8 @@ def from_json(body: Any) -> FeedRecord:
             return JobSetAction(**body)
         if kind == "changes":
             return Changes(records=tuple(_change(r) for r in body["records"]))
+        if kind == "config":
+            return Configuration(hash=body["hash"], resolved=body["resolved"])
         if kind == "tick":
             return Tick(time=body["time"], queues=tuple(QueueInfo(**q) for q in body.get("queues", ())), owner=body.get("owner", ""))
     except (TypeError, KeyError, AttributeError) as exc:

@@ -82,7 +82,7 @@ class JobStore:
     job another worker folded meanwhile (after a rebalance) is decoded afresh. The fold never
     mutates a job it reads.
 
-    A state stored before release v4 carries its spec: it is read from there, and stored in
+    A state stored before release v5 carries its spec: it is read from there, and stored in
     `job-specs` with the job's next state.
     """
 
@@ -93,7 +93,7 @@ class JobStore:
     _decoded: OrderedDict[str, tuple[bytes, dict[str, Any]]] = field(default_factory=OrderedDict, repr=False)
     # job id -> (partition of the event that changed it last, the job): folded, not yet in the table.
     _pending: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict, repr=False)
-    # Jobs whose spec `job-specs` lacks: created (or read from a state of before v4) by the batch.
+    # Jobs whose spec `job-specs` lacks: created (or read from a state of before v5) by the batch.
     _unstored: set[str] = field(default_factory=set, repr=False)
     # job id -> partition, for the pending jobs whose spec is to be stored with them.
     _new_specs: dict[str, int] = field(default_factory=dict, repr=False)

@@ -13,8 +13,9 @@ from typing import Any
 from faust.types import Message
 
 from schemas.codec import Encoded, decode, encode
-from streams.agents.job_state import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, encoded_command, feed_records, fold_batch
+from streams.agents.job_state import encoded_command, fold_batch
 from streams.scheduler import feed
+from streams.scheduler.fold import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, feed_records
 from streams.tables.jobs import SPEC_TYPE, JobStore
 from tests.kit.jobs import ENVELOPE, Events
 from tests.kit.stores import dict_jobs, settle

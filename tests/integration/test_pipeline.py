@@ -14,11 +14,11 @@ import pytest
 
 from ops.broker import EmbeddedBroker
 from schemas.codec import encode
+from streams.replay.cycles import Configurations, Repeated, decisions, repeat
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import CycleInput, Job, Node, Queue
 from streams.scheduler.algorithm.preempting import schedule
 from streams.scheduler.config_file import parse
-from streams.scheduler.replay import decisions, replay
 from tests.integration.pipeline import (
     ACTIVE,
     Executors,
@@ -210,12 +210,9 @@ def test_reports_between_full_states_reach_the_scheduler_as_heartbeats(worker: W
 def test_replaying_the_feed_repeats_every_recorded_cycle(worker: Worker) -> None:
     """Runs last: the cycles of every test above, decided again from the feed alone."""
     feed_records = sorted(worker.read(worker.topic("scheduler-feed")), key=lambda r: r.offset)
-    config = parse(CONFIG).cycle
-    replayed = [
-        (outcome.cycle_id, decisions(outcome))
-        for outcome in replay(((r.offset, r.value) for r in feed_records if r.value is not None), config)
-        if outcome.records
-    ]
+    # No configuration given: the feed says which one decided (the worker put it there before its first tick).
+    steps = repeat("feed", ((r, feed.decode(r.value)) for r in feed_records if r.value is not None), Configurations())
+    replayed = [(step.outcome.cycle_id, decisions(step.outcome)) for step in steps if isinstance(step, Repeated) and step.outcome.records]
     by_cycle: dict[str, list[dict[str, object]]] = {}
     hashes = set()
     for kind, _, _, payload in events(worker, "_scheduler"):

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas import codec
-from streams.agents.job_state import apply_sequence, feed_records
 from streams.domain.validation import SubmitPolicy, validate_item
+from streams.replay.cycles import decisions as recorded_decisions
 from streams.scheduler import feed
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.cycle import CycleOutcome, run_cycle
 from streams.scheduler.feed import ExecutorState, NodeState, QueueInfo
+from streams.scheduler.fold import apply_sequence, feed_records
 from streams.scheduler.index import SchedulerIndex
-from streams.scheduler.replay import decisions as recorded_decisions
 from streams.tables.jobs import JobStore
 from tests.kit.jobs import container, item
 from tests.kit.scheduler import PREEMPTIBLE, nodes, tick
@@ -94,7 +94,9 @@ class Loop:
 
     def deliver(self) -> None:
         for record in self.feed:
-            assert not isinstance(record, feed.Tick | feed.Committed), "ticks and commits come from the scheduler, not the fold"
+            assert not isinstance(record, feed.Tick | feed.Committed | feed.Configuration), (
+                "ticks, commits and configurations come from the scheduler, not the fold"
+            )
             self.index.apply(record)
         self.feed.clear()
 

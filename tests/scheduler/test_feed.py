@@ -15,6 +15,7 @@ from streams.scheduler import feed
 from streams.scheduler.feed import (
     Changes,
     Committed,
+    Configuration,
     ExecutorState,
     Heartbeat,
     JobDelta,
@@ -108,7 +109,12 @@ changes = st.builds(Changes, records=st.lists(job_deltas | job_set_actions, max_
 heartbeats = st.builds(Heartbeat, executor=names, time=st.integers(0, 2**48))
 messages = st.lists(st.tuples(st.binary(max_size=40), st.binary(max_size=200)), max_size=5).map(tuple)
 committed = st.builds(Committed, tick=st.integers(0, 2**48), cycle_id=names, events=messages, commands=messages)
-records = st.one_of(job_deltas, executor_states, heartbeats, job_set_actions, changes, ticks, committed)
+configurations = st.builds(
+    Configuration,
+    hash=st.text("0123456789abcdef", min_size=16, max_size=16),
+    resolved=st.dictionaries(names, st.integers() | names | st.lists(floats, max_size=3), max_size=4),
+)
+records = st.one_of(job_deltas, executor_states, heartbeats, job_set_actions, changes, ticks, committed, configurations)
 
 
 @settings(max_examples=150, deadline=None)

@@ -321,7 +321,7 @@ SAMPLES = {
 
 def written_with(writer: dict[str, Any], name: str) -> dict[str, Any]:
     """The sample of ``name`` as a writer with schema ``writer`` (a frozen release's) wrote it: a
-    job state carried its spec until release v4 (its spec then moved to job-specs)."""
+    job state carried its spec until release v5 (its spec then moved to job-specs)."""
     record = SAMPLES[name]()
     if name == "job_state" and any(f["name"] == "spec" for f in writer["fields"]):
         record["spec"] = job_submitted()

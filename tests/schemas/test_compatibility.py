@@ -143,7 +143,13 @@ def test_next_change_needs_only_the_frozen_copy(release_v2: codec.Registry, tmp_
     release_v3 = codec.Registry(current, frozen)
 
     origins = sorted(w.origin for w in release_v3.writers().values() if w.name == "job_state")
-    assert origins == sorted(["current", *(f"frozen/{release}" for release in existing), f"frozen/{following}"])
+    # A release that left job_state as it was shares its fingerprint with the release before: the newest names it.
+    releases_of_state: dict[bytes, str] = {}
+    for release in reversed(existing):
+        for writer in codec._default.release_writers(release):
+            if writer.name == "job_state":
+                releases_of_state.setdefault(writer.fingerprint, f"frozen/{release}")
+    assert origins == sorted(["current", *releases_of_state.values(), f"frozen/{following}"])
     for data, origin in [
         (codec.encode("job_state", samples.job_state()), f"frozen/{existing[-1]}"),
         (changed_state, f"frozen/{following}"),

@@ -36,7 +36,10 @@ def test_files_parse_in_documented_order_with_plain_fastavro(directory: Path) ->
         before = set(named)
         fastavro.parse_schema(json.loads((directory / file_name).read_text()), named)
         defined = {full.removeprefix("flotilla.") for full in set(named) - before}
-        assert defined == documented, f"{file_name} defines {sorted(defined)}, README says {sorted(documented)}"
+        if directory == codec.SCHEMA_DIR:
+            assert defined == documented, f"{file_name} defines {sorted(defined)}, README says {sorted(documented)}"
+        else:  # a release frozen before a named type was added lacks it
+            assert defined <= documented, f"{directory.name}/{file_name}: {sorted(defined - documented)} not in the README"
 
 
 def test_top_level_files_are_the_codec_schemas() -> None:

@@ -124,7 +124,7 @@ def release_v3_state(state: dict[str, Any]) -> bytes:
     return codec.SINGLE_OBJECT_MAGIC + codec.schema_fingerprint(writer) + body.getvalue()
 
 
-def test_a_state_stored_before_release_v4_gives_its_spec_which_is_stored_with_the_next_state() -> None:
+def test_a_state_stored_before_release_v5_gives_its_spec_which_is_stored_with_the_next_state() -> None:
     jobs, table, specs = store()
     old = job()
     table[old["job_id"]] = release_v3_state(old)

@@ -14,13 +14,16 @@ import grpc
 from armada_client.armada import event_pb2_grpc, job_pb2_grpc, submit_pb2_grpc
 from mode import Service
 
+from streams.api.grpc import reporting_pb
 from streams.api.grpc.calls import Api
 from streams.api.grpc.events import EventService
 from streams.api.grpc.jobs import JobsService
 from streams.api.grpc.queues import QueueService
+from streams.api.grpc.reporting import SchedulerReportingService
 from streams.api.grpc.submit import SubmitService
 from streams.api.job_set_log import EventsTopic
 from streams.api.operations import Operations
+from streams.api.scheduler_reports import SchedulerReports
 
 if TYPE_CHECKING:
     from streams.plane import ControlPlane
@@ -32,10 +35,11 @@ STOP_GRACE_S = 5.0
 
 
 class GrpcServer(Service):
-    def __init__(self, address: str, api: Api, **kwargs: Any) -> None:
+    def __init__(self, address: str, api: Api, reports: SchedulerReports, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.address = address
         self.api = api
+        self.reports = reports
         self._server: grpc.aio.Server | None = None
 
     @classmethod
@@ -48,7 +52,7 @@ class GrpcServer(Service):
             ready=lambda: plane.ready,
             stopping=lambda: plane.app.should_stop,
         )
-        return cls(f"{settings.web_host}:{settings.grpc_port}", api)
+        return cls(f"{settings.web_host}:{settings.grpc_port}", api, SchedulerReports(settings, plane.configuration, ops))
 
     async def on_start(self) -> None:
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
@@ -57,10 +61,11 @@ class GrpcServer(Service):
         submit_pb2_grpc.add_QueueServiceServicer_to_server(QueueService(api), server)
         job_pb2_grpc.add_JobsServicer_to_server(JobsService(api), server)
         event_pb2_grpc.add_EventServicer_to_server(EventService(api), server)
+        server.add_generic_rpc_handlers((reporting_pb.handler(SchedulerReportingService(api, self.reports)),))
         server.add_insecure_port(self.address)  # raises RuntimeError when the port is taken
         await server.start()
         self._server = server
-        log.info("gRPC API (Armada's Submit, QueueService, Jobs, Event) on %s", self.address)
+        log.info("gRPC API (Armada's Submit, QueueService, Jobs, Event, SchedulerReporting) on %s", self.address)
 
     async def on_stop(self) -> None:
         if self._server is not None:

@@ -44,6 +44,11 @@ _QUEUE = _path("queue", "a queue name")
 _JOB_SET = _path("job_set", "a job set id")
 _ACCEPTED = {"202": _json("the request is on the log", {"type": "object", "properties": {"event_ids": {"type": "array"}}})}
 _EXECUTOR = _path("executor", "an executor id")
+_CYCLE = [
+    _query("cycle", "a cycle id (default: the last cycle recorded)"),
+    _query("at", "the last cycle at or before this time (epoch ms or ISO 8601)"),
+]
+_AT = _query("at", "a past time (ISO 8601 or epoch ms): the answer folded from the log up to then")
 _MATCHED = {"202": _json("a request for each matching job is on the log", {"type": "object", "properties": {"job_ids": {"type": "array"}}})}
 
 _LIST_PARAMETERS = [
@@ -122,7 +127,11 @@ DOCUMENT: dict[str, Any] = {
         },
         "/api/v1/openapi.json": {"get": {"summary": "this document", "security": [], "responses": {"200": _json("the document")}}},
         "/api/v1/queues": {
-            "get": _op("every queue", {"200": _json("the queues")}),
+            "get": _op(
+                "every queue; with `at`, the queues as the log said then, with their queued and running jobs and usage",
+                {"200": _json("the queues (and `as_of` with `at`)"), "503": _ERROR},
+                parameters=[_AT],
+            ),
             "post": _op("create a queue", {"201": _json("the queue")}, body=True, conflict=True),
         },
         "/api/v1/queues/{name}": {
@@ -168,7 +177,38 @@ DOCUMENT: dict[str, Any] = {
                 parameters=[_query("group_by", "queue (default) or job_set"), _query("queue", "queue names")],
             )
         },
-        "/api/v1/jobs/{job_id}": {"get": _op("a job's state and runs", {"200": _json("the job")}, parameters=[_JOB])},
+        "/api/v1/jobs/{job_id}": {
+            "get": _op(
+                "a job's state and runs; with `at`, as the log said then (its events folded up to that time)",
+                {"200": _json("the job (and `as_of` with `at`)"), "503": _ERROR},
+                parameters=[_JOB, _AT],
+            )
+        },
+        "/api/v1/audit": {
+            "get": _op(
+                "administrators: repeat every recorded scheduling cycle from the log and compare it with what was recorded",
+                {
+                    "200": _json(
+                        "the audit: cycles repeated and matched, decisions and records matched, the first divergence (null if none)",
+                        {
+                            "type": "object",
+                            "properties": {
+                                "ok": {"type": "boolean"},
+                                "cycles": {"type": "integer"},
+                                "decisions_matched": {"type": "integer"},
+                                "divergences": {"type": "integer"},
+                                "first_divergence": {"type": ["object", "null"]},
+                            },
+                        },
+                    ),
+                    "503": _ERROR,
+                },
+                parameters=[
+                    _query("since", "compare only cycles at or after this time (ISO 8601 or epoch ms)"),
+                    _query("until", "compare only cycles at or before this time"),
+                ],
+            )
+        },
         "/api/v1/jobs/{job_id}/spec": {"get": _op("a job's spec", {"200": _json("the spec")}, parameters=[_JOB])},
         "/api/v1/jobs/{job_id}/events": {"get": _op("a job's events, oldest first", {"200": _json("the events")}, parameters=[_JOB])},
         "/api/v1/jobs/{job_id}/logs": {
@@ -202,6 +242,29 @@ DOCUMENT: dict[str, Any] = {
                     _query("from", "resume after this event id"),
                     _query("watch", "false: end after the events present"),
                 ],
+            )
+        },
+        "/api/v1/jobs/{job_id}/explain": {
+            "get": _op(
+                "the job's story from the log: its events, why it waited each cycle (with its queue's shares),"
+                " where it was placed, why it was preempted (Armada's job report, for every past cycle)",
+                {"200": _json("the story, and `report`: the same as text"), "503": _ERROR},
+                parameters=[_JOB, _query("replay", "false: only what the cycle records say (no replay of the scheduler feed)", "boolean")],
+            )
+        },
+        "/api/v1/queues/{queue}/scheduler-report": {
+            "get": _op(
+                "the queue in one scheduling cycle: weight, fair share, demand-capped fair share, share before and after,"
+                " jobs queued, running, scheduled and preempted (Armada's queue report)",
+                {"200": _json("the report, and `report`: the same as text"), "503": _ERROR},
+                parameters=[_QUEUE, *_CYCLE],
+            )
+        },
+        "/api/v1/scheduling-report": {
+            "get": _op(
+                "what one scheduling cycle did per pool and queue, why jobs stayed queued or were preempted (Armada's scheduling report)",
+                {"200": _json("the report, and `report`: the same as text"), "503": _ERROR},
+                parameters=_CYCLE,
             )
         },
         "/api/v1/cluster": {

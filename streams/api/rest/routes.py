@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from faust import web
 
+from streams.api import replays
 from streams.api.errors import ApiError
 from streams.api.job_queries import JobQueries, parse_query
 from streams.api.operations import Operations
-from streams.api.rest import job_control, job_details, job_set_events, openapi, ui
+from streams.api.rest import job_control, job_details, job_set_events, openapi, reports, ui
 from streams.api.rest.http import answers_errors, caller, json_body, query_lists
 from streams.api.rest.route_errors import json_route_errors
 from streams.domain import jobspec
@@ -38,6 +39,7 @@ def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
     job_control.register(app, plane.auth, ops)
     job_set_events.register(plane, ops)
     job_details.register(plane, ops)
+    reports.register(plane, ops)
 
     @app.page("/health")
     class Health(web.View):
@@ -68,7 +70,11 @@ def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
     class Queues(web.View):
         @answers_errors
         async def get(self, request: web.Request) -> web.Response:
-            return self.json({"queues": ops.list_queues(caller(plane.auth, request))})
+            principal = caller(plane.auth, request)
+            at = replays.moment(request.query, "at")
+            if at is not None:
+                return self.json(await replays.queues_at(plane, at))
+            return self.json({"queues": ops.list_queues(principal)})
 
         @answers_errors
         async def post(self, request: web.Request) -> web.Response:
@@ -127,7 +133,19 @@ def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
     class Job(web.View):
         @answers_errors
         async def get(self, request: web.Request, job_id: str) -> web.Response:
-            return self.json(job_view(ops.job(caller(plane.auth, request), job_id)))
+            principal = caller(plane.auth, request)
+            at = replays.moment(request.query, "at")
+            if at is not None:
+                return self.json(await replays.job_at(plane, ops, principal, job_id, at))
+            return self.json(job_view(ops.job(principal, job_id)))
+
+    @app.page("/api/v1/audit")
+    class Audit(web.View):
+        @answers_errors
+        async def get(self, request: web.Request) -> web.Response:
+            principal = caller(plane.auth, request)
+            since, until = replays.moment(request.query, "since"), replays.moment(request.query, "until")
+            return self.json(await replays.audit(plane, principal, since, until))
 
 
 def job_items(body: dict[str, Any]) -> list[dict[str, Any]]:

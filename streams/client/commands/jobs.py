@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from streams.client.commands import CommandError
+from streams.client.commands import CommandError, replays
 from streams.client.commands.connection import add_connection_options, client_for
 from streams.client.jobfile import load_job_file
+from streams.replay.times import show_time
 
 
 def register(commands: Any) -> None:
@@ -25,6 +26,10 @@ def register(commands: Any) -> None:
     status = actions.add_parser("status", help="show a job's state and runs")
     status.add_argument("job_id")
     status.add_argument("--json", action="store_true", help="print the job as JSON")
+    status.add_argument(
+        "--at", type=replays.time_option, metavar="TIME", help="the job as the log said at TIME (ISO 8601 or epoch ms), folded from the log"
+    )
+    replays.add_log_options(status, broker=False)
     add_connection_options(status)
     status.set_defaults(func=_status)
 
@@ -60,11 +65,15 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    job = client_for(args).call("GET", f"/api/v1/jobs/{args.job_id}")
+    if args.at is not None or args.from_archive is not None:
+        job = replays.job_status_at(args)
+    else:
+        job = client_for(args).call("GET", f"/api/v1/jobs/{args.job_id}")
     if args.json:
         print(json.dumps(job, indent=2))
         return 0
-    print(f"job {job['job_id']}  {job['state'].upper()}")
+    as_of = f"  (as of {show_time(job['as_of'])})" if job.get("as_of") is not None else ""
+    print(f"job {job['job_id']}  {job['state'].upper()}{as_of}")
     print(f"  queue {job['queue']}, job set {job['job_set']}, priority {job['priority']:g}, class {job['priority_class']}")
     if job["reason"]:
         print(f"  reason: {job['reason']}")

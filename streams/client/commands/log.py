@@ -12,7 +12,6 @@ import base64
 import json
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -22,6 +21,8 @@ from streams.archive.reader import ArchiveCorrupt, verify
 from streams.archive.segments import PARSED_ENVELOPE, Record, to_envelope
 from streams.archive.source import ArchiveSource
 from streams.client.commands import CommandError
+from streams.replay.times import parse_time as moment
+from streams.replay.times import show_time
 
 DEFAULT_ARCHIVE = Path(".flotilla/log")
 VALUE_SCHEMAS = {"events": "event_sequence", "queues": "queue"}
@@ -74,7 +75,11 @@ def _verify(args: argparse.Namespace) -> int:
         if not reports:
             print("  empty")
         for r in reports:
-            span = f"offsets {r.first_offset}-{r.last_offset}, {_time(r.first_time)} to {_time(r.last_time)}" if r.records else "no records"
+            span = (
+                f"offsets {r.first_offset}-{r.last_offset}, {show_time(r.first_time)} to {show_time(r.last_time)}"
+                if r.records
+                else "no records"
+            )
             print(f"  {r.topic}[{r.partition}]: {r.records:,} records in {r.segments} segment(s), {span}")
             for problem in r.problems:
                 print(f"    problem: {problem}")
@@ -133,7 +138,7 @@ def as_json(record: Record) -> dict[str, Any]:
         "partition": record.partition,
         "offset": record.offset,
         "timestamp": record.timestamp,
-        "time": _time(record.timestamp),
+        "time": show_time(record.timestamp),
         "key": _text(record.key),
         "headers": {k: _text(v) for k, v in record.headers},
     }
@@ -165,20 +170,11 @@ def _bytes_as_base64(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def _time(ms: int | None) -> str:
-    return "-" if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def parse_time(text: str | None) -> int | None:
-    """Epoch milliseconds of ``text``: digits are epoch ms; otherwise ISO 8601 (a date, or a date and time; UTC when no offset)."""
+    """Epoch milliseconds of ``text`` (see `streams.replay.times.parse_time`); None for none."""
     if text is None:
         return None
-    if text.isdigit():
-        return int(text)
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return moment(text)
     except ValueError as exc:
-        raise CommandError(f"{text!r} is not a time: give ISO 8601 (2026-01-31, 2026-01-31T12:00:00Z) or epoch milliseconds") from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+        raise CommandError(str(exc)) from exc

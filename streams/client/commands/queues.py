@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from streams.client.commands import CommandError
+from streams.client.commands import CommandError, replays
 from streams.client.commands.columns import aligned
 from streams.client.commands.connection import add_connection_options, client_for
 
@@ -54,6 +54,9 @@ def _get(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    if args.at is not None or args.from_archive is not None:
+        found = replays.queues_at(args)
+        return _show(args, {"as_of": args.at, "queues": found}, "\n".join(replays.queues_at_table(found, args.at)))
     queues = client_for(args).call("GET", "/api/v1/queues")["queues"]
     return _show(args, queues, "\n".join(queue_table(queues)) if queues else "no queues")
 
@@ -67,7 +70,8 @@ COMMANDS = (
 )
 
 
-def register(commands: Any) -> None:
+def register(commands: Any) -> dict[str, Any]:
+    """Returns the subcommands of each verb (`get`...), for other command groups to join."""
     for verb, cordoned in (("cordon", True), ("uncordon", False)):
         targets = commands.add_parser(verb, help=f"{verb} queues (as armadactl {verb} queues)").add_subparsers(
             dest="target", required=True, metavar="WHAT"
@@ -93,6 +97,7 @@ def register(commands: Any) -> None:
             actions.add_parser(command.action, help=command.help),
         ):
             _arguments(parser, command)
+    return verbs
 
 
 def _arguments(parser: argparse.ArgumentParser, command: QueueCommand) -> None:
@@ -112,6 +117,14 @@ def _arguments(parser: argparse.ArgumentParser, command: QueueCommand) -> None:
         )
         parser.add_argument("--cordon", action=argparse.BooleanOptionalAction, help="refuse new jobs (--no-cordon to lift)")
         parser.add_argument("--labels", type=labels, metavar="KEY=VALUE,...", help="the queue's labels ('' for none)")
+    if command.run is _list:
+        parser.add_argument(
+            "--at",
+            type=replays.time_option,
+            metavar="TIME",
+            help="the queues as the log said at TIME (ISO 8601 or epoch ms), with their queued and running jobs and usage",
+        )
+        replays.add_log_options(parser, broker=False)
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_connection_options(parser)
     parser.set_defaults(func=command.run)

@@ -95,7 +95,8 @@ def _up(args: argparse.Namespace) -> int:
     from streams.archive.restore import RestoreError
     from streams.auth import AuthConfigError
     from streams.auth.setup import describe_access
-    from streams.client.commands.restoring import Progress, lock_state_dir, restore_log
+    from streams.client.commands.restoring import lock_state_dir, restore_log
+    from streams.client.progress import Progress
     from streams.scheduler.config_file import ConfigFileError
     from streams.scheduler.config_file import load as load_scheduler_config
 

@@ -253,6 +253,8 @@ class QueueShare:
     actual_share: float
     # What the queue holds in the pool after the cycle's decisions (milli-units, resources it holds any of).
     allocation: Resources = field(default_factory=dict)
+    # The share it held when the cycle started: what fair-share eviction compared with its fair share.
+    share_before: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

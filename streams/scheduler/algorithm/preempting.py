@@ -216,6 +216,7 @@ class _PreemptingScheduler:
                     demand[i] = min(demand[i], limit)
                 capped[q] = [a + b for a, b in zip(capped[q], demand, strict=True)]
         names = list(self.queues)
+        self.share_before = {q: self.cost.unweighted(self.allocation[q]) for q in names}
         raw, adjusted = fair_shares([self.queues[q].weight for q in names], [self.cost.unweighted(capped[q]) for q in names])
         self.fair_share = dict(zip(names, raw, strict=True))
         self.adjusted_share = dict(zip(names, adjusted, strict=True))
@@ -550,6 +551,7 @@ class _PreemptingScheduler:
                 self.adjusted_share[q],
                 self.cost.unweighted(self.allocation[q]),
                 {name: amount for name, amount in zip(self.names, self.allocation[q], strict=True) if amount},
+                self.share_before[q],
             )
             for q in self.queues
         )

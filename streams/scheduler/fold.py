@@ -1,0 +1,129 @@
+"""The job-state fold of one event sequence, and what the fold forwards.
+
+Folding `events` into job states is what the job-state agent does for the `jobs` table, what a
+restore refolds, and what the replay commands (`flotilla rebuild`, `--at` reads) repeat from the
+log alone: one function, `apply_sequence`, serves all of them. Beside each job's new state it
+returns what the change means downstream: a job delta or job-set action for `scheduler-feed`
+(`streams.scheduler.feed`) and a command for `executor-commands` (`streams.scheduler.commands`).
+
+The store is anything with the jobs table's `latest` and `put` (`streams.tables.jobs.JobStore`
+over the Faust table, a dict or a RocksDB database); the fold imports no table code.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from streams.domain.ids import RANDOM_BITS, ulid
+from streams.domain.jobs import apply_event, event_kind
+from streams.domain.states import TransitionRefused
+from streams.scheduler import feed
+from streams.scheduler.commands import executor_command
+from streams.scheduler.feed import Changes
+
+log = logging.getLogger(__name__)
+
+# Deltas per feed record: about 300 bytes each, so a record stays far below the message size limit.
+MAX_CHANGES_PER_RECORD = 2_000
+
+
+class JobsStore(Protocol):
+    def latest(self, job_id: str) -> dict[str, Any] | None:
+        """The job as the fold left it, or None when it was never submitted."""
+        ...
+
+    def put(self, job: dict[str, Any], partition: int) -> None:
+        """Keep the job's new state."""
+        ...
+
+
+def deltas(changes: list[feed.Change]) -> list[feed.JobDelta | feed.JobSetAction]:
+    """The changes as the feed carries them: each changed job as its delta."""
+    return [feed.job_delta(change) if isinstance(change, dict) else change for change in changes]
+
+
+@dataclass
+class Folded:
+    """A fold of one sequence or a batch: how many events were applied, unchanged, refused...; what to
+    forward (``changes``: each job whose scheduling view changed, as the change left it, and each
+    job-set action; `feed` gives them as deltas) and the executor commands."""
+
+    outcomes: Counter[str] = field(default_factory=Counter)
+    changes: list[feed.Change] = field(default_factory=list)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def feed(self) -> list[feed.JobDelta | feed.JobSetAction]:
+        return deltas(self.changes)
+
+
+def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random, partition: int = 0) -> Folded:
+    """Fold every job event of the sequence, read from ``partition``. ``rng`` (seeded from the
+    message's position) makes command ids the same when a message is folded again after a crash:
+    each applied event draws one id's random bits from it, whether it makes a command or not."""
+    folded = Folded()
+    outcomes = folded.outcomes
+    envelope = {key: sequence[key] for key in ("queue", "job_set_id", "user", "groups")}
+    for event in sequence["events"]:
+        job_id = event["job_id"]
+        if job_id is None:  # a job-set action, or a cycle record (which describes decisions only)
+            action = job_set_action(envelope, event)
+            if action is not None:
+                folded.changes.append(action)
+                outcomes["job_set_action"] += 1
+            continue
+        kind = event["payload"][0]
+        before = jobs.latest(job_id)
+        try:
+            after = apply_event(before, kind, event, envelope)
+        except TransitionRefused as exc:
+            outcomes["refused"] += 1
+            log.warning("event %s (%s) refused for job %s: %s", event["event_id"], kind, job_id, exc, extra=_about(envelope, job_id))
+            continue
+        if after is None:
+            outcomes["unknown_job"] += 1
+            log.warning("event %s (%s) for unknown job %s ignored", event["event_id"], kind, job_id, extra=_about(envelope, job_id))
+            continue
+        if after is before:
+            outcomes["unchanged"] += 1
+            continue
+        jobs.put(after, partition)
+        outcomes["applied"] += 1
+        if feed.changed(before, after):
+            folded.changes.append(after)
+        bits = rng.getrandbits(RANDOM_BITS)
+        command = executor_command(before, after, "", event["created"])
+        if command is not None:
+            folded.commands.append({**command, "command_id": ulid(event["created"], bits)})
+    return folded
+
+
+def message_rng(topic: str, partition: int, offset: int) -> random.Random:
+    """The generator a message's fold draws command ids from: seeded from its place on the log, so a
+    message folded again (after a crash, or by a replay) gives its commands the same ids."""
+    return random.Random(f"{topic}/{partition}/{offset}")
+
+
+def feed_records(forwarded: list[feed.JobDelta | feed.JobSetAction]) -> list[Changes]:
+    """The deltas and actions in order, as `Changes` records of at most `MAX_CHANGES_PER_RECORD`."""
+    return [Changes(tuple(forwarded[start : start + MAX_CHANGES_PER_RECORD])) for start in range(0, len(forwarded), MAX_CHANGES_PER_RECORD)]
+
+
+def _about(envelope: dict[str, Any], job_id: str) -> dict[str, str]:
+    """The fields of a JSON log line (`streams.logs`) about a job."""
+    return {"job_id": job_id, "queue": envelope["queue"], "job_set": envelope["job_set_id"]}
+
+
+def job_set_action(envelope: dict[str, Any], event: dict[str, Any]) -> feed.JobSetAction | None:
+    """An event without a job id asks something of every unfinished job of the job set."""
+    kind, payload = event["payload"]
+    common = {"queue": envelope["queue"], "job_set_id": envelope["job_set_id"], "event_id": event["event_id"], "time": event["created"]}
+    if event_kind(kind) == "JobCancelRequested":
+        return feed.JobSetAction(action="cancel", reason=payload.get("reason") or "", **common)
+    if event_kind(kind) == "JobReprioritised":
+        return feed.JobSetAction(action="reprioritise", new_priority=payload["new_priority"], **common)
+    return None
