@@ -101,6 +101,20 @@ class JobStore:
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.table
 
+    def raw(self, job_id: str) -> bytes | None:
+        """The job's `job_state` Avro as the table holds it."""
+        raw = self.table.get(job_id)
+        return None if raw is None else bytes(raw)
+
+    def spec_raw(self, job_id: str) -> bytes | None:
+        """The job's spec, `job_submitted` Avro, as `job-specs` holds it (made from the state of a job
+        stored before release v5, which carries it)."""
+        raw = read(self.specs, job_id)
+        if raw is not None:
+            return bytes(raw)
+        job = self.get(job_id)
+        return None if job is None else framed("job_submitted", spec_encoding(job["spec"]))
+
     def get(self, job_id: str) -> dict[str, Any] | None:
         """The job as the tables hold it: what readers see (a batch's writes show once written)."""
         raw = read(self.table, job_id)
