@@ -1,18 +1,21 @@
-"""The job-state agent: folds `events` into the `jobs` table, whose changelog is `job-states`.
+"""The job-state agent: folds `events` into the `jobs` table, whose changelog is `job-states`, and
+each new job's spec into the `job-specs` table, whose changelog is `job-specs`.
 
 Writing the table is publishing: the compacted `job-states` topic is the table's changelog, so
-every job state reaches external consumers with one message. The agent also forwards what each
+every job state reaches external consumers with one message; a job's spec is published once, as
+the bytes its JobSubmitted event carried (read keeping them: `schemas.codec.Encoded`), and copied
+into its lease commands the same way, never encoded again. The agent also forwards what each
 change means downstream: a job delta to `scheduler-feed` when the scheduler's view changed
 (`streams.scheduler.feed`), a command to `executor-commands` when a run starts or must stop
 (`streams.scheduler.commands`), and job-set actions (an event with no job id) to `scheduler-feed`.
 
 It works in batches (DESIGN.md, "The hot path works in batches"): Faust hands it the messages
 waiting, up to `BATCH_MAX_MESSAGES` or what arrived within `BATCH_WITHIN_S`; the pure fold runs
-over all of them, then the batch's deltas (each job's last between job-set actions) go to the
-feed as few `Changes` records, in order, and its commands in one produce batch per partition, and
-once the broker has them all, the batch's job states (each job's last) go to the table in one
-`TableBatch`; a batch of more than `PART_MAX_EVENTS` job events does so in parts, with a turn of
-the event loop between them.
+over all of them, then the batch's changed jobs (each one's last between job-set actions, written
+straight as feed rows) go to the feed as few `Changes` records, in order, and its commands in one
+produce batch per partition, and once the broker has them all, the batch's job index rows, new
+specs and job states (each job's last) go to their tables in one `TableBatch` each; a batch of
+more than `PART_MAX_EVENTS` job events does so in parts, with a turn of the event loop between them.
 A per-message Faust write and send cost 90-230 us each; a batched one about 3 us.
 
 All the logic is the pure fold in `streams.scheduler.fold` (over `streams.domain.jobs`). A message it cannot decode or an event
@@ -25,14 +28,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from schemas.codec import SchemaError, decode, encode, splice
+from schemas.codec import SchemaError, decode, encode
 from streams.domain.job_index import Position
 from streams.scheduler import feed
-from streams.scheduler.fold import Folded, apply_sequence, feed_records, message_rng
+from streams.scheduler.fold import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, message_rng
 from streams.tables.batched import Outbox
+from streams.tables.jobs import SPEC_TYPE
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -50,8 +55,6 @@ BATCH_WITHIN_S = 0.005
 # loop ~0.34 s on a busy 2-core machine (py-spy on bench/ui.py's fill: ~0.34 ms a job event), and each
 # costs a few milliseconds more than one batch would.
 PART_MAX_EVENTS = 1_000
-# The Avro type of a job's spec, in job states and lease commands alike.
-SPEC_TYPE = "flotilla.JobSubmitted"
 
 
 def register(plane: ControlPlane) -> None:
@@ -60,16 +63,16 @@ def register(plane: ControlPlane) -> None:
     commands_topic = plane.topics.executor_commands.get_topic_name()
 
     async def write(part: FoldedPart) -> None:
-        """Send what the part forwards, then write its jobs' rows and states.
+        """Send what the part forwards, then write its jobs' rows, specs and states.
 
         What it forwards is acknowledged before its job states are written: were the table written
         first, a worker killed in between would find the jobs folded after its restart, forward
         nothing, and the scheduler would never hear that a job was leased or had ended. Faust
         acknowledges the batch's messages after the agent's loop body and flushes the producer
         before it commits their offsets, so a batch written in parts is acknowledged whole."""
+        records, commands = sent(part)
         outbox = Outbox(producer)
-        await outbox.partition(feed_topic, 0, [(None, feed.encode(record)) for record in feed_records(part.feed)])
-        commands = [(c["executor"].encode(), encoded_command(jobs, c)) for c in part.commands]
+        await outbox.partition(feed_topic, 0, [(None, record) for record in records])
         await outbox.keyed(commands_topic, commands)
         await outbox.delivered()
         # The rows before the jobs: see streams/tables/job_index.py.
@@ -77,7 +80,7 @@ def register(plane: ControlPlane) -> None:
         await jobs.write_pending(producer)
         for outcome, count in part.outcomes.items():
             plane.metrics.events.labels(outcome).inc(count)
-        plane.refold.folded_batch(part.messages, part.feed)
+        plane.refold.folded_batch(part.messages, part.changes)
 
     @plane.app.agent(plane.topics.events, name="job-state", concurrency=1)
     async def fold(stream: Any) -> None:
@@ -87,7 +90,7 @@ def register(plane: ControlPlane) -> None:
                 await asyncio.sleep(0)  # a turn of the event loop for everything else
 
 
-def fold_batch(jobs: JobStore, messages: list[Message]) -> Iterator[FoldedPart]:
+def fold_batch(jobs: JobStore, messages: Sequence[Message]) -> Iterator[FoldedPart]:
     """Fold a batch of `events` messages into ``jobs``, where the job states wait as pending writes
     until the agent writes them, in parts of about `PART_MAX_EVENTS` job events: each part is given
     before the next one is folded, so the agent writes it, and lets the event loop turn, in between."""
@@ -95,7 +98,7 @@ def fold_batch(jobs: JobStore, messages: list[Message]) -> Iterator[FoldedPart]:
     for message in messages:
         part.messages.append(message)
         try:
-            sequence = decode("event_sequence", message.value)
+            sequence = decode("event_sequence", message.value, keep=SPEC_TYPE)
         except SchemaError as exc:
             part.outcomes["undecodable"] += 1
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
@@ -112,9 +115,9 @@ def fold_batch(jobs: JobStore, messages: list[Message]) -> Iterator[FoldedPart]:
 @dataclass
 class FoldedPart:
     """What folding some of a batch's messages gave, to be sent and written together: how their
-    events went, what they forward, in order (each job's last delta between job-set actions once
-    `done`, `feed.latest_deltas`), and where each job's events and each job set's requests are on
-    `events` (a job's page reads those records only).
+    events went, what they forward, in order (each changed job's last state between job-set actions
+    once `done`, `feed.latest_changes`), the executor commands, and where each job's events and each
+    job set's requests are on `events` (a job's page reads those records only).
 
     A batch is written in parts so that the event loop is never held for long: the fold, the
     encoding of what it forwards and the writing of the jobs and their rows run without a pause
@@ -123,7 +126,7 @@ class FoldedPart:
 
     messages: list[Message] = field(default_factory=list)
     outcomes: Counter[str] = field(default_factory=Counter)
-    feed: list[feed.JobDelta | feed.JobSetAction] = field(default_factory=list)
+    changes: list[feed.Change] = field(default_factory=list)
     commands: list[dict[str, Any]] = field(default_factory=list)
     events: dict[str, list[Position]] = field(default_factory=dict)
     requests: dict[tuple[str, str], list[Position]] = field(default_factory=dict)
@@ -136,20 +139,24 @@ class FoldedPart:
         if folded.requests:
             self.requests.setdefault((sequence["queue"], sequence["job_set_id"]), []).append(position)
         self.outcomes.update(folded.outcomes)
-        self.feed += folded.feed
+        self.changes += folded.changes
         self.commands += folded.commands
         self.job_events += len(sequence["events"])
 
     def done(self) -> FoldedPart:
-        self.feed = feed.latest_deltas(self.feed)
+        self.changes = feed.latest_changes(self.changes)
         return self
 
 
-def encoded_command(jobs: JobStore, command: dict[str, Any]) -> bytes:
-    """The command's message. A lease carries the job's spec, whose encoding the jobs table already
-    has (or will store with the job's state): it is copied in, not encoded again (most of a lease's
-    cost in the fold)."""
-    if command["spec"] is None:
-        return encode("executor_command", command, validate_record=False)
-    writer = splice("executor_command", "spec")
-    return writer.encode(command, writer.branch_bytes(SPEC_TYPE, jobs.spec_bytes(command["job_id"], command["spec"])))
+def sent(part: FoldedPart) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
+    """What a part of a batch sends: its changes as `Changes` records of at most `MAX_CHANGES_PER_RECORD`
+    (each job written straight as its row, `feed.encode_changes`), and its commands as (executor, command) messages."""
+    changes = part.changes
+    records = [feed.encode_changes(changes[at : at + MAX_CHANGES_PER_RECORD]) for at in range(0, len(changes), MAX_CHANGES_PER_RECORD)]
+    return records, [(command["executor"].encode(), encoded_command(command)) for command in part.commands]
+
+
+def encoded_command(command: dict[str, Any]) -> bytes:
+    """The command's message. A lease carries the job's spec, read with its encoding (an Encoded,
+    from the event or job-specs), which the writer copies in rather than encoding it again."""
+    return encode("executor_command", command, validate_record=False)

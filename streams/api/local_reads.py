@@ -196,13 +196,14 @@ class LocalReads:
     # ------------------------------------------------------------------ ops
 
     async def read_jobs(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
-        """{"job_ids", "verb"} -> each job held here (its `job_state` Avro, base64), or why the caller may not
-        ``verb`` it (watch when absent)."""
+        """{"job_ids", "verb"} -> each job held here (its `job_state` Avro and its spec's `job_submitted` Avro,
+        base64), or why the caller may not ``verb`` it (watch when absent)."""
         verb = body.get("verb", "watch")
         if verb not in QUEUE_VERBS:
             raise ApiError(400, f"verb must be one of {', '.join(sorted(QUEUE_VERBS))}")
         partitions, index = self._current()
         found: dict[str, str] = {}
+        specs: dict[str, str] = {}
         denied: dict[str, str] = {}
         for job_id in dict.fromkeys(texts(body, "job_ids")):
             # The fold writes a job's row before the job (streams/tables/job_index.py): a job held has its row.
@@ -214,8 +215,8 @@ class LocalReads:
             except PermissionDenied as exc:
                 denied[job_id] = str(exc)
                 continue
-            found[job_id] = b64(raw)
-        return {"partitions": partitions, "jobs": found, "denied": denied}
+            found[job_id], specs[job_id] = b64(raw), b64(self.jobs.spec_raw(job_id) or b"")
+        return {"partitions": partitions, "jobs": found, "specs": specs, "denied": denied}
 
     async def event_positions(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
         """{"job_id"} -> where the job's events and its job set's requests are on `events` ([partition, offset],
@@ -245,12 +246,13 @@ class LocalReads:
         queue, job_set = str(body["queue"]), str(body["job_set"])
         self.watchable(principal, queue)
         partitions, index = self._current()
-        found = {}
+        found, specs = {}, {}
         for row in index.job_set(queue, job_set):
             job = self.jobs.get(row.job_id)
             if job is not None and job["spec"]["annotations"].get(body["key"]) == body["value"]:
                 found[row.job_id] = b64(self.jobs.raw(row.job_id) or b"")
-        return {"partitions": partitions, "jobs": found}
+                specs[row.job_id] = b64(self.jobs.spec_raw(row.job_id) or b"")
+        return {"partitions": partitions, "jobs": found, "specs": specs}
 
     async def page(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
         """{"query"} -> this worker's first page of the query: rows (job id, encoded row) and whether more match."""

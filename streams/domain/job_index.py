@@ -40,6 +40,8 @@ from sortedcontainers import SortedList
 from streams.domain.states import ACTIVE, JOB_STATE_ORDER, JOB_STATES
 
 SORTS = ("submitted", "last_transition", "priority")
+# Rows as JSON without spaces, from one encoder (json.dumps builds one per call when given separators).
+_ROW_JSON = json.JSONEncoder(separators=(",", ":")).encode
 MAX_LIMIT = 1000
 _REASON_CHARS = 500  # a reason is shown in a list cell; the job's page has it whole
 
@@ -82,7 +84,7 @@ class JobRow:
         return sort_key(value, self.job_id)
 
     def encode(self) -> bytes:
-        return json.dumps(
+        return _ROW_JSON(
             [
                 self.queue,
                 self.job_set,
@@ -98,8 +100,7 @@ class JobRow:
                 self.reason,
                 self.cancel_requested,
                 None if self.events is None else [list(position) for position in self.events],
-            ],
-            separators=(",", ":"),
+            ]
         ).encode()
 
     @classmethod
