@@ -23,6 +23,7 @@ from typing import Any
 from streams.api.control_requests import JobFilter, matching
 from streams.api.errors import ApiError
 from streams.auth import PermissionDenied, Permissions, Principal
+from streams.auth.permissions import QUEUE_VERBS
 from streams.domain.job_index import JobIndex, JobQuery
 from streams.scheduler.view import ClusterView
 from streams.tables.job_index import JobIndexStore
@@ -193,19 +194,22 @@ class LocalReads:
     # ------------------------------------------------------------------ ops
 
     async def read_jobs(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
-        """{"job_ids"} -> each job held here (its `job_state` Avro and its spec's `job_submitted` Avro,
-        base64), or why the caller may not see it."""
+        """{"job_ids", "verb"} -> each job held here (its `job_state` Avro and its spec's `job_submitted`
+        Avro, base64), or why the caller may not ``verb`` it (watch when not named)."""
         partitions, index = self._current()
         found: dict[str, str] = {}
         specs: dict[str, str] = {}
         denied: dict[str, str] = {}
+        verb = body.get("verb", "watch")
+        if verb not in QUEUE_VERBS:
+            raise ApiError(400, f"unknown verb {verb!r}")
         for job_id in dict.fromkeys(texts(body, "job_ids")):
             # The fold writes a job's row before the job (streams/tables/job_index.py): a job held has its row.
             row, raw = index.rows.get(job_id), self.jobs.raw(job_id)
             if row is None or raw is None:
                 continue
             try:
-                check_job(self.permissions, self.queues, principal, "watch", job_id, row.queue)
+                check_job(self.permissions, self.queues, principal, verb, job_id, row.queue)
             except PermissionDenied as exc:
                 denied[job_id] = str(exc)
                 continue

@@ -125,13 +125,14 @@ class Reads:
 
     # ------------------------------------------------------------------ jobs by id
 
-    async def jobs(self, principal: Principal, job_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """Each job of ``job_ids`` that exists (unknown ids are left out); PermissionDenied if the caller may not watch one."""
+    async def jobs(self, principal: Principal, job_ids: Iterable[str], verb: str = "watch") -> dict[str, dict[str, Any]]:
+        """Each job of ``job_ids`` that exists (unknown ids are left out); PermissionDenied if the caller
+        may not ``verb`` one (watch to read it; cancel, preempt or reprioritize to act on it)."""
         wanted: dict[int, dict[str, Any]] = {}
         for job_id in dict.fromkeys(job_ids):
             partition = job_partition(job_id, self.partitions)
             if partition is not None:  # not an id ingest made: no such job
-                wanted.setdefault(partition, {"job_ids": []})["job_ids"].append(job_id)
+                wanted.setdefault(partition, {"job_ids": [], "verb": verb})["job_ids"].append(job_id)
         if not wanted:
             return {}
         answers = await self._by_partition("reading jobs", "jobs", principal, wanted)

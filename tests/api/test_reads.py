@@ -196,6 +196,16 @@ def test_a_job_is_read_from_the_worker_holding_its_partition_and_a_caller_is_che
         asyncio.run(reads.jobs(BOB, list(jobs)))
 
 
+def test_a_job_read_to_act_on_it_checks_the_action_on_the_owning_worker() -> None:
+    jobs = dict(job(f"set-{n}", n) for n in range(12))
+    reads = two_workers([], jobs).reads(A)
+    assert sorted(asyncio.run(reads.jobs(ALICE, list(jobs), "cancel"))) == sorted(jobs)
+    with pytest.raises(PermissionDenied, match="may not cancel"):
+        asyncio.run(reads.jobs(BOB, list(jobs), "cancel"))
+    with pytest.raises(ApiError, match="unknown verb"):
+        asyncio.run(reads.jobs(ALICE, list(jobs), "delete"))
+
+
 def test_a_refusal_by_the_other_worker_is_the_callers_refusal() -> None:
     group = two_workers([])
 
