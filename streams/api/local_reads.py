@@ -196,15 +196,15 @@ class LocalReads:
     # ------------------------------------------------------------------ ops
 
     async def read_jobs(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
-        """{"job_ids", "verb"} -> each job held here (its `job_state` Avro and its spec's `job_submitted` Avro,
-        base64), or why the caller may not ``verb`` it (watch when absent)."""
-        verb = body.get("verb", "watch")
-        if verb not in QUEUE_VERBS:
-            raise ApiError(400, f"verb must be one of {', '.join(sorted(QUEUE_VERBS))}")
+        """{"job_ids", "verb"} -> each job held here (its `job_state` Avro and its spec's `job_submitted`
+        Avro, base64), or why the caller may not ``verb`` it (watch when not named)."""
         partitions, index = self._current()
         found: dict[str, str] = {}
         specs: dict[str, str] = {}
         denied: dict[str, str] = {}
+        verb = body.get("verb", "watch")
+        if verb not in QUEUE_VERBS:
+            raise ApiError(400, f"unknown verb {verb!r}")
         for job_id in dict.fromkeys(texts(body, "job_ids")):
             # The fold writes a job's row before the job (streams/tables/job_index.py): a job held has its row.
             row, raw = index.rows.get(job_id), self.jobs.raw(job_id)

@@ -209,7 +209,7 @@ class Operations:
         ``job_set`` (queue, job set id), when the caller named one, must be the job's.
         """
         verb = VERBS[payload[0]]
-        job = (await self.reads.jobs(principal, [job_id], verb)).get(job_id)  # the caller's ``verb`` checked where the job is
+        job = (await self.reads.jobs(principal, [job_id], verb)).get(job_id)
         if job is None or (job_set is not None and (job["queue"], job["job_set_id"]) != job_set):
             where = "" if job_set is None else f" in job set {job_set[1]!r} of queue {job_set[0]!r}"
             raise ApiError(404, f"job {job_id!r} not found{where}")

@@ -126,8 +126,8 @@ class Reads:
     # ------------------------------------------------------------------ jobs by id
 
     async def jobs(self, principal: Principal, job_ids: Iterable[str], verb: str = "watch") -> dict[str, dict[str, Any]]:
-        """Each job of ``job_ids`` that exists (unknown ids are left out); PermissionDenied if the caller may not
-        ``verb`` one (watch to read it; the control verb to act on it, so a refusal names the act)."""
+        """Each job of ``job_ids`` that exists (unknown ids are left out); PermissionDenied if the caller
+        may not ``verb`` one (watch to read it; cancel, preempt or reprioritize to act on it)."""
         wanted: dict[int, dict[str, Any]] = {}
         for job_id in dict.fromkeys(job_ids):
             partition = job_partition(job_id, self.partitions)
