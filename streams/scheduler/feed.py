@@ -18,6 +18,7 @@ import operator
 import struct
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Any
 
 from streams.domain.gangs import FAIL_FAST
@@ -434,10 +435,10 @@ def delta_from_row(row: Any) -> JobDelta:
     requests, node_selector, tolerations, affinity, gang, grace_period_s, fail_fast = shape
     return JobDelta(
         job_id=job_id,
-        queue=text(queue),  # type: ignore[arg-type]
-        job_set_id=text(job_set_id),  # type: ignore[arg-type]
-        state=text(state),  # type: ignore[arg-type]
-        priority_class=text(priority_class),  # type: ignore[arg-type]
+        queue=intern(queue),
+        job_set_id=intern(job_set_id),
+        state=intern(state),
+        priority_class=intern(priority_class),
         priority=shared(priority),
         submitted=submitted,
         requests=requests,
@@ -447,9 +448,9 @@ def delta_from_row(row: Any) -> JobDelta:
         gang=gang,
         runs=runs,
         run_id=run_id,
-        executor=text(executor),
-        node=text(node),
-        run_state=text(run_state),
+        executor=None if executor is None else intern(executor),
+        node=None if node is None else intern(node),
+        run_state=None if run_state is None else intern(run_state),
         leased_at=leased_at,
         avoid_nodes=shared(tuple(avoid_nodes)) if avoid_nodes else (),
         returned_runs=returned_runs,
