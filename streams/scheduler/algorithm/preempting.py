@@ -104,6 +104,7 @@ class _PreemptingScheduler:
         self.lost: list[PreemptedJob] = []
         self.unknown: dict[str, list[str]] = defaultdict(list)
         self.shapes: dict[tuple[object, ...], Shape] = {}
+        self.shapes_by_id: dict[tuple[object, ...], Shape] = {}
         self.created: list[JobState] = []
         self.unfeasible: dict[tuple[object, ...], str] = {}
         self.frontier: dict[str, tuple[object, ...]] = {}
@@ -175,6 +176,16 @@ class _PreemptingScheduler:
         self.groups = groups
 
     def _shape(self, job: Job, pc: PriorityClass) -> Shape:
+        # Jobs mostly share their requests and constraints as objects (streams.scheduler.shared):
+        # those are found by identity first. The inputs hold every job for the whole cycle, so no
+        # id is reused while this is looked at.
+        same = (pc.name, id(job.requests), id(job.node_selector), id(job.tolerations), id(job.affinity))
+        shape = self.shapes_by_id.get(same)
+        if shape is None:
+            shape = self.shapes_by_id[same] = self._shape_by_value(job, pc)
+        return shape
+
+    def _shape_by_value(self, job: Job, pc: PriorityClass) -> Shape:
         key = (pc.name, tuple(sorted(job.requests.items())), tuple(sorted(job.node_selector.items())), job.tolerations, job.affinity)
         shape = self.shapes.get(key)
         if shape is None:
