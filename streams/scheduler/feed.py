@@ -432,7 +432,6 @@ def delta_from_row(row: Any) -> JobDelta:
     shape = _SHAPES.get(shape_text)
     if shape is None:
         shape = _shape(shape_text)
-    requests, node_selector, tolerations, affinity, gang, grace_period_s, fail_fast = shape
     return _made_delta(
         (
             job_id,
@@ -442,11 +441,6 @@ def delta_from_row(row: Any) -> JobDelta:
             intern(priority_class),
             shared(priority),
             submitted,
-            requests,
-            node_selector,
-            tolerations,
-            affinity,
-            gang,
             runs,
             run_id,
             None if executor is None else intern(executor),
@@ -457,47 +451,20 @@ def delta_from_row(row: Any) -> JobDelta:
             returned_runs,
             cancel_requested,
             preempt_requested,
-            grace_period_s,
-            fail_fast,
+            *shape,
         )
     )
 
 
-# JobDelta's fields in the order `_made_delta` takes them: a frozen dataclass's __init__ sets each
-# field through object.__setattr__, 7 of the 11 us a row took to read (a million rows per audit of a
-# million events); its slots are set directly here instead, which is all that __init__ does.
-_DELTA_FIELDS = (
-    "job_id",
-    "queue",
-    "job_set_id",
-    "state",
-    "priority_class",
-    "priority",
-    "submitted",
-    "requests",
-    "node_selector",
-    "tolerations",
-    "affinity",
-    "gang",
-    "runs",
-    "run_id",
-    "executor",
-    "node",
-    "run_state",
-    "leased_at",
-    "avoid_nodes",
-    "returned_runs",
-    "cancel_requested",
-    "preempt_requested",
-    "grace_period_s",
-    "fail_fast",
-)
-assert _DELTA_FIELDS == JobDelta.__slots__ and not hasattr(JobDelta, "__post_init__")
-_DELTA_SETTERS = tuple(getattr(JobDelta, name).__set__ for name in _DELTA_FIELDS)
+# A frozen dataclass's __init__ sets each field through object.__setattr__: 7 of the 11 us a row
+# took to read (a million rows per audit of a million events). `_made_delta` sets JobDelta's slots
+# directly instead, which is all that its __init__ does, in the row's order (checked complete above).
+assert not hasattr(JobDelta, "__post_init__")
+_DELTA_SETTERS = tuple(getattr(JobDelta, name).__set__ for name in _DELTA_STATE + _DELTA_SHAPE)
 
 
 def _made_delta(values: tuple[Any, ...]) -> JobDelta:
-    """The JobDelta of ``values`` (in `_DELTA_FIELDS` order), equal to JobDelta(*values)."""
+    """The JobDelta of ``values``, given in the order of `_DELTA_STATE` then `_DELTA_SHAPE`."""
     delta = object.__new__(JobDelta)
     for set_field, value in zip(_DELTA_SETTERS, values, strict=True):
         set_field(delta, value)
