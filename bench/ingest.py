@@ -12,9 +12,11 @@ partitions out; each has its own data dir and web port), creates `--queues` queu
 2. Flotilla phase: pre-encodes N jobs as submit_request records of `--batch` items, starts the
    clock, produces them all to `flotilla.submissions` (key = queue) while one consumer (no group,
    from the earliest offset) reads `flotilla.job-states` until N distinct job ids are seen.
-   Request i goes to queue `bench-{i mod Q}` (one job set per queue). Submissions are keyed by
+   Request i goes to the (i mod Q)-th queue (one job set per queue). Submissions are keyed by
    queue, so Q queues use at most Q partitions (which ones is murmur2(queue) mod P, printed), and
    a worker given no used partition has nothing to do: the benchmark warns when Q < P or N > P.
+   The queue names `bench-<n>` are picked so that murmur2 spreads them evenly over the partitions
+   both as submission keys and as event keys (`queue_names`).
 
 Counting: distinct *keys* of `flotilla.job-states` (the job id); nothing else writes job-states
 during the run, so each key is a job that reached `queued`. Every 1,000th value is decoded
@@ -77,6 +79,7 @@ from ops.worker import WorkerProcess  # noqa: E402
 from schemas.codec import decode, encode  # noqa: E402
 from streams.domain import jobspec  # noqa: E402
 from streams.domain.jobs import apply_event  # noqa: E402
+from streams.domain.partitioning import key_hash, partition_for  # noqa: E402
 from streams.domain.validation import SubmitPolicy, validate_item  # noqa: E402
 
 # Benchmarks measure throughput, so the workers run without submission rate limits (on by default,
@@ -139,8 +142,24 @@ def raw_item(i: int) -> dict[str, Any]:
     }
 
 
-def queue_names(count: int) -> list[str]:
-    return [f"{QUEUE_PREFIX}{i}" for i in range(count)]
+def queue_names(count: int, partitions: int = 1) -> list[str]:
+    """``count`` queue names `bench-<n>`, chosen so that murmur2 spreads them as evenly as it can over
+    the partitions twice: as submission keys (the queue) and as event keys (queue/job set). Names
+    taken in order of n would not: `bench-0`..`bench-15` put 5 and 11 queues on two partitions."""
+    quota = -(-count // partitions)
+    submissions, events = [0] * partitions, [0] * partitions
+    names: list[str] = []
+    number = 0
+    while len(names) < count:
+        name = f"{QUEUE_PREFIX}{number}"
+        number += 1
+        by_queue = partition_for(key_hash(name.encode()), partitions)
+        by_job_set = partition_for(key_hash(f"{name}/{JOB_SET}".encode()), partitions)
+        if submissions[by_queue] < quota and events[by_job_set] < quota:
+            submissions[by_queue] += 1
+            events[by_job_set] += 1
+            names.append(name)
+    return names
 
 
 def submit_request(first: int, count: int, index: int, queue: str) -> dict[str, Any]:
@@ -612,6 +631,13 @@ def print_report(setup: Setup, result: IngestResult) -> None:
         f"({total_cpu / result.seconds:.0%} of one core), broker {result.broker_cpu_s:.1f}s "
         f"({result.broker_cpu_s / result.seconds:.0%} of one core)"
     )
+    workers_ms = 1000 * total_cpu / args.jobs
+    each_worker_ms = [1000 * cpu / args.jobs for cpu in result.worker_cpu_s]
+    broker_ms = 1000 * result.broker_cpu_s / args.jobs
+    print(
+        f"  CPU per job: workers {workers_ms:.3f} ms together ({', '.join(f'{ms:.3f}' for ms in each_worker_ms)} ms each), "
+        f"broker {broker_ms:.3f} ms"
+    )
     per_worker = zip(setup.worker_pids, result.worker_cpu_s, peaks_mib, setup.assignments, strict=False)
     for index, (pid, cpu, peak, assigned) in enumerate(per_worker):
         print(
@@ -659,6 +685,11 @@ def print_report(setup: Setup, result: IngestResult) -> None:
                 "workers_peak_rss_mib": [round(peak, 1) for peak in peaks_mib],
                 "workers_cpu_s": [round(cpu, 2) for cpu in result.worker_cpu_s],
                 "broker_cpu_s": round(result.broker_cpu_s, 2),
+                "cpu_ms_per_job": {
+                    "workers": round(workers_ms, 4),
+                    "each_worker": [round(ms, 4) for ms in each_worker_ms],
+                    "broker": round(broker_ms, 4),
+                },
                 "archive": args.archive,
                 "idle_submit_ack_p50_ms": round(p50, 2),
                 "idle_submit_ack_p99_ms": round(p99, 2),
@@ -676,7 +707,7 @@ def measure_raw(bootstrap: str, prefix: str, size: int, count: int) -> list[floa
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    queues = queue_names(args.queues)
+    queues = queue_names(args.queues, args.partitions)
     spread = queues_by_partition(queues, args.partitions)
     for warning in spread_warnings(spread, args.workers):
         log(f"WARNING: {warning}")

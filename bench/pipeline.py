@@ -1,8 +1,11 @@
 """Pipeline benchmark: submit-to-lease latency and lease throughput through the whole control plane.
 
-Everything is real and runs as the user runs it: an embedded Tansu broker on a free port, one
-control-plane worker (`python -m streams.client.cli worker`, schedule period `--period`) and `--executors`
-fake executors (`python -m executor.cli --backend fake`) sharing `--nodes` 32-cpu / 256Gi nodes.
+Everything is real and runs as the user runs it: an embedded Tansu broker on a free port, `--workers`
+control-plane workers in one consumer group over `--partitions` partitions (`python -m
+streams.client.cli worker`, schedule period `--period`; one of them schedules, the others fold and
+ingest their partitions) and `--executors` fake executors (`python -m executor.cli --backend fake`)
+sharing `--nodes` 32-cpu / 256Gi nodes. Each queue's requests go round-robin over one job set per
+partition (the job set's key decides its partition), so every partition and worker gets work.
 Jobs ask for `--job-cpu` / `--job-memory` and run for `--runtime` seconds (annotation
 `flotilla.io/fake-runtime-seconds`), so no job ends during the run and free capacity is the only
 thing that changes. The default 250m / 1Gi gives 128 jobs per node (cpu-bound), 128,000 on 1,000
@@ -50,12 +53,13 @@ report) makes the results unreliable: the wait for leases gives up once nothing 
 CRASH_SETTLE_S after a crash, the figures cover what was leased until then, the report says so,
 `agent_crashes` in the JSON lists the reasons, and the exit status is 1.
 
-CPU seconds of the worker, the executors, the broker and this process are taken per phase, and
+CPU seconds of each worker, the executors, the broker and this process are taken per phase, and
 the whole machine's busy time from /proc/stat: the rest is other load, printed as the share of
-one core that processes outside the benchmark used.
+one core that processes outside the benchmark used. CPU per job is the workers' CPU of a phase over
+its jobs, in all and per worker.
 
 Usage: .venv/bin/python bench/pipeline.py [--jobs 100000] [--idle-jobs 1000] [--nodes 1000]
-       [--executors 2] [--period 1.0] [--executor-timeout S] [--job-cpu 250m] [--job-memory 1Gi]
+       [--executors 2] [--workers 1] [--partitions 1] [--period 1.0] [--executor-timeout S] [--job-cpu 250m] [--job-memory 1Gi]
        [--settle 30] [--py-spy BIN] [--keep]
 Progress goes to stderr; the last stdout line is one JSON object.
 """
@@ -102,11 +106,12 @@ from bench.ingest import (  # noqa: E402
     cpu_seconds,
     create_queues,
     produce_all,
+    queue_names,
     read_status,
     started_consumer,
     wait_queues_visible,
 )
-from bench.processes import Children, Command, exit_status  # noqa: E402
+from bench.processes import Child, Children, Command, exit_status  # noqa: E402
 from bench.processes import stop as stop_process  # noqa: E402
 from executor.backends.fake import RUNTIME_ANNOTATION  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
@@ -114,12 +119,13 @@ from ops.executor import ExecutorProcess  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
 from schemas.codec import decode, encode, writer_of  # noqa: E402
 from streams.domain import jobspec  # noqa: E402
+from streams.domain.events import sequence_key  # noqa: E402
+from streams.domain.partitioning import key_hash, partition_for  # noqa: E402
 from streams.domain.quantity import to_milli  # noqa: E402
 from streams.scheduler.cycle import CYCLES_QUEUE, SCHEDULER_USER  # noqa: E402
 
 SUBMISSIONS = "flotilla.submissions"
 EVENTS = "flotilla.events"
-QUEUE_PREFIX = "bench-"
 SUBMITTER = "anonymous"
 NODE_CPU, NODE_MEMORY = "32", "256Gi"
 WARMUP, IDLE, STREAM = "warmup", "idle", "stream"
@@ -171,15 +177,35 @@ def job_item(job_set: str, i: int, shape: JobShape) -> dict[str, Any]:
     )
 
 
-def encode_requests(job_set: str, jobs: int, batch: int, queues: list[str], shape: JobShape) -> list[tuple[bytes, bytes]]:
-    """(key, value) submit records of ``batch`` items, round-robin over the queues, keyed by queue."""
+def job_sets(phase: str, queue: str, partitions: int) -> list[str]:
+    """One job set of the phase for each partition: `<phase>-<n>` names whose key lands there."""
+    found: dict[int, str] = {}
+    number = 0
+    while len(found) < partitions:
+        name = f"{phase}-{number}"
+        found.setdefault(partition_for(key_hash(sequence_key(queue, name).encode()), partitions), name)
+        number += 1
+    return [found[partition] for partition in sorted(found)]
+
+
+def phase_of(job_set: str) -> str:
+    return job_set.rsplit("-", 1)[0]
+
+
+def encode_requests(
+    job_set: str, jobs: int, batch: int, queues: list[str], shape: JobShape, partitions: int = 1
+) -> list[tuple[bytes, bytes]]:
+    """(key, value) submit records of ``batch`` items, round-robin over the queues and, within a queue,
+    over one job set of phase ``job_set`` per partition; keyed by queue."""
     records = []
+    spread = {queue: job_sets(job_set, queue, partitions) for queue in queues}
     for index, first in enumerate(range(0, jobs, batch)):
         queue = queues[index % len(queues)]
+        names = spread[queue]
         request = {
             "request_id": f"{job_set}-request-{index:08d}",
             "queue": queue,
-            "job_set_id": job_set,
+            "job_set_id": names[(index // len(queues)) % len(names)],
             "user": SUBMITTER,
             "groups": [],
             "items": [job_item(job_set, i, shape) for i in range(first, min(first + batch, jobs))],
@@ -235,14 +261,15 @@ class EventFollower:
 
     bootstrap: str
     users: frozenset[str]
+    partitions: int  # of the events topic: every one is read
     submitted: dict[str, int] = field(default_factory=dict)  # job id -> `created` (ms) of its JobSubmitted
-    leases: dict[str, dict[str, Lease]] = field(default_factory=dict)  # job set -> job id -> first lease
+    leases: dict[str, dict[str, Lease]] = field(default_factory=dict)  # phase -> job id -> first lease
     leased_again: int = 0
     other_decisions: Counter[str] = field(default_factory=Counter)
     _task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        consumer = await started_consumer(self.bootstrap, {EVENTS: 1})
+        consumer = await started_consumer(self.bootstrap, {EVENTS: self.partitions})
         self._task = asyncio.create_task(self._follow(consumer))
 
     async def stop(self) -> None:
@@ -274,7 +301,7 @@ class EventFollower:
         if queue == CYCLES_QUEUE or user not in self.users:
             return
         sequence = decode("event_sequence", record.value)
-        job_set = sequence["job_set_id"]
+        job_set = phase_of(sequence["job_set_id"])
         for event in sequence["events"]:
             kind = event["payload"][0].rsplit(".", 1)[-1]
             if kind == "JobSubmitted":
@@ -319,9 +346,29 @@ class WorkerLog:
 
 
 @dataclass
+class WorkerLogs:
+    """The logs of every worker of the group: the cycles logged (by whichever worker schedules) and the crashes of any."""
+
+    logs: list[WorkerLog]
+
+    def poll(self) -> None:
+        for worker_log in self.logs:
+            worker_log.poll()
+
+    @property
+    def cycles(self) -> list[tuple[float, int]]:
+        return [cycle for worker_log in self.logs for cycle in worker_log.cycles]
+
+    @property
+    def crashes(self) -> list[str]:
+        return [crash for worker_log in self.logs for crash in worker_log.crashes]
+
+
+@dataclass
 class Session:
-    """One broker, one control-plane worker and the fake executors, with their logs in one directory.
-    Each process is registered with ``children`` before it starts, so it is stopped whatever happens."""
+    """One broker, ``--workers`` control-plane workers in one group and the fake executors, with their
+    logs in one directory. Each process is registered with ``children`` before it starts, so it is
+    stopped whatever happens."""
 
     name: str
     directory: Path
@@ -329,34 +376,40 @@ class Session:
     queues: list[str]
     children: Children
     broker: EmbeddedBroker = field(init=False)
-    worker: WorkerProcess | None = None
-    worker_log: WorkerLog = field(init=False)
+    workers: list[WorkerProcess] = field(default_factory=list)
+    worker_log: WorkerLogs = field(init=False)
     executors: list[ExecutorProcess] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True)
         self.broker = self.children.add(EmbeddedBroker(log_path=self.directory / "broker.log", new_session=True))
-        self.worker_log = WorkerLog(self.directory / "worker.log")
+        self.worker_log = WorkerLogs([WorkerLog(self.directory / f"worker-{i}.log") for i in range(self.args.workers)])
 
     def start(self) -> None:
-        """Broker, worker, queues (created through the worker and seen by it)."""
+        """Broker, workers (one at a time, each healthy before the next joins), queues (created through
+        the first worker and answered once every worker has them)."""
         self.broker.start()
-        port = free_port()
-        env = {
-            **os.environ,
-            "FLOTILLA_BROKER": self.broker.url,
-            "FLOTILLA_DATA_DIR": str(self.directory / "data"),
-            "FLOTILLA_WEB_PORT": str(port),
-            "FLOTILLA_GRPC_PORT": str(free_port()),
-            "FLOTILLA_SCHEDULE_PERIOD_S": str(self.args.period),
-            **UNLIMITED_SUBMISSIONS,
-            "FLOTILLA_SCHEDULER_CONFIG": str(self.scheduler_config()),
-        }
-        self.worker = self.children.add(WorkerProcess(env=env, log_path=self.worker_log.path, web_port=port, new_session=True))
-        log(f"{self.name}: broker {self.broker.url}, starting the worker (logs in {self.directory}) ...")
-        self.worker.start(120.0)
-        create_queues(self.worker, self.queues)
-        wait_queues_visible([self.worker], self.queues)
+        for index, worker_log in enumerate(self.worker_log.logs):
+            port = free_port()
+            env = {
+                **os.environ,
+                "FLOTILLA_BROKER": self.broker.url,
+                "FLOTILLA_DATA_DIR": str(self.directory / f"data-{index}"),
+                "FLOTILLA_WEB_PORT": str(port),
+                "FLOTILLA_GRPC_PORT": str(free_port()),
+                "FLOTILLA_PARTITIONS": str(self.args.partitions),
+                "FLOTILLA_SCHEDULE_PERIOD_S": str(self.args.period),
+                **UNLIMITED_SUBMISSIONS,
+                "FLOTILLA_SCHEDULER_CONFIG": str(self.scheduler_config()),
+            }
+            worker = self.children.add(WorkerProcess(env=env, log_path=worker_log.path, web_port=port, new_session=True))
+            self.workers.append(worker)
+            log(f"{self.name}: broker {self.broker.url}, starting worker {index + 1}/{self.args.workers} (logs in {self.directory}) ...")
+            worker.start(120.0)
+        for worker in self.workers:
+            worker.wait_healthy(120.0)
+        create_queues(self.workers[0], self.queues)
+        wait_queues_visible(self.workers, self.queues)
 
     def scheduler_config(self) -> Path:
         """The worker's scheduler configuration: Armada's defaults, but no rate limit or lookback that
@@ -370,15 +423,14 @@ class Session:
         return path
 
     @property
-    def worker_pid(self) -> int:
-        assert self.worker is not None and self.worker.process is not None
-        return self.worker.process.pid
+    def worker_pids(self) -> list[int]:
+        return [worker.process.pid for worker in self.workers if worker.process is not None]
 
     def pids(self) -> dict[str, list[int]]:
-        """Process ids by role, for CPU accounting."""
+        """Process ids by role, for CPU accounting: each worker apart."""
         broker = self.broker.process
         return {
-            "worker": [self.worker_pid],
+            **{f"worker-{i}": [pid] for i, pid in enumerate(self.worker_pids)},
             "executors": [e.process.pid for e in self.executors if e.process is not None],
             "broker": [broker.pid] if broker is not None else [],
         }
@@ -411,30 +463,33 @@ class Session:
         with ThreadPoolExecutor(len(self.executors)) as pool:
             return min(pool.map(ready_at, self.executors))
 
-    def metrics(self) -> str:
-        """GET /metrics; empty when the worker does not answer in time (it can be that busy)."""
-        assert self.worker is not None
-        try:
-            with urllib.request.urlopen(f"{self.worker.url}/metrics", timeout=METRICS_TIMEOUT_S) as response:
-                return response.read().decode()
-        except (OSError, urllib.error.URLError) as exc:
-            log(f"  GET /metrics failed: {exc!r}")
-            return ""
+    def metrics(self) -> list[str]:
+        """GET /metrics of each worker; empty for one that does not answer in time (it can be that busy)."""
+        found = []
+        for worker in self.workers:
+            try:
+                with urllib.request.urlopen(f"{worker.url}/metrics", timeout=METRICS_TIMEOUT_S) as response:
+                    found.append(response.read().decode())
+            except (OSError, urllib.error.URLError) as exc:
+                log(f"  GET {worker.url}/metrics failed: {exc!r}")
+                found.append("")
+        return found
+
+    def metric(self, name: str) -> float | None:
+        """An unlabelled sample summed over the workers (the scheduler's metrics are the scheduling worker's alone)."""
+        values = [value for exposition in self.metrics() if (value := metric_value(exposition, name)) is not None]
+        return sum(values) if values else None
 
     def cycle_histogram(self) -> tuple[float | None, float | None]:
         """(count, sum of seconds) of every cycle, idle ones included, from GET /metrics."""
-        metrics = self.metrics()
-        return (
-            metric_value(metrics, "flotilla_scheduling_cycle_seconds_count"),
-            metric_value(metrics, "flotilla_scheduling_cycle_seconds_sum"),
-        )
+        return self.metric("flotilla_scheduling_cycle_seconds_count"), self.metric("flotilla_scheduling_cycle_seconds_sum")
 
     def stop(self) -> None:
-        """Stop the session's processes now, executors and worker before the broker (each with what is
+        """Stop the session's processes now, executors and workers before the broker (each with what is
         left of its process group; stop_process never raises). ``children`` would stop them at the end anyway."""
-        for process in [*self.executors, self.worker, self.broker]:
-            if process is not None:
-                stop_process(process, log)
+        processes: list[Child] = [*self.executors, *self.workers, self.broker]
+        for process in processes:
+            stop_process(process, log)
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -494,7 +549,8 @@ def profiled(session: Session, phase: str) -> Iterator[None]:
         yield
         return
     out = f"{args.profile_out}-{phase}.txt"
-    command = [args.py_spy, "record", "--format", "raw", "-o", out, "--pid", str(session.worker_pid), "--rate", "100", "--nonblocking"]
+    pid = str(session.worker_pids[0])  # with several workers, the first (profile one at a time)
+    command = [args.py_spy, "record", "--format", "raw", "-o", out, "--pid", pid, "--rate", "100", "--nonblocking"]
     spy = session.children.add(Command(command, stop_signal=signal.SIGINT, grace_s=60.0)).start()  # py-spy writes its output on SIGINT
     time.sleep(1.0)  # let it attach before the phase starts
     try:
@@ -567,16 +623,28 @@ def decision_rate(cycles: list[tuple[float, int]]) -> float | None:
 @dataclass
 class PhaseResult:
     name: str
+    jobs: int
     seconds: float
     cpu: dict[str, float]
     cycles: list[tuple[float, int]]
     worker_rss_mib: float
     worker_peak_mib: float
 
+    def worker_cpu(self) -> list[float]:
+        """Each worker's CPU seconds, in worker order."""
+        return [seconds for role, seconds in self.cpu.items() if role.startswith("worker-")]
+
+    def cpu_ms_per_job(self) -> dict[str, float]:
+        """Milliseconds of CPU per job of the phase: the workers together, each worker, the broker."""
+        per_job = {"workers": 1000 * sum(self.worker_cpu()) / self.jobs}
+        per_job.update({role: 1000 * seconds / self.jobs for role, seconds in self.cpu.items() if role.startswith("worker-")})
+        per_job["broker"] = 1000 * self.cpu.get("broker", 0.0) / self.jobs
+        return per_job
+
 
 @contextmanager
-def phase(session: Session, name: str, results: list[PhaseResult]) -> Iterator[int]:
-    """Measure CPU, logged cycles and worker RSS over the body; appends a PhaseResult.
+def phase(session: Session, name: str, jobs: int, results: list[PhaseResult]) -> Iterator[int]:
+    """Measure CPU, logged cycles and worker RSS over the body (a phase of ``jobs`` jobs); appends a PhaseResult.
     Yields the index of the phase's first logged cycle (see wait_leased)."""
     session.worker_log.poll()
     first_cycle = len(session.worker_log.cycles)
@@ -585,15 +653,16 @@ def phase(session: Session, name: str, results: list[PhaseResult]) -> Iterator[i
     yield first_cycle
     seconds, cpu = meter.spent(session.pids())
     session.worker_log.poll()
-    status = read_status(session.worker_pid)
+    statuses = [read_status(pid) for pid in session.worker_pids]
     results.append(
         PhaseResult(
             name,
+            jobs,
             seconds,
             cpu,
             session.worker_log.cycles[first_cycle:],
-            status.get("VmRSS", 0) / 1024,
-            status.get("VmHWM", 0) / 1024,
+            max(status.get("VmRSS", 0) for status in statuses) / 1024,
+            max(status.get("VmHWM", 0) for status in statuses) / 1024,
         )
     )
 
@@ -656,8 +725,9 @@ async def submit_spread(producer: AIOKafkaProducer, requests: list[tuple[bytes, 
 
 def worker_progress(session: Session) -> Callable[[], str]:
     def line() -> str:
-        status = read_status(session.worker_pid)
-        return f"worker RSS {status.get('VmRSS', 0) / 1024:,.0f} MiB (peak {status.get('VmHWM', 0) / 1024:,.0f})"
+        statuses = [read_status(pid) for pid in session.worker_pids]
+        rss = ", ".join(f"{s.get('VmRSS', 0) / 1024:,.0f} MiB (peak {s.get('VmHWM', 0) / 1024:,.0f})" for s in statuses)
+        return f"worker RSS {rss}"
 
     return line
 
@@ -679,7 +749,7 @@ class StreamResult:
 
 async def stream_session(session: Session, args: argparse.Namespace, shape: JobShape) -> StreamResult:
     """Executors first; warm-up, idle latency, then the stream of ``--jobs``."""
-    follower = EventFollower(session.broker.bootstrap, frozenset({SUBMITTER, SCHEDULER_USER}))
+    follower = EventFollower(session.broker.bootstrap, frozenset({SUBMITTER, SCHEDULER_USER}), args.partitions)
     await follower.start()
     producer = AIOKafkaProducer(bootstrap_servers=session.broker.bootstrap, **PRODUCER_OPTIONS)
     await producer.start()
@@ -688,18 +758,18 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
     try:
         log(f"{session.name}: starting {args.executors} fake executor(s), {args.nodes:,} nodes ...")
         await asyncio.to_thread(session.start_executors)
-        await produce_all(producer, SUBMISSIONS, encode_requests(WARMUP, 1, 1, session.queues, shape))
+        await produce_all(producer, SUBMISSIONS, encode_requests(WARMUP, 1, 1, session.queues, shape, args.partitions))
         await wait_leased(session, follower, WARMUP, 1, 0, progress)
 
-        idle = encode_requests(IDLE, args.idle_jobs, args.idle_batch, session.queues, shape)
-        with phase(session, IDLE, phases) as first_cycle:
+        idle = encode_requests(IDLE, args.idle_jobs, args.idle_batch, session.queues, shape, args.partitions)
+        with phase(session, IDLE, args.idle_jobs, phases) as first_cycle:
             await submit_spread(producer, idle, args.idle_interval, seed=1)
             await wait_leased(session, follower, IDLE, args.idle_jobs, first_cycle, progress)
         idle_tick, idle_log = latencies(follower, IDLE)
 
         log(f"{session.name}: encoding {args.jobs:,} jobs ...")
-        stream = encode_requests(STREAM, args.jobs, args.batch, session.queues, shape)
-        with profiled(session, "stream"), phase(session, STREAM, phases) as first_cycle:
+        stream = encode_requests(STREAM, args.jobs, args.batch, session.queues, shape, args.partitions)
+        with profiled(session, "stream"), phase(session, STREAM, args.jobs, phases) as first_cycle:
             started = time.time()
             await produce_all(producer, SUBMISSIONS, stream)
             await wait_leased(
@@ -742,7 +812,7 @@ async def wait_indexed(session: Session, jobs: int) -> None:
     """Until the scheduler's index holds ``jobs`` jobs (the gauge is set at every cycle)."""
     last, last_change = -1.0, time.monotonic()
     next_report = last_change + PROGRESS_EVERY_S
-    while (held := metric_value(await asyncio.to_thread(session.metrics), "flotilla_scheduler_index_jobs") or 0) < jobs:
+    while (held := await asyncio.to_thread(session.metric, "flotilla_scheduler_index_jobs") or 0) < jobs:
         session.worker_log.poll()
         if session.worker_log.crashes:
             raise RuntimeError(f"an agent crashed while jobs were queued: {session.worker_log.crashes[0][:300]}")
@@ -759,21 +829,21 @@ async def wait_indexed(session: Session, jobs: int) -> None:
 
 async def queued_first_session(session: Session, args: argparse.Namespace, shape: JobShape) -> QueuedFirstResult:
     """All ``--jobs`` queued with no capacity, then the executors start."""
-    follower = EventFollower(session.broker.bootstrap, frozenset({SCHEDULER_USER}))
+    follower = EventFollower(session.broker.bootstrap, frozenset({SCHEDULER_USER}), args.partitions)
     await follower.start()
     producer = AIOKafkaProducer(bootstrap_servers=session.broker.bootstrap, **PRODUCER_OPTIONS)
     await producer.start()
     phases: list[PhaseResult] = []
     try:
         log(f"{session.name}: encoding {args.jobs:,} jobs ...")
-        requests = encode_requests(STREAM, args.jobs, args.batch, session.queues, shape)
-        with phase(session, "queue", phases):
+        requests = encode_requests(STREAM, args.jobs, args.batch, session.queues, shape, args.partitions)
+        with phase(session, "queue", args.jobs, phases):
             started = time.monotonic()
             await produce_all(producer, SUBMISSIONS, requests)
             await wait_indexed(session, args.jobs)
             queue_seconds = time.monotonic() - started
         log(f"{session.name}: {args.jobs:,} jobs queued in {queue_seconds:.1f}s; starting the executors")
-        with profiled(session, "queued-first"), phase(session, "queued-first", phases) as first_cycle:
+        with profiled(session, "queued-first"), phase(session, "queued-first", args.jobs, phases) as first_cycle:
             # The executors' start-up is inside the phase: their processes do not exist before.
             capacity_at = await asyncio.to_thread(session.start_executors)
             await wait_leased(session, follower, STREAM, args.jobs, first_cycle, worker_progress(session))
@@ -831,6 +901,8 @@ def print_rate(label: str, rate: Rate | None, leased: int, jobs: int, start: str
 def print_phase(result: PhaseResult) -> None:
     share = ", ".join(f"{role} {seconds:.1f}s ({seconds / result.seconds:.0%})" for role, seconds in result.cpu.items())
     print(f"  phase {result.name}: {result.seconds:.1f}s wall; CPU (share of one core) {share}")
+    per_job = ", ".join(f"{role} {ms:.3f}" for role, ms in result.cpu_ms_per_job().items())
+    print(f"    CPU per job (ms) of its {result.jobs:,} jobs: {per_job}")
     if result.cycles:
         cycles = summary([seconds for seconds, _ in result.cycles])
         leased = [n for _, n in result.cycles]
@@ -872,9 +944,10 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
     capacity = shape.slots_per_node() * args.nodes
     others = max(result.cpu["other"] / result.seconds for result in phases)
     print(
-        f"conditions: {os.cpu_count()} cores shared by the broker, the worker, {args.executors} executor(s), this "
+        f"conditions: {os.cpu_count()} cores shared by the broker, {args.workers} worker(s), {args.executors} executor(s), this "
         f"client and other users' processes (these used at most {others:.0%} of one core in any phase); "
-        f"Python {platform.python_version()}; embedded Tansu, log in memory; 1 partition per topic"
+        f"Python {platform.python_version()}; embedded Tansu, log in memory; {args.workers} worker(s) in one group, "
+        f"{args.partitions} partition(s) per partitioned topic"
     )
     print(
         f"  nodes {args.nodes:,} ({NODE_CPU} cpu / {NODE_MEMORY}) over {args.executors} fake executor(s) "
@@ -918,6 +991,8 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
             {
                 "nodes": args.nodes,
                 "executors": args.executors,
+                "workers": args.workers,
+                "partitions": args.partitions,
                 "jobs": args.jobs,
                 "idle_jobs": args.idle_jobs,
                 "queues": args.queues,
@@ -947,6 +1022,7 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
                 "worker_rss_end_mib": round(stream.phases[-1].worker_rss_mib, 1),
                 "worker_rss_end_queued_first_mib": round(queued.phases[-1].worker_rss_mib, 1),
                 "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
+                "cpu_ms_per_job_by_phase": {result.name: rounded(result.cpu_ms_per_job()) for result in phases},
                 "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
                 "taken_back_stream": dict(stream.other_decisions),
                 "taken_back_queued_first": dict(queued.other_decisions),
@@ -977,6 +1053,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--idle-jobs", type=int, default=1000, help="jobs of the idle-latency phase (default 1000)")
     parser.add_argument("--nodes", type=int, default=1000, help=f"fake nodes of {NODE_CPU} cpu / {NODE_MEMORY} (default 1000)")
     parser.add_argument("--executors", type=int, default=2, help="fake executors sharing the nodes (default 2)")
+    parser.add_argument("--workers", type=int, default=1, help="control-plane workers in one consumer group (default 1)")
+    parser.add_argument("--partitions", type=int, default=1, help="FLOTILLA_PARTITIONS for the workers (default 1)")
     parser.add_argument("--period", type=float, default=1.0, help="FLOTILLA_SCHEDULE_PERIOD_S (default 1.0)")
     parser.add_argument(
         "--executor-timeout", type=float, help="s: executorTimeout of the scheduler configuration (default: Armada's, 1h / 10m stale)"
@@ -997,7 +1075,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--keep", action="store_true", help="keep the logs directory instead of removing it")
     args = parser.parse_args(argv)
-    if min(args.jobs, args.idle_jobs, args.nodes, args.executors, args.queues, args.batch, args.idle_batch) < 1:
+    if (
+        min(args.jobs, args.idle_jobs, args.nodes, args.executors, args.queues, args.batch, args.idle_batch, args.workers, args.partitions)
+        < 1
+    ):
         parser.error("counts must be positive")
     if args.executors > args.nodes:
         parser.error("--executors must not exceed --nodes")
@@ -1014,7 +1095,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     shape = JobShape(args.job_cpu, args.job_memory, args.runtime)
-    queues = [f"{QUEUE_PREFIX}{i}" for i in range(args.queues)]
+    queues = queue_names(args.queues, args.partitions)  # spread evenly over the partitions
     directory = Path(tempfile.mkdtemp(prefix="flotilla-bench-pipeline-"))
     sessions: list[Session] = []
     # Every broker, worker, executor and py-spy is registered with children and stopped when the
@@ -1034,9 +1115,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - report and clean up
         log(f"error: {exc!r}")
         for session in sessions:
-            for process in [session.worker, *session.executors]:
-                if process is not None:
-                    log(process.log_tail())
+            for worker in session.workers:
+                log(worker.log_tail())
+            for executor in session.executors:
+                log(executor.log_tail())
         return 1
     finally:
         if args.keep:

@@ -137,11 +137,12 @@ class Scrape:
 
 
 async def scrape(session: Session) -> Scrape | None:
-    return Scrape.parse(await asyncio.to_thread(session.metrics))
+    (worker,) = await asyncio.to_thread(session.metrics)  # one worker: the scheduling one
+    return Scrape.parse(worker)
 
 
 def rss(session: Session) -> str:
-    status = read_status(session.worker_pid)
+    status = read_status(session.worker_pids[0])
     return f"worker RSS {status.get('VmRSS', 0) / 1024:,.0f} MiB (peak {status.get('VmHWM', 0) / 1024:,.0f})"
 
 
@@ -263,12 +264,12 @@ async def run(session: Session, args: argparse.Namespace, requests: list[tuple[b
     log(f"starting the fake executor ({args.nodes:,} cordoned nodes) ...")
     await asyncio.to_thread(start_cordoned_executor, session, args.nodes)
     known = await wait_executor_known(session)
-    rss_before = read_status(session.worker_pid).get("VmRSS", 0) / 1024
+    rss_before = read_status(session.worker_pids[0]).get("VmRSS", 0) / 1024
     log(f"executor known to the scheduler; {rss(session)}; submitting {args.jobs:,} jobs ...")
-    with phase(session, "fill", phases):
+    with phase(session, "fill", args.jobs, phases):
         fill_seconds, produce_seconds, full = await fill(session, requests, args.jobs)
     log(f"{args.jobs:,} jobs in the index after {fill_seconds:.1f}s ({args.jobs / fill_seconds:,.0f} jobs/s); {rss(session)}")
-    with phase(session, "cycle", phases):
+    with phase(session, "cycle", args.jobs, phases):
         measured = await one_cycle(session, full)
     log(f"cycle {measured.after.cycles_total:,.0f}: {measured.seconds:.3f}s; {rss(session)}")
     return Result(known, rss_before, fill_seconds, produce_seconds, full, measured, phases)
@@ -384,6 +385,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--reference-s", type=float, help="bench/scheduler.py's queued_1m seconds, to check cycle_s against (x 1.5)")
     parser.add_argument("--keep", action="store_true", help="keep the logs directory instead of removing it")
     parser.set_defaults(executor_timeout=None)  # bench.pipeline.Session reads it: the worker's default
+    # The pipeline's session, with one worker over one partition: the scheduler's index is measured.
+    parser.set_defaults(workers=1, partitions=1)
     args = parser.parse_args(argv)
     if min(args.jobs, args.queues, args.batch, args.nodes) < 1 or args.period <= 0:
         parser.error("counts and the period must be positive")
@@ -414,9 +417,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - report and clean up
         log(f"error: {exc!r}")
         if session is not None:
-            for process in [session.worker, *session.executors]:
-                if process is not None:
-                    log(process.log_tail())
+            for worker in session.workers:
+                log(worker.log_tail())
+            for executor in session.executors:
+                log(executor.log_tail())
         return 1
     finally:
         if args.keep:

@@ -62,6 +62,14 @@ class Settings:
     web_port: int = 8080
     # Armada's gRPC API (Submit, QueueService, Event, Jobs), on web_host.
     grpc_port: int = 50051
+    # Where the other workers reach this one's web server (REST and the peer calls between workers):
+    # http://<web_host>:<web_port> when empty. Set it when web_host is a wildcard such as 0.0.0.0,
+    # e.g. to http://$(POD_IP):8080 in a Kubernetes StatefulSet.
+    canonical_url: str = ""
+    # A call answered by another worker (the owner of a job's partition, the scheduling worker)
+    # is retried for this long while the group rebalances: a killed worker is noticed after the
+    # session timeout, then its partitions move and their tables recover on their new owners.
+    route_timeout_s: float = 30.0
     # Authentication: a YAML file mapping bearer tokens to {user, groups}, and/or OIDC JWTs checked
     # against a JWKS. With neither, callers are anonymous, which is allowed only on 127.0.0.1.
     auth_token_file: str = ""
@@ -126,6 +134,11 @@ class Settings:
     def acknowledge_when_archived(self) -> bool:
         """Whether a write is answered only once archived: with the embedded broker (tansu://), whose log is in memory."""
         return bool(self.archive_dir) and self.broker.startswith("tansu://")
+
+    @property
+    def web_url(self) -> str:
+        """This worker's address as the others call it."""
+        return (self.canonical_url or f"http://{self.web_host}:{self.web_port}").rstrip("/")
 
     @property
     def bootstrap(self) -> str:

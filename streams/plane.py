@@ -27,6 +27,7 @@ from streams.domain.admission import SubmissionLimits
 from streams.domain.validation import SubmitPolicy
 from streams.kafka import kafka_clients
 from streams.metrics import Metrics
+from streams.peers import Peers
 from streams.replies import Replies
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.config_file import SchedulerConfiguration
@@ -72,6 +73,8 @@ class ControlPlane:
     permissions: Permissions
     policy: SubmitPolicy
     submission_limits: SubmissionLimits = field(default_factory=SubmissionLimits)
+    # Calls to the other workers of the group, and answers to callers waiting on any of them.
+    peers: Peers = field(default_factory=Peers)
     replies: Replies = field(default_factory=Replies)
     metrics: Metrics = field(default_factory=Metrics)
     # The last cycle per pool and the executors, on the worker that schedules (the cycle's observer).
@@ -111,9 +114,12 @@ def create_app(settings: Settings) -> faust.App:
         web_bind=settings.web_host,
         web_host=settings.web_host,
         web_port=settings.web_port,
+        canonical_url=settings.web_url,
         # Faust's /router and /table pages would show any table's contents to anyone, past authentication.
         web_router_enabled=False,
         web_tables_enabled=False,
+        # Standby copies are kept by streams/tables/standby.py, in batches: Faust's cost a job's fold again.
+        table_standby_replicas=0,
         producer_acks=-1,  # all in-sync replicas, as every Flotilla producer (streams/kafka.py)
         producer_linger_ms=5,
         producer_max_request_size=MAX_MESSAGE_BYTES,
@@ -162,6 +168,7 @@ def build_plane(settings: Settings) -> ControlPlane:
     app = create_app(settings)
     cluster = ClusterView()
     archiver = create_archiver(settings)
+    peers = Peers()
     return ControlPlane(
         settings=settings,
         app=app,
@@ -187,5 +194,7 @@ def build_plane(settings: Settings) -> ControlPlane:
             max_message_bytes=settings.max_submission_bytes,
         ),
         archiver=archiver,
+        peers=peers,
+        replies=Replies(me=settings.web_url, send=peers.send_answers),
         durable=archiver.durability if archiver is not None and settings.acknowledge_when_archived else NotArchived(),
     )

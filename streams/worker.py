@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 # A worker whose authentication settings or scheduler configuration are refused exits with this
 # code, before it touches the broker; so does one whose schema registry is unreachable or refuses a schema.
 CONFIG_ERROR = 2
+# Bind addresses that are no address to call.
+WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 
 
 def run_worker(settings: Settings) -> int:
@@ -49,6 +51,13 @@ def run_worker(settings: Settings) -> int:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return CONFIG_ERROR
     print(plane.configuration.describe(settings.scheduler_config), flush=True)
+    if settings.web_host in WILDCARDS and not settings.canonical_url:
+        print(
+            f"warning: the other workers will call this one at {settings.web_url}, which reaches it only from this host; "
+            "set FLOTILLA_CANONICAL_URL (--canonical-url) to an address they can reach",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         use_configured_framing(settings)
     except SchemaError as exc:

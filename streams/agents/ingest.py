@@ -17,8 +17,10 @@ from schemas.codec import SchemaError, decode, encode
 from streams.archive.durable import ArchiveUnavailable, Durability, NotArchived
 from streams.domain import events
 from streams.domain.admission import Admission
-from streams.domain.ids import new_id
+from streams.domain.ids import new_id, routed_id
+from streams.domain.partitioning import key_hash
 from streams.domain.validation import ItemResult, SubmitPolicy, validate_request
+from streams.replies import reply_to
 from streams.tables.batched import BatchProducer, Outbox, TableBatch
 from streams.tables.client_ids import client_id_key
 
@@ -35,6 +37,8 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX_MESSAGES = 500
 BATCH_WITHIN_S = 0.005
+# A request's id, its answer per item, and the address its record asked the answer to go to.
+Answer = tuple[str, list[dict[str, Any]], str | None]
 # What the rejection of a message over the size limit keeps of it: enough to tell whose it was.
 OVERSIZED_KEPT_BYTES = 1024
 
@@ -82,10 +86,11 @@ class Ingest:
     replies: Replies
     metrics: Metrics
     admission: Admission = field(default_factory=Admission)
-    # The batch so far: (key, event_sequence bytes), client id key -> (partition, job id), (request id, answers).
+    # The batch so far: (key, event_sequence bytes), client id key -> (partition, job id), and
+    # (request id, answers, where the record asked its answer to go).
     _events: list[tuple[bytes | None, bytes | None]] = field(default_factory=list)
     _client_ids: dict[str, tuple[int, str]] = field(default_factory=dict)
-    _answers: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    _answers: list[Answer] = field(default_factory=list)
     durable: Durability = field(default_factory=NotArchived)
     _answering: set[asyncio.Future[None]] = field(default_factory=set)
     _last_offsets: dict[int, int] = field(default_factory=dict)  # events partition -> offset of the last event sent
@@ -111,15 +116,15 @@ class Ingest:
             answering.add_done_callback(self._answering.discard)
         self._events, self._client_ids, self._answers = [], {}, []
 
-    async def _answer(self, offsets: dict[int, int], answers: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    async def _answer(self, offsets: dict[int, int], answers: list[Answer]) -> None:
         try:
             await self.durable.wait(self.events_topic, offsets)
         except ArchiveUnavailable as exc:
-            for request_id, _ in answers:
-                self.replies.fail(request_id, exc)
+            for request_id, _, to in answers:
+                self.replies.fail(request_id, exc, to)
             return
-        for request_id, items in answers:
-            self.replies.resolve(request_id, items)
+        for request_id, items, to in answers:
+            self.replies.resolve(request_id, items, to)
 
     def _known_job(self, key: str) -> str | None:
         pending = self._client_ids.get(key)
@@ -160,12 +165,19 @@ class Ingest:
         rng = random.Random(f"{message.topic}/{message.partition}/{message.offset}")
         queue = request["queue"]
         results = validate_request(request, self.queues.get(queue), self.policy)
+        job_set_key = events.sequence_key(queue, request["job_set_id"]).encode()
+        route = key_hash(job_set_key)  # each job id leads to its job set's partition
 
         submitted: list[dict[str, Any]] = []
         answers: list[dict[str, Any]] = []
+        drawn: set[str] = set()
         duplicates = 0
         for result in results:
-            job_id, event_id = new_id(now_ms, rng), new_id(now_ms, rng)
+            job_id = routed_id(now_ms, rng, route)
+            while job_id in drawn:  # 48 random bits per job set and millisecond: never two equal ids in one request
+                job_id = routed_id(now_ms, rng, route)
+            drawn.add(job_id)
+            event_id = new_id(now_ms, rng)
             if not result.accepted:
                 await self.reject(message, request, result.reason or "", result)
                 answers.append({"error": result.reason})
@@ -182,14 +194,13 @@ class Ingest:
             submitted.append(events.event(event_id, now_ms, job_id, events.payload("JobSubmitted", result.job)))
             answers.append({"job_id": job_id})
 
-        job_set_key = events.sequence_key(queue, request["job_set_id"]).encode()
         for sequence in events.sequences(queue, request["job_set_id"], request["user"], request["groups"], submitted):
             self._events.append((job_set_key, encode("event_sequence", sequence, validate_record=False)))  # built from validated items
         self.metrics.submissions.labels("processed").inc()
         self.metrics.jobs_submitted.labels(queue).inc(len(submitted))
         self.metrics.jobs_deduplicated.labels(queue).inc(duplicates)
         self.metrics.jobs_rejected.labels(queue).inc(len(results) - len(submitted) - duplicates)
-        self._answers.append((request["request_id"], answers))
+        self._answers.append((request["request_id"], answers, reply_to(message.headers)))
 
     async def reject(
         self, message: Message, request: dict[str, Any] | None, reason: str, item: ItemResult | None = None, payload: bytes | None = None
@@ -212,4 +223,5 @@ class Ingest:
             },
         )
         if item is None and request.get("request_id"):
-            self.replies.resolve(request["request_id"], [{"error": reason}] * max(1, len(request.get("items") or [])))
+            answer = [{"error": reason}] * max(1, len(request.get("items") or []))
+            self.replies.resolve(request["request_id"], answer, reply_to(message.headers))

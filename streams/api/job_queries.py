@@ -1,23 +1,22 @@
 """Listing and counting jobs from the job index (`streams.domain.job_index`), for REST and the UI.
 
 A caller sees the jobs of the queues they may watch (administrators: every queue, deleted ones
-too). Each worker answers for the partitions it holds (`partitions` in every answer, against
-`partitions_total`): with one worker that is every job; with several, a complete answer merges
-the workers' pages by their sort key (the cursor is a sort key, the same on every worker) and
-sums their counts.
+too). Whichever worker is asked, the answer covers every partition (`partitions` of
+`partitions_total` in every answer): `streams.api.reads` asks each partition's owner and merges
+their pages by the query's sort key (the cursor is a sort key, the same on every worker) and sums
+their counts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from streams.api.errors import ApiError
-from streams.auth import Permissions, Principal
-from streams.domain.job_index import JobIndex, JobQuery, decode_cursor, encode_cursor
-from streams.tables.job_index import JobIndexStore
-from streams.tables.queues import QueueReplica
+from streams.api.reads import Reads
+from streams.auth import Principal
+from streams.domain.job_index import JobQuery, decode_cursor, encode_cursor
 
 # Query parameters of GET /api/v1/jobs: each may be repeated or hold a comma-separated list.
 LIST_PARAMETERS = (
@@ -94,49 +93,26 @@ def parse_query(params: Mapping[str, Sequence[str]]) -> JobQuery:
 
 @dataclass
 class JobQueries:
-    index: JobIndexStore
-    queues: QueueReplica
-    permissions: Permissions
+    reads: Reads
     partitions_total: int
-    ready: Callable[[], bool]
-
-    def visible(self, principal: Principal) -> Callable[[str], bool]:
-        """Whether the caller may see a queue's jobs (watch); a deleted queue's jobs only an administrator."""
-        if self.permissions.is_admin(principal):
-            return lambda queue: True
-        allowed: dict[str, bool] = {}
-
-        def visible(queue: str) -> bool:
-            if queue not in allowed:
-                known = self.queues.get(queue)
-                allowed[queue] = known is not None and self.permissions.may(principal, "watch", known)
-            return allowed[queue]
-
-        return visible
 
     def _answer(self, **body: Any) -> dict[str, Any]:
-        return {**body, "partitions": self.index.partitions(), "partitions_total": self.partitions_total}
+        # Every partition answered (`Reads` refuses anything less), as one worker holding them all would.
+        return {**body, "partitions": list(range(self.partitions_total)), "partitions_total": self.partitions_total}
 
-    def current(self) -> JobIndex:
-        """The index of this worker's partitions; 503 while its tables are being recovered."""
-        if not self.ready():
-            raise ApiError(503, "this worker is recovering its tables; retry shortly")
-        return self.index.current()
-
-    def list_jobs(self, principal: Principal, query: JobQuery) -> dict[str, Any]:
-        page = self.current().query(query, self.visible(principal))
+    async def list_jobs(self, principal: Principal, query: JobQuery) -> dict[str, Any]:
+        page = await self.reads.page(principal, query)
         return self._answer(
             jobs=[row.view() for row in page.rows],
             next_cursor=None if page.next_after is None else encode_cursor(page.next_after),
         )
 
-    def counts(self, principal: Principal, params: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    async def counts(self, principal: Principal, params: Mapping[str, Sequence[str]]) -> dict[str, Any]:
         unknown = sorted(set(params) - {"group_by", "queue"})
         if unknown:
             raise ApiError(400, f"unknown parameter(s) {', '.join(unknown)}; parameters are group_by, queue")
         group_by = _one(params, "group_by") or "queue"
-        try:
-            groups = self.current().group_counts(group_by, _values(params, "queue"), self.visible(principal))
-        except ValueError as exc:
-            raise ApiError(400, str(exc)) from exc
+        if group_by not in ("queue", "job_set"):
+            raise ApiError(400, f"cannot group by {group_by!r}; groups are queue and job_set")
+        groups = await self.reads.counts(principal, group_by, _values(params, "queue"))
         return self._answer(group_by=group_by, groups=groups)

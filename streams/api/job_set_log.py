@@ -1,7 +1,10 @@
 """One job set's event sequences, read from the start of the `events` topic with a group-less consumer.
 
 Each event stream gets its own consumer: no group means no rebalance for other readers, no
-committed offsets to clean up, and closing the stream is closing the consumer.
+committed offsets to clean up, and closing the stream is closing the consumer. It reads only the
+partition the job set's key hashes to (Kafka's default partitioner, which every writer of
+`events` must use: the fold keeps a job's state on that partition, schemas/README.md), so any
+worker streams any job set, and a stream costs its partition, not the whole log.
 
 "Caught up" is measured against the high watermark of the first fetch of each partition, not
 ListOffsets: Tansu, the embedded broker, answers ListOffsets(latest) with the start of the last
@@ -21,6 +24,7 @@ from schemas.codec import SchemaError, decode
 from streams.api.errors import ApiError
 from streams.config import Settings
 from streams.domain.events import sequence_key
+from streams.domain.partitioning import key_hash, partition_for
 from streams.kafka import KafkaClients, kafka_clients
 
 log = logging.getLogger(__name__)
@@ -66,8 +70,7 @@ class JobSetLog:
                 partitions = self._consumer.partitions_for_topic(self.topic)
             if not partitions:
                 raise ApiError(503, f"topic {self.topic} does not exist on the broker")
-            # Every partition, not the one the key hashes to: writers may use other partitioners.
-            self._partitions = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+            self._partitions = [TopicPartition(self.topic, partition_for(key_hash(self.key), len(partitions)))]
             self._consumer.assign(self._partitions)
             await self._consumer.seek_to_beginning(*self._partitions)
         except BaseException:

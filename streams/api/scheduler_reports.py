@@ -55,7 +55,7 @@ class SchedulerReports:
         return await asyncio.to_thread(ask)
 
     async def job(self, principal: Principal, job_id: str, replay: bool = True) -> dict[str, Any]:
-        self.ops.job(principal, job_id)
+        await self.ops.job(principal, job_id)
         return await self._answer(lambda log: answers.explain_job(log, job_id, replay=replay, configurations=[self.configuration]))
 
     async def queue(self, principal: Principal, name: str, cycle_id: str | None, at_ms: int | None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -47,11 +47,11 @@ class Authenticator:
         if scheme.lower() != "bearer" or not credential:
             raise Unauthenticated("unsupported credentials: send 'Authorization: Bearer <token>'")
         principal = self.tokens.get(_digest(credential))
-        if principal is not None:
-            return principal
-        if self.jwt is not None and credential.count(".") == 2:
-            return self.jwt(credential)
-        raise Unauthenticated("invalid token")
+        if principal is None and self.jwt is not None and credential.count(".") == 2:
+            principal = self.jwt(credential)
+        if principal is None:
+            raise Unauthenticated("invalid token")
+        return replace(principal, credentials=authorization.strip())
 
 
 def load_token_file(path: Path) -> dict[str, Principal]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -11,6 +11,9 @@ class Principal:
     groups: tuple[str, ...] = ()
     # True only for the embedded default's unauthenticated caller on 127.0.0.1.
     anonymous: bool = False
+    # The `Authorization` value the caller was authenticated from: a call another worker answers
+    # carries it, so that worker checks the caller itself. Not part of who the caller is.
+    credentials: str | None = field(default=None, compare=False, repr=False)
 
 
 ANONYMOUS = Principal(user="anonymous", anonymous=True)

@@ -10,6 +10,12 @@ share one, not even when a cycle is run again after a restart and decides differ
 draw cannot promise that (a re-run cycle draws the same numbers for other jobs), so a run id is
 the job's id and the run's attempt number: the scheduler can lease a job's n-th run only to that
 job, and a replay names it the same.
+
+A job id also says where the job lives: the job's state is in the partition its job set's key
+(`queue/job set`) hashes to, and ingest draws the job's id with that hash in place of the first
+32 of the ULID's 80 random bits (`routed_id`), so any worker finds a job's partition from its id
+(`job_partition`) without asking anyone, for any partition count. 48 random bits remain per
+millisecond and job set; ingest redraws an id its batch already holds.
 """
 
 from __future__ import annotations
@@ -22,12 +28,14 @@ from dataclasses import dataclass
 
 _TIMESTAMP_BYTES = 6
 _RANDOM_BITS = 80
+_ROUTE_BYTES = 4
 
 
 # ULIDs are 26 characters of Crockford's base32: the first holds the top 3 of their 128 bits, then
 # 12 pairs of characters hold 10 bits each and the last character 5.
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = tuple(first + second for first in _CROCKFORD for second in _CROCKFORD)
+_DIGITS = {char: value for value, char in enumerate(_CROCKFORD)} | {char.lower(): value for value, char in enumerate(_CROCKFORD)}
 
 
 def new_id(now_ms: int, rng: random.Random) -> str:
@@ -37,7 +45,21 @@ def new_id(now_ms: int, rng: random.Random) -> str:
     times faster, and ingest makes two per job."""
     if not 0 <= now_ms < 2 ** (8 * _TIMESTAMP_BYTES):
         raise ValueError(f"timestamp {now_ms} ms is outside the ULID range")
-    v = (now_ms << _RANDOM_BITS) | rng.getrandbits(_RANDOM_BITS)
+    return _ulid((now_ms << _RANDOM_BITS) | rng.getrandbits(_RANDOM_BITS))
+
+
+def routed_id(now_ms: int, rng: random.Random, route: int) -> str:
+    """A ULID for time ``now_ms`` whose randomness starts with ``route`` (a `key_hash`, 31 bits) and draws 48 bits from ``rng``."""
+    if not 0 <= route < 2 ** (8 * _ROUTE_BYTES):
+        raise ValueError(f"route {route} does not fit in {_ROUTE_BYTES} bytes")
+    if not 0 <= now_ms < 2 ** (8 * _TIMESTAMP_BYTES):
+        raise ValueError(f"timestamp {now_ms} ms is outside the ULID range")
+    random_bits = _RANDOM_BITS - 8 * _ROUTE_BYTES
+    return _ulid((((now_ms << (8 * _ROUTE_BYTES)) | route) << random_bits) | rng.getrandbits(random_bits))
+
+
+def _ulid(v: int) -> str:
+    """The 26 characters of the 128-bit value ``v``."""
     p = _PAIRS
     return (
         _CROCKFORD[v >> 125]
@@ -55,6 +77,33 @@ def new_id(now_ms: int, rng: random.Random) -> str:
         + p[(v >> 5) & 1023]
         + _CROCKFORD[v & 31]
     )
+
+
+def route_of(job_id: str) -> int | None:
+    """The route hash a `routed_id` carries; None for a string that is not a ULID."""
+    if len(job_id) != 26 or job_id[0] not in "01234567":
+        return None
+    v = 0
+    for char in job_id:
+        digit = _DIGITS.get(char)
+        if digit is None:
+            return None
+        v = (v << 5) | digit
+    return (v >> (_RANDOM_BITS - 8 * _ROUTE_BYTES)) & 0x7FFFFFFF
+
+
+def job_partition(job_id: str, partitions: int) -> int | None:
+    """The partition holding the job ``job_id``, among ``partitions``; None when the id cannot be one
+    ingest made (with one partition, every id is in partition 0)."""
+    if partitions == 1:
+        return 0
+    route = route_of(job_id)
+    return None if route is None else route % partitions
+
+
+def job_of_run(run_id: str) -> str:
+    """The job id a `run_id_for` id names."""
+    return run_id.rpartition("-")[0]
 
 
 def run_id_for(job_id: str, attempt: int) -> str:

@@ -21,7 +21,7 @@ Within one batch the last write of a key wins, in the store and on the changelog
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -96,6 +96,24 @@ def _first_offset(futures: list[asyncio.Future[Any]]) -> asyncio.Future[int]:
         return int(results[0].offset)
 
     return asyncio.ensure_future(wait())
+
+
+def is_rocksdb(store: Any) -> bool:
+    """Whether a table's store is Faust's RocksDB store (one database per partition), not memory:// (unit tests)."""
+    return hasattr(store, "_db_for_partition")
+
+
+def write_raw(store: Any, partition: int, records: Iterable[tuple[bytes, bytes | None]]) -> None:
+    """Serialized keys and values (None deletes) into the RocksDB store's database of ``partition``, in one `WriteBatch`."""
+    import rocksdict
+
+    batch = rocksdict.WriteBatch(raw_mode=True)
+    for key, value in records:
+        if value is None:
+            batch.delete(key)
+        else:
+            batch.put(key, value)
+    store._db_for_partition(partition).write(batch)
 
 
 @dataclass
@@ -174,18 +192,10 @@ class TableBatch:
 
     def _store(self, by_partition: dict[int, list[tuple[bytes, Any, Any, bytes | None]]]) -> None:
         store = self.table.data
-        if hasattr(store, "_db_for_partition"):  # RocksDB: one WriteBatch per partition database
-            import rocksdict
-
+        if is_rocksdb(store):
             for partition, writes in by_partition.items():
-                batch = rocksdict.WriteBatch(raw_mode=True)
-                for key_bytes, _, _, raw in writes:
-                    if raw is None:
-                        batch.delete(key_bytes)
-                    else:
-                        batch.put(key_bytes, raw)
-                    store._key_index[key_bytes] = partition
-                store._db_for_partition(partition).write(batch)
+                write_raw(store, partition, [(key_bytes, raw) for key_bytes, _, _, raw in writes])
+                store._key_index.update((key_bytes, partition) for key_bytes, _, _, _ in writes)
             return
         # Any other store (memory:// in unit tests) through its own mapping interface.
         for writes in by_partition.values():

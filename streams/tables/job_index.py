@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import faust
-from faust.types import TP, TableT
+from faust.types import TableT
 
 from streams.config import Settings
 from streams.domain.job_index import JobIndex, JobRow, row_of
@@ -50,11 +50,6 @@ class JobIndexStore:
         if self._index is None:
             self._index = JobIndex.of(JobRow.decode(job_id, raw) for job_id, raw in self.table.items())
         return self._index
-
-    def partitions(self) -> list[int]:
-        """The partitions whose jobs this worker answers for."""
-        topic = self.table.changelog_topic.get_topic_name()
-        return sorted(tp.partition for tp in self.table.app.assignor.assigned_actives() if isinstance(tp, TP) and tp.topic == topic)
 
     async def write_pending(self, jobs: JobStore, producer: BatchProducer) -> None:
         """Write the rows of the jobs the fold changed in this batch (``jobs``' pending writes) that differ from the index's.

@@ -71,6 +71,11 @@ class JobStore:
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.table
 
+    def raw(self, job_id: str) -> bytes | None:
+        """The job's `job_state` Avro as the table holds it."""
+        raw = self.table.get(job_id)
+        return None if raw is None else bytes(raw)
+
     def get(self, job_id: str) -> dict[str, Any] | None:
         """The job as the table holds it: what readers see (a batch's writes show once written)."""
         raw = self.table.get(job_id)

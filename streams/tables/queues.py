@@ -34,6 +34,8 @@ class QueueReplica(Service):
         self._queues: dict[str, dict[str, Any]] = {}
         self._consumer: AIOKafkaConsumer | None = None
         self.caught_up = asyncio.Event()
+        # The offset of the next record to read: every record before it is applied.
+        self.position = 0
 
     def get(self, name: str, default: dict[str, Any] | None = None) -> dict[str, Any] | None:
         return self._queues.get(name, default)
@@ -43,6 +45,7 @@ class QueueReplica(Service):
 
     def apply(self, key: bytes | None, value: bytes | None, offset: int) -> None:
         """One record of the topic: a definition, or a tombstone that deletes the queue."""
+        self.position = max(self.position, offset + 1)
         name = key.decode(errors="replace") if key else ""
         if value is None:
             self._queues.pop(name, None)

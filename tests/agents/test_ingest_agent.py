@@ -9,7 +9,10 @@ from typing import Any
 
 from schemas.codec import decode, encode
 from streams.agents import ingest
+from streams.domain.ids import job_partition
+from streams.domain.partitioning import key_hash, partition_for
 from streams.plane import ControlPlane
+from streams.replies import REPLY_TO, Replies
 from tests.kit.jobs import QUEUE, item, request
 from tests.kit.plane import agent_plane, running, sent
 
@@ -157,5 +160,36 @@ def test_the_same_message_ingested_again_yields_the_same_jobs(tmp_path: Path) ->
         assert new["payload"][1]["client_id"] is None
         assert new["job_id"] not in {e["job_id"] for e in first["events"]}
         assert plane.client_ids["team-a/train-1"] == first["events"][0]["job_id"]
+
+    asyncio.run(scenario())
+
+
+def test_job_ids_lead_to_their_job_sets_partition_and_an_answer_goes_where_its_record_asks(tmp_path: Path) -> None:
+    """The API of another worker put its address on the record: the answer is handed to it, not kept here."""
+
+    async def scenario() -> None:
+        handed: list[tuple[str, list[dict[str, Any]]]] = []
+
+        async def send(url: str, answers: list[dict[str, Any]]) -> None:
+            handed.append((url, answers))
+
+        plane = agent_plane(tmp_path)
+        plane.queues.apply(b"team-a", encode("queue", QUEUE), 0)
+        plane.replies = Replies(me="http://this-worker:8080", send=send)
+        ingest.register(plane)
+        waiting_here = plane.replies.expect("req-1")
+        async with running(plane, "ingest") as agent:
+            headers = {REPLY_TO: b"http://other-worker:8080"}
+            await agent.put(submission(item(), item(), item()), key=b"team-a", timestamp=T, headers=headers)
+            while not handed:
+                await asyncio.sleep(0.01)
+
+        [(_, sequence)] = sequences(plane)
+        job_ids = [event["job_id"] for event in sequence["events"]]
+        assert handed == [("http://other-worker:8080", [{"request_id": "req-1", "items": [{"job_id": j} for j in job_ids]}])]
+        assert not waiting_here.done()
+        route = key_hash(b"team-a/set-1")
+        for partitions in range(1, 9):
+            assert {job_partition(job_id, partitions) for job_id in job_ids} == {partition_for(route, partitions)}
 
     asyncio.run(scenario())

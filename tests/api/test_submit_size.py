@@ -25,12 +25,11 @@ def test_a_submission_over_the_size_limit_is_refused_before_the_log() -> None:
     # None for the parts a refused submission must not reach: using any of them would fail, so the refusal must come first
     ops = Operations(
         queues=queues,
-        jobs=None,  # type: ignore[arg-type]  # on purpose, see above
         permissions=Permissions(),
         topics=None,  # type: ignore[arg-type]  # on purpose, see above
         replies=Replies(),
         ids=IdFactory.system(),
-        queries=None,  # type: ignore[arg-type]  # on purpose, see above
+        reads=None,  # type: ignore[arg-type]  # on purpose, see above
         submission_limits=SubmissionLimits(max_message_bytes=2_000),
     )
     items = [job_item(item()) for _ in range(50)]

@@ -74,7 +74,7 @@ def operations(durable: ArchivedOffsets, sent: list[tuple[str, Any]], replies: R
         def __init__(self, name: str) -> None:
             self.name = name
 
-        async def send(self, key: str, value: Any) -> asyncio.Future[Any]:
+        async def send(self, key: str, value: Any, headers: Any = None) -> asyncio.Future[Any]:
             sent.append((self.name, value))
             done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             done.set_result(SimpleNamespace(topic=self.name, partition=0, offset=len(sent) - 1))
@@ -86,12 +86,11 @@ def operations(durable: ArchivedOffsets, sent: list[tuple[str, Any]], replies: R
     queues: Any = {"team-a": QUEUE}
     return Operations(
         queues=queues,
-        jobs=None,  # type: ignore[arg-type]  # on purpose: no job is read here
         permissions=Permissions(),
         topics=topics,
         replies=replies or Replies(),
         ids=IdFactory.system(),
-        queries=None,  # type: ignore[arg-type]  # on purpose: no job is listed here
+        reads=None,  # type: ignore[arg-type]  # on purpose: no job is read here
         durable=durable,
     )
 

@@ -149,9 +149,10 @@ def index_jobs(worker: Worker) -> set[str]:
     return {key[2:] for key, value in latest.items() if key.startswith("j:") and value is not None}
 
 
-def examine(worker: Worker, report: ChaosReport, kills: list[float]) -> None:
+def examine(worker: Worker, report: ChaosReport, kills: list[float], queue: str | None = None) -> None:
+    """Count in ``report`` what the log says went wrong with the jobs (of ``queue``, or every queue)."""
     events = sorted(worker.read(worker.topic("events")), key=lambda r: (r.partition, r.offset))
-    folded, history, cycles, leases, report.repeated_events = fold_events(events)
+    folded, history, cycles, leases, report.repeated_events = fold_events(events, queue)
     published = worker.job_states()
     submitted = [job_id for job_id, kinds in history.items() if any(kind == "JobSubmitted" for kind, _ in kinds)]
     report.submitted = len(submitted)
@@ -186,6 +187,8 @@ def examine(worker: Worker, report: ChaosReport, kills: list[float]) -> None:
         [(j, (published.get(j) or {}).get("state"), folded[j]["state"]) for j in submitted if not same_state(published.get(j), folded[j])],
     )
     in_index = index_jobs(worker)
+    if queue is not None:  # other queues' jobs are not this report's
+        in_index &= set(submitted)
     unfinished = {j for j in submitted if folded[j]["state"] not in JOB_TERMINAL}
     count("terminal_in_index", sorted(in_index - unfinished))
     report.index_jobs, report.unfinished_jobs = len(in_index), len(unfinished)
@@ -208,12 +211,12 @@ def same_state(published: dict[str, Any] | None, folded: dict[str, Any]) -> bool
 
 
 def fold_events(
-    events: list[Record],
+    events: list[Record], queue: str | None = None
 ) -> tuple[dict[str, dict[str, Any]], dict[str, list[tuple[str, dict[str, Any]]]], dict[str, list[tuple[str, str]]], list[float], int]:
-    """Folding `events` from the start: every job, each job's events in log order, each cycle id's
-    records as (event id, decisions as JSON), the log times (epoch s) of JobLeased events, and how
-    many job events were a repeat of one already on the log (same id: published again, at least
-    once), which the histories leave out."""
+    """Folding `events` from the start: every job (of ``queue``, when given), each job's events in log
+    order, each cycle id's records as (event id, decisions as JSON), the log times (epoch s) of
+    JobLeased events, and how many job events were a repeat of one already on the log (same id:
+    published again, at least once), which the histories leave out."""
     jobs: dict[str, dict[str, Any]] = {}
     history: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     cycles: dict[str, list[tuple[str, str]]] = defaultdict(list)
@@ -229,7 +232,7 @@ def fold_events(
             if kind == "SchedulingCycle":
                 cycles[payload["cycle_id"]].append((event["event_id"], json.dumps(payload["decisions"], sort_keys=True)))
             job_id = event["job_id"]
-            if job_id is None:
+            if job_id is None or (queue is not None and sequence["queue"] != queue):
                 continue
             if event["event_id"] in seen:
                 repeated += 1

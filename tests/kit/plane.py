@@ -185,14 +185,21 @@ class AgentUnderTest:
     wrapper: Any  # faust's AgentTestWrapper
     processed: ProcessedEvents
 
-    async def put(self, value: bytes | None, key: bytes | None = None, timestamp: float | None = None, offset: int | None = None) -> None:
-        """A message as the broker delivers it to the agent: undecoded key and value, on partition 0
-        at ``offset`` (by default the one after the last put's, from 0), at ``timestamp`` (epoch
-        seconds; now when None). Putting an offset again is a redelivery, as after a crash."""
+    async def put(
+        self,
+        value: bytes | None,
+        key: bytes | None = None,
+        timestamp: float | None = None,
+        offset: int | None = None,
+        headers: dict[str, bytes] | None = None,
+    ) -> None:
+        """A message as the broker delivers it to the agent: undecoded key and value (and ``headers``),
+        on partition 0 at ``offset`` (by default the one after the last put's, from 0), at
+        ``timestamp`` (epoch seconds; now when None). Putting an offset again is a redelivery, as after a crash."""
         if offset is not None:
             self.wrapper.sent_offset = offset
         target = self.processed.count + 1
-        await self.wrapper.put(value, key=key, timestamp=timestamp)
+        await self.wrapper.put(value, key=key, timestamp=timestamp, headers=headers)
         await self.settle(target)
 
     async def settle(self, count: int) -> None:

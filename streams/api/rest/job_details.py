@@ -7,9 +7,9 @@
   ran it (`FLOTILLA_EXECUTOR_URLS`), which keeps it if its backend does (local: files; Kubernetes:
   the pod's log while the pod exists).
 - `GET /api/v1/jobs/{job_id}/scheduling`: why the last cycle left the job queued or preempted it,
-  answered by the worker that schedules.
+  answered by the worker that schedules, whichever worker is asked.
 - `GET /api/v1/cluster`: the last cycle of each pool (queue shares and allocation, capacity,
-  unschedulable reasons) and the executors, on the worker that schedules.
+  unschedulable reasons) and the executors, from the worker that schedules.
 
 Each job route needs the caller's watch permission on the job's queue; the cluster is open to
 every authenticated caller, like the queue list.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -30,6 +29,7 @@ from faust import web
 from streams.api.errors import ApiError
 from streams.api.job_set_log import EventsTopic
 from streams.api.operations import Operations
+from streams.api.reads import Reads
 from streams.api.rest.http import answers_errors, caller
 from streams.api.rest.sse import event_records
 
@@ -63,7 +63,7 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def register(plane: ControlPlane, ops: Operations) -> None:
+def register(plane: ControlPlane, ops: Operations, reads: Reads) -> None:
     app = plane.app
     events = EventsTopic.of(plane.settings)
     urls = executor_urls(plane.settings.executor_urls)
@@ -72,14 +72,14 @@ def register(plane: ControlPlane, ops: Operations) -> None:
     class JobSpec(web.View):
         @answers_errors
         async def get(self, request: web.Request, job_id: str) -> web.Response:
-            job = ops.job(caller(plane.auth, request), job_id)
+            job = await ops.job(caller(plane.auth, request), job_id)
             return self.json({"job_id": job_id, "spec": jsonable(job["spec"])})
 
     @app.page("/api/v1/jobs/{job_id}/events")
     class JobEvents(web.View):
         @answers_errors
         async def get(self, request: web.Request, job_id: str) -> web.Response:
-            job = ops.job(caller(plane.auth, request), job_id)
+            job = await ops.job(caller(plane.auth, request), job_id)
             found = []
             async with events.job_set(job["queue"], job["job_set_id"]) as log:
                 while True:
@@ -93,7 +93,7 @@ def register(plane: ControlPlane, ops: Operations) -> None:
     class JobLogs(web.View):
         @answers_errors
         async def get(self, request: web.Request, job_id: str) -> web.Response:
-            job = ops.job(caller(plane.auth, request), job_id)
+            job = await ops.job(caller(plane.auth, request), job_id)
             wanted = request.query.get("run")
             runs = job["runs"]
             run = runs[-1] if runs and wanted is None else next((r for r in runs if r["run_id"] == wanted), None)
@@ -111,36 +111,16 @@ def register(plane: ControlPlane, ops: Operations) -> None:
     class JobScheduling(web.View):
         @answers_errors
         async def get(self, request: web.Request, job_id: str) -> web.Response:
-            job = ops.job(caller(plane.auth, request), job_id)
-            cluster = plane.cluster
-            return self.json(
-                {
-                    "job_id": job_id,
-                    "state": job["state"],
-                    "scheduler_here": cluster.scheduling,
-                    "last_cycle_reason": cluster.why(job_id),
-                    "reason": job["reason"],
-                }
-            )
+            principal = caller(plane.auth, request)
+            job = await ops.job(principal, job_id)
+            why = await reads.scheduler(principal, "scheduling", {"job_id": job_id})
+            return self.json({"job_id": job_id, "state": job["state"], **why, "reason": job["reason"]})
 
     @app.page("/api/v1/cluster")
     class Cluster(web.View):
         @answers_errors
         async def get(self, request: web.Request) -> web.Response:
-            caller(plane.auth, request)
-            cluster = plane.cluster
-            now = int(time.time() * 1000)
-            pools = [
-                {
-                    "pool": pool,
-                    "cycle_time": int(cycle.inputs.now * 1000),
-                    "capacity": cycle.capacity(),
-                    "queues": cycle.queues(),
-                    "unschedulable": cycle.unschedulable(),
-                }
-                for pool, cycle in sorted(cluster.pools.items())
-            ]
-            return self.json({"scheduler_here": cluster.scheduling, "pools": pools, "executors": cluster.executors(now)})
+            return self.json(await reads.scheduler(caller(plane.auth, request), "cluster", {}))
 
 
 def _fetch_log(base: str, run_id: str) -> str:

@@ -88,6 +88,22 @@ _JOB_ROW = {
         }.items()
     },
 }
+# The calls between workers (streams/api/rest/peer_routes.py): each answers for the partitions the
+# worker holds, for the caller whose credentials the asking worker passes on.
+_PEER_OPS = {
+    "jobs": "jobs by id (job_ids): their job_state Avro, base64, or why the caller may not watch them",
+    "job-set-rows": "a job set's [job id, state] in states (queue, job_set, states)",
+    "job-set-annotated": "a job set's jobs whose annotation key is value (queue, job_set, key, value)",
+    "page": "this worker's first page of a job query (query)",
+    "counts": "jobs per state per group (group_by, queues)",
+    "active-queues": "queues with unfinished jobs",
+    "matching": "[queue, job set, job id] of the jobs a queue- or executor-wide filter matches (filter); administrators",
+    "await-jobs": "once the jobs are in the table, or timeout_s is over: those missing (job_ids, timeout_s)",
+    "queues-at": "once the queue replica has read the queues record at offset (offset, timeout_s): its position",
+    "cluster": "the scheduler's view of the cluster (as GET /api/v1/cluster)",
+    "scheduling": "why the last cycle left a job queued (job_id)",
+}
+_PEER_ANSWER = {"200": _json("this worker's answer, with the partitions it covers"), "503": _ERROR}
 _PARTITIONS = {"partitions": {"type": "array", "items": {"type": "integer"}}, "partitions_total": {"type": "integer"}}
 
 DOCUMENT: dict[str, Any] = {
@@ -301,6 +317,15 @@ DOCUMENT: dict[str, Any] = {
                 parameters=[_EXECUTOR],
                 body=True,
             )
+        },
+        **{f"/peer/v1/{op}": {"post": _op(f"between workers: {summary}", _PEER_ANSWER, body=True)} for op, summary in _PEER_OPS.items()},
+        "/peer/v1/replies": {
+            "post": {
+                "summary": "between workers: answers to submissions made through this worker, from the ingest agent that judged them",
+                "security": [],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}},
+                "responses": {"200": _json("received"), "400": _ERROR},
+            }
         },
         "/api/v1/config": {
             "get": _op(

@@ -18,7 +18,8 @@ from streams.api import replays
 from streams.api.errors import ApiError
 from streams.api.job_queries import JobQueries, parse_query
 from streams.api.operations import Operations
-from streams.api.rest import job_control, job_details, job_set_events, openapi, reports, ui
+from streams.api.reads import Reads
+from streams.api.rest import job_control, job_details, job_set_events, openapi, peer_routes, reports, ui
 from streams.api.rest.http import answers_errors, caller, json_body, query_lists
 from streams.api.rest.route_errors import json_route_errors
 from streams.domain import jobspec
@@ -31,14 +32,15 @@ if TYPE_CHECKING:
     from streams.plane import ControlPlane
 
 
-def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
+def register(plane: ControlPlane, ops: Operations, queries: JobQueries, reads: Reads) -> None:
     app = plane.app
     cast("AiohttpWeb", app.web).web_app.middlewares.append(json_route_errors)
     ui.register(app)
     openapi.register(app)
     job_control.register(app, plane.auth, ops)
     job_set_events.register(plane, ops)
-    job_details.register(plane, ops)
+    job_details.register(plane, ops, reads)
+    peer_routes.register(app, plane.auth, reads.local, plane.replies)
     reports.register(plane, ops)
 
     @app.page("/health")
@@ -105,7 +107,7 @@ def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
         @answers_errors
         async def get(self, request: web.Request) -> web.Response:
             principal = caller(plane.auth, request)
-            return self.json(queries.list_jobs(principal, parse_query(query_lists(request))))
+            return self.json(await queries.list_jobs(principal, parse_query(query_lists(request))))
 
         @answers_errors
         async def post(self, request: web.Request) -> web.Response:
@@ -127,7 +129,7 @@ def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
         @answers_errors
         async def get(self, request: web.Request) -> web.Response:
             principal = caller(plane.auth, request)
-            return self.json(queries.counts(principal, query_lists(request)))
+            return self.json(await queries.counts(principal, query_lists(request)))
 
     @app.page("/api/v1/jobs/{job_id}")
     class Job(web.View):
@@ -137,7 +139,7 @@ def register(plane: ControlPlane, ops: Operations, queries: JobQueries) -> None:
             at = replays.moment(request.query, "at")
             if at is not None:
                 return self.json(await replays.job_at(plane, ops, principal, job_id, at))
-            return self.json(job_view(ops.job(principal, job_id)))
+            return self.json(job_view(await ops.job(principal, job_id)))
 
     @app.page("/api/v1/audit")
     class Audit(web.View):

@@ -41,6 +41,10 @@ def register(commands: Any) -> None:
     worker.add_argument("--web-port", type=int, help="REST API port (default 8080)")
     worker.add_argument("--grpc-port", type=int, help="Armada gRPC API port (default 50051)")
     worker.add_argument("--web-host", help="REST and gRPC API address (default 127.0.0.1)")
+    worker.add_argument(
+        "--canonical-url",
+        help="where the other workers reach this one's REST API (default http://WEB_HOST:WEB_PORT; set it when --web-host is 0.0.0.0)",
+    )
     worker.add_argument("--data-dir", type=Path, help="table data directory (default .flotilla/data)")
     worker.add_argument("--partitions", type=int, help="partitions of the partitioned topics (default 1)")
     worker.add_argument(
@@ -77,6 +81,7 @@ def _worker_settings(args: argparse.Namespace) -> Settings:
         web_port=args.web_port,
         grpc_port=args.grpc_port,
         web_host=args.web_host,
+        canonical_url=args.canonical_url,
         data_dir=args.data_dir,
         partitions=args.partitions,
         scheduler_config=str(args.config) if args.config else None,
