@@ -36,6 +36,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,7 @@ from streams.topics import ensure_topics  # noqa: E402
 EVENTS_TOPIC = "flotilla.events"
 QUEUE, EXECUTOR, NODE = "bench", "bench-executor", "node-0"
 EVENTS_PER_FULL_WAVE_PER_JOB = 6  # submitted, leased, pending, running, run succeeded, succeeded
+START_MS = 1_800_000_000_000
 
 
 def log(message: str) -> None:
@@ -70,62 +72,73 @@ def log(message: str) -> None:
 
 def synthetic_log(root: Path, events_wanted: int, wave: int, codec: str) -> tuple[int, int, dict[str, str]]:
     """Write the archive; returns (records, events, job id -> the state the log leaves it in)."""
+    writer = ArchiveWriter(root, codec=codec)
+    writer.open()
+    now = START_MS
+    queue_record = Record("flotilla.queues", 0, 0, now, QUEUE.encode(), encode("queue", {"name": QUEUE, "priority_factor": 1.0}), ())
+    writer.write_group({("flotilla.queues", 0): [queue_record]})
+    offset = counted = 0
+    states: dict[str, str] = {}
+    try:
+        for key, value, count in synthetic_events(events_wanted, wave, states):
+            writer.write_group({(EVENTS_TOPIC, 0): [Record(EVENTS_TOPIC, 0, offset, now + offset, key, value, ())]})
+            offset += 1
+            counted += count
+    finally:
+        writer.close()
+    return offset, counted, states
+
+
+def synthetic_events(events_wanted: int, wave: int, states: dict[str, str]) -> Iterator[tuple[bytes, bytes, int]]:
+    """The `events` records of the log, as (key, value, events in it), until ``events_wanted`` events;
+    ``states`` is given each job's id and the state the log leaves it in."""
     rng = random.Random(7)
     job, reason = validate_item(jobspec.job_item(raw_item(0)), SubmitPolicy())
     assert job is not None, reason
-    writer = ArchiveWriter(root, codec=codec)
-    writer.open()
-    now = 1_800_000_000_000
-    offset = 0
+    now = START_MS
     counted = 0
-    states: dict[str, str] = {}
-    queue_record = Record("flotilla.queues", 0, 0, now, QUEUE.encode(), encode("queue", {"name": QUEUE, "priority_factor": 1.0}), ())
-    writer.write_group({("flotilla.queues", 0): [queue_record]})
 
-    def put(job_set: str, user: str, batch: list[dict[str, Any]], queue: str = QUEUE) -> None:
-        nonlocal offset, now, counted
+    def put(job_set: str, user: str, batch: list[dict[str, Any]], queue: str = QUEUE) -> Iterator[tuple[bytes, bytes, int]]:
+        nonlocal now, counted
         for sequence in events.sequences(queue, job_set, user, [], batch):
-            value = encode("event_sequence", sequence, validate_record=False)
-            key = events.sequence_key(queue, job_set).encode()
-            writer.write_group({(EVENTS_TOPIC, 0): [Record(EVENTS_TOPIC, 0, offset, now, key, value, ())]})
-            offset += 1
+            yield (
+                events.sequence_key(queue, job_set).encode(),
+                encode("event_sequence", sequence, validate_record=False),
+                len(sequence["events"]),
+            )
             now += 1
             counted += len(sequence["events"])
 
     number = 0
-    try:
-        while counted < events_wanted:
-            job_set = f"set-{number // 50}"
-            ids = [new_id(now, rng) for _ in range(wave)]
-            put(job_set, "bench", [events.event(new_id(now, rng), now, i, events.payload("JobSubmitted", job)) for i in ids])
-            queued = number % 10 == 9
-            for job_id in ids:
-                states[job_id] = "queued" if queued else "succeeded"
-            number += 1
-            if queued:
-                continue
-            cycle = new_id(now, rng)
-            leased = {
-                "executor": EXECUTOR,
-                "node": NODE,
-                "pool": "default",
-                "scheduled_at_priority": 0,
-                "cycle_id": cycle,
-            }
-            put(job_set, "scheduler", [event(rng, now, i, "JobLeased", {"run_id": run_id_for(i, 1), **leased}) for i in ids])
-            decided = "scheduled in pool default"
-            decisions = [{"job_id": i, "kind": "leased", "executor": EXECUTOR, "node": NODE, "reason": decided} for i in ids]
-            cycle_payload = {"cycle_id": cycle, "cycle_time": now, "seed": number, "feed_offsets": {"0": number}, "decisions": decisions}
-            record = events.event(new_id(now, rng), now, None, events.payload("SchedulingCycle", cycle_payload))
-            put("cycles", "scheduler", [record], "_scheduler")
-            executor = f"executor:{EXECUTOR}"
-            put(job_set, executor, [event(rng, now, i, "JobRunPending", {"run_id": run_id_for(i, 1)}) for i in ids])
-            put(job_set, executor, [event(rng, now, i, "JobRunRunning", {"run_id": run_id_for(i, 1), "node": NODE}) for i in ids])
-            ended = [event(rng, now, i, kind, {"run_id": run_id_for(i, 1)}) for i in ids for kind in ("JobRunSucceeded", "JobSucceeded")]
-            put(job_set, executor, ended)
-    finally:
-        writer.close()
-    return offset, counted, states
+    while counted < events_wanted:
+        job_set = f"set-{number // 50}"
+        ids = [new_id(now, rng) for _ in range(wave)]
+        yield from put(job_set, "bench", [events.event(new_id(now, rng), now, i, events.payload("JobSubmitted", job)) for i in ids])
+        queued = number % 10 == 9
+        for job_id in ids:
+            states[job_id] = "queued" if queued else "succeeded"
+        number += 1
+        if queued:
+            continue
+        cycle = new_id(now, rng)
+        leased = {
+            "executor": EXECUTOR,
+            "node": NODE,
+            "pool": "default",
+            "scheduled_at_priority": 0,
+            "cycle_id": cycle,
+        }
+        yield from put(job_set, "scheduler", [event(rng, now, i, "JobLeased", {"run_id": run_id_for(i, 1), **leased}) for i in ids])
+        decided = "scheduled in pool default"
+        decisions = [{"job_id": i, "kind": "leased", "executor": EXECUTOR, "node": NODE, "reason": decided} for i in ids]
+        cycle_payload = {"cycle_id": cycle, "cycle_time": now, "seed": number, "feed_offsets": {"0": number}, "decisions": decisions}
+        record = events.event(new_id(now, rng), now, None, events.payload("SchedulingCycle", cycle_payload))
+        yield from put("cycles", "scheduler", [record], "_scheduler")
+        executor = f"executor:{EXECUTOR}"
+        yield from put(job_set, executor, [event(rng, now, i, "JobRunPending", {"run_id": run_id_for(i, 1)}) for i in ids])
+        yield from put(job_set, executor, [event(rng, now, i, "JobRunRunning", {"run_id": run_id_for(i, 1), "node": NODE}) for i in ids])
+        ended = [event(rng, now, i, kind, {"run_id": run_id_for(i, 1)}) for i in ids for kind in ("JobRunSucceeded", "JobSucceeded")]
+        yield from put(job_set, executor, ended)
 
 
 def event(rng: random.Random, now: int, job_id: str, kind: str, payload: dict[str, Any]) -> dict[str, Any]:

@@ -22,19 +22,24 @@ from __future__ import annotations
 import io
 import json
 import re
+import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from fastavro import parse_schema, schemaless_reader
 from fastavro.schema import UnknownType, fingerprint, to_parsing_canonical_form
 from fastavro.validation import ValidationError, validate
+
+from schemas.compiled import Compiled, compile_schema
+from schemas.compiled import Encoded as Encoded  # a decoded record with its encoding, see decode(keep=...)
 
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 CONFLUENT_MAGIC = 0x00
 LEGACY_MAGIC = 0xF1
 SCHEMA_NAMES: tuple[str, ...] = (
+    "job_submitted",
     "submit_request",
     "event_sequence",
     "job_state",
@@ -163,7 +168,7 @@ class Registry:
         self._headers: dict[str, bytes] = {}
         self._union_paths: dict[str, tuple[tuple[_PathStep, ...], ...]] = {}
         self._taggers: dict[str, _Tagger] = {}
-        self._splices: dict[tuple[str, str], Splice] = {}
+        self._compiled: dict[tuple[str, str | None], Compiled] = {}
 
     def schema(self, name: str) -> dict:
         """The current parsed schema of top-level record ``name``."""
@@ -229,6 +234,10 @@ class Registry:
                 found = bytes((CONFLUENT_MAGIC,)) + schema_id.to_bytes(4, "big")
             self._headers[name] = found
         return found
+
+    def framed(self, name: str, body: bytes) -> bytes:
+        """A ``name`` message whose Avro body, written with the current schema, is ``body``."""
+        return self.header(name) + body
 
     def writer_of(self, name: str, data: bytes | bytearray | memoryview) -> tuple[Writer, int]:
         """The schema that wrote ``data`` (a ``name`` message) and where its Avro body starts."""
@@ -320,6 +329,14 @@ class Registry:
             self._taggers[name] = _compile_tagger(parsed, parsed["__named_schemas"], {}) or _unchanged
         return self._taggers[name]
 
+    def compiled(self, name: str, keep: str | None = None) -> Compiled:
+        """The current schema ``name``'s reader and writer (see `schemas.compiled`), compiled once."""
+        key = (name, keep)
+        found = self._compiled.get(key)
+        if found is None:
+            found = self._compiled[key] = compile_schema(self.schema(name), keep=keep)
+        return found
+
     def encode(self, name: str, record: Mapping[str, Any], *, validate_record: bool = True) -> bytes:
         """Validate ``record`` against the current schema ``name`` and serialise it.
 
@@ -331,51 +348,75 @@ class Registry:
         parsed = self.schema(name)
         if not isinstance(record, Mapping):
             raise SchemaError(f"cannot encode {name}: expected a mapping, got {type(record).__name__}")
-        record = self._tagger(name)(record)
-        if not validate_record:
-            return self._write(name, parsed, record)
-        for path in self.tagged_union_paths(name):
-            where = _untagged(record, path, name)
-            if where:
-                raise SchemaError(
-                    f"cannot encode {name}: field {where} is a union of records; "
-                    "give it as a (full_name, record) tuple, e.g. ('flotilla.JobLeased', {...})"
-                )
-        # the raising mode builds an error for every union branch it tries, valid or not, so it is
-        # several times slower; run it only to explain a record already known to be invalid
-        if not validate(record, parsed, raise_errors=False):
-            try:
-                validate(record, parsed)
-            except ValidationError as exc:
-                raise SchemaError(_validation_message(name, exc)) from exc
-        return self._write(name, parsed, record)
+        if validate_record:
+            for path in self.tagged_union_paths(name):
+                where = _untagged(record, path, name)
+                if where:
+                    raise SchemaError(
+                        f"cannot encode {name}: field {where} is a union of records; "
+                        "give it as a (full_name, record) tuple, e.g. ('flotilla.JobLeased', {...})"
+                    )
+            tagged = self._tagger(name)(record)
+            # the raising mode builds an error for every union branch it tries, valid or not, so it is
+            # several times slower; run it only to explain a record already known to be invalid
+            if not validate(tagged, parsed, raise_errors=False):
+                try:
+                    validate(tagged, parsed)
+                except ValidationError as exc:
+                    raise SchemaError(_validation_message(name, exc)) from exc
+        out = bytearray(self.header(name))
+        _write(name, self.compiled(name).write, out, record)
+        return bytes(out)
 
-    def _write(self, name: str, parsed: dict, record: Mapping[str, Any]) -> bytes:
-        buffer = io.BytesIO()
-        buffer.write(self.header(name))
-        try:
-            schemaless_writer(buffer, parsed, record)
-        except (TypeError, ValueError, OverflowError, KeyError, AttributeError) as exc:
-            raise SchemaError(f"cannot encode {name}: {exc!r}") from exc
-        return buffer.getvalue()
+    def encode_body(self, name: str, record: Mapping[str, Any]) -> bytes:
+        """The Avro body alone of a ``name`` message (no framing, no validation), to be put in `framed`
+        or inside another record (a job's spec, in its lease command)."""
+        out = bytearray()
+        _write(name, self.compiled(name).write, out, record)
+        return bytes(out)
 
-    def splice(self, name: str, field: str) -> Splice:
-        """A writer of ``name`` records that takes the encoding of ``field`` ready-made (see Splice)."""
-        key = (name, field)
-        if key not in self._splices:
-            self._splices[key] = Splice(self, name, field)
-        return self._splices[key]
-
-    def decode(self, name: str, data: bytes | None) -> dict:
+    def decode(self, name: str, data: bytes | None, *, keep: str | None = None) -> dict:
         """Deserialise a message in any of the three framings, resolving its writer's schema
         against the current one.
 
         Unions of several records decode to ``(full_name, record)`` tuples (see ``encode``).
+        Records of type ``keep`` (a full name) in a message of the current schema come as `Encoded`,
+        with the bytes they were read from (from an older schema, as plain dicts).
         """
         reader = self.schema(name)
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise SchemaError(f"cannot decode {name}: expected bytes, got {type(data).__name__}")
         writer, start = self.writer_of(name, data)
+        if writer.parsed is reader:
+            body = bytes(data)
+            try:
+                record, end = self.compiled(name, keep).read(body, start)
+            except (IndexError, ValueError, struct.error) as exc:  # UnicodeDecodeError is a ValueError
+                raise SchemaError(
+                    f"cannot decode {name} ({writer.origin}): truncated or corrupt body ({type(exc).__name__}: {exc})"
+                ) from exc
+            if end < len(body):
+                raise SchemaError(
+                    f"cannot decode {name} ({writer.origin}): {len(body) - end} unread trailing byte(s); "
+                    "corrupt body or a message of another schema"
+                )
+            if end > len(body):
+                raise SchemaError(
+                    f"cannot decode {name} ({writer.origin}): truncated or corrupt body (it ends {end - len(body)} byte(s) early)"
+                )
+            return cast(dict, record)
+        return self._resolved(name, data, writer, start, reader)
+
+    def decode_as_written(self, name: str, data: bytes | None) -> dict:
+        """Deserialise a ``name`` message with its writer's schema alone: every field it was written with,
+        including those the current schema no longer has (a job state's spec before release v5)."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise SchemaError(f"cannot decode {name}: expected bytes, got {type(data).__name__}")
+        writer, start = self.writer_of(name, data)
+        return self._resolved(name, data, writer, start, writer.parsed)
+
+    def _resolved(self, name: str, data: bytes | bytearray | memoryview, writer: Writer, start: int, reader: dict) -> dict:
+        """The body read with fastavro, ``writer``'s schema resolved against ``reader``."""
         stream = io.BytesIO(data)
         stream.seek(start)
         try:
@@ -385,7 +426,7 @@ class Registry:
             record = schemaless_reader(
                 stream,
                 writer.parsed,
-                None if writer.parsed is reader else reader,
+                None if reader is writer.parsed else reader,
                 return_record_name=named,
                 return_record_name_override=named,
             )
@@ -399,88 +440,14 @@ class Registry:
         return cast(dict, record)  # a record schema reads as a dict
 
 
+def _write(name: str, write: Callable[[bytearray, Any], None], out: bytearray, value: Any) -> None:
+    try:
+        write(out, value)
+    except (TypeError, ValueError, OverflowError, KeyError, AttributeError, IndexError, struct.error) as exc:
+        raise SchemaError(f"cannot encode {name}: {exc!r}") from exc
+
+
 _Tagger = Callable[[Any], Any]
-
-
-class Splice:
-    """Writes records of one schema with the encoding of one field supplied by the caller.
-
-    Avro writes a record as its fields' encodings one after another, so a field that never
-    changes (a job's spec, in every state the job goes through) can be encoded once and copied
-    into each later record. The bytes are exactly what ``encode`` writes (no validation: for
-    records Flotilla's own code built, like ``encode(..., validate_record=False)``).
-    """
-
-    def __init__(self, registry: Registry, name: str, field: str) -> None:
-        parsed = registry.schema(name)
-        named = parsed["__named_schemas"]
-        fields = parsed["fields"]
-        position = next((i for i, f in enumerate(fields) if f["name"] == field), None)
-        if position is None:
-            raise SchemaError(f"schema {name!r} has no field {field!r}")
-        field_type = fields[position]["type"]
-
-        def part(schema: dict) -> dict:
-            return {**schema, "__fastavro_parsed": True, "__named_schemas": named}
-
-        self.name, self.field = name, field
-        self._registry = registry
-        self._head = part({"type": "record", "name": f"{name}.head", "fields": fields[:position]})
-        self._tail = part({"type": "record", "name": f"{name}.tail", "fields": fields[position + 1 :]})
-        self._field = part({"type": "record", "name": f"{name}.{field}", "fields": [fields[position]]})
-        self._tag_record = registry._tagger(name)
-        self._tag_field = _compile_tagger(field_type, named, {}) or _unchanged
-        self._branches = (
-            [b if isinstance(b, str) else b.get("name", b.get("type")) for b in field_type] if isinstance(field_type, list) else []
-        )
-
-    def branch_bytes(self, branch: str, encoded: bytes) -> bytes:
-        """The encoding of the spliced field, a union, as its branch ``branch`` (a type's full name)
-        whose value encodes to ``encoded``: Avro writes the branch's index, then the value. So a
-        job's spec encoded for its job state is copied into a lease command's nullable spec."""
-        if branch not in self._branches:
-            raise SchemaError(f"field {self.field!r} of {self.name!r} has no branch {branch!r}")
-        index = self._branches.index(branch)
-        assert index < 64  # the index as a one-byte zig-zag varint
-        return bytes((index << 1,)) + encoded
-
-    def field_bytes(self, value: Any) -> bytes:
-        """The encoding of ``value`` as the spliced field."""
-        buffer = io.BytesIO()
-        self._write(buffer, self._field, {self.field: self._tag_field(value)})
-        return buffer.getvalue()
-
-    def encode(self, record: Mapping[str, Any], field_bytes: bytes) -> bytes:
-        """``record`` (whose own value of the field is not read) with ``field_bytes`` in its place."""
-        head, tail = self._around(record)
-        return b"".join((head, field_bytes, tail))
-
-    def field_in(self, raw: bytes, record: Mapping[str, Any]) -> bytes | None:
-        """The field's encoding inside ``raw``, when ``raw`` is what `encode` writes for ``record``
-        now (same framing, same schema); None otherwise.
-
-        Cutting it out of a stored record takes the encoding of the fields around it only, so a
-        record read back (decoded from a table, say) is written again without encoding the field."""
-        head, tail = self._around(record)
-        if len(raw) < len(head) + len(tail) or not raw.startswith(head) or not raw.endswith(tail):
-            return None
-        return raw[len(head) : len(raw) - len(tail)]
-
-    def _around(self, record: Mapping[str, Any]) -> tuple[bytes, bytes]:
-        """The framing and the fields before the spliced one, and the fields after it."""
-        rest = self._tag_record({k: v for k, v in record.items() if k != self.field})
-        head = io.BytesIO()
-        head.write(self._registry.header(self.name))
-        self._write(head, self._head, rest)
-        tail = io.BytesIO()
-        self._write(tail, self._tail, rest)
-        return head.getvalue(), tail.getvalue()
-
-    def _write(self, buffer: io.BytesIO, schema: dict, value: Any) -> None:
-        try:
-            schemaless_writer(buffer, schema, value)
-        except (TypeError, ValueError, OverflowError, KeyError, AttributeError) as exc:
-            raise SchemaError(f"cannot encode {self.name}: {exc!r}") from exc
 
 
 def _unchanged(value: Any) -> Any:
@@ -628,8 +595,9 @@ _default = Registry(SCHEMA_DIR, FROZEN_DIR)
 schema = _default.schema
 encode = _default.encode
 decode = _default.decode
-writer_of = _default.writer_of
-splice = _default.splice
+decode_as_written = _default.decode_as_written
+encode_body = _default.encode_body
+framed = _default.framed
 current_writer = _default.current_writer
 use_schema_registry = _default.use_schema_registry
 use_single_object = _default.use_single_object

@@ -33,7 +33,7 @@ def create_control_plane(settings: Settings) -> ControlPlane:
     plane.app.on_partitions_revoked.connect(plane.job_index.forget)
     standbys = Standbys(
         plane.app,
-        [plane.jobs.table, plane.job_index.table, plane.client_ids, plane.scheduler_index],
+        [plane.jobs.table, plane.jobs.specs, plane.job_index.table, plane.client_ids, plane.scheduler_index],
         kafka_clients(settings),
         settings.web_url,
     )

@@ -36,7 +36,7 @@ from streams.scheduler.view import ClusterView
 from streams.tables.batched import BatchProducer, KafkaBatchProducer
 from streams.tables.client_ids import client_ids_table
 from streams.tables.job_index import JobIndexStore, job_index_table
-from streams.tables.jobs import JobStore, jobs_table
+from streams.tables.jobs import JobStore, job_specs_table, jobs_table
 from streams.tables.queues import QueueReplica
 from streams.tables.scheduler_index import scheduler_index_table
 from streams.tables.types import TEXT_CODEC, register_text_codec
@@ -174,7 +174,7 @@ def build_plane(settings: Settings) -> ControlPlane:
         app=app,
         topics=create_topics(app, settings),
         batch_producer=KafkaBatchProducer(app),
-        jobs=JobStore(jobs_table(app, settings)),
+        jobs=JobStore(jobs_table(app, settings), job_specs_table(app, settings)),
         job_index=JobIndexStore(job_index_table(app, settings)),
         client_ids=client_ids_table(app, settings),
         queues=QueueReplica(settings),

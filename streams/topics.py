@@ -45,6 +45,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("submissions", schema="submit_request"),
     TopicSpec("events", keeps_history=True, schema="event_sequence"),
     TopicSpec("job-states", compacted=True, schema="job_state"),
+    TopicSpec("job-specs", compacted=True, schema="job_submitted"),
     TopicSpec("scheduler-feed", single_partition=True),
     TopicSpec("executor-commands", schema="executor_command"),
     TopicSpec("executor-reports", schema="executor_report"),
@@ -53,8 +54,8 @@ TOPICS: tuple[TopicSpec, ...] = (
 )
 
 # Table changelogs (Faust's names, `<app id>-<table>-changelog`), created with the partition count
-# of their source topics. The jobs table's changelog is the public `job-states` topic instead, so
-# each job state is produced once.
+# of their source topics. The jobs and job-specs tables' changelogs are the public `job-states` and
+# `job-specs` topics instead, so each job state and spec is produced once.
 CHANGELOGS: tuple[TopicSpec, ...] = (
     TopicSpec("client-ids", compacted=True),
     TopicSpec("job-index", compacted=True),

@@ -23,6 +23,7 @@ from streams.domain.validation import ItemResult, SubmitPolicy, validate_request
 from streams.replies import reply_to
 from streams.tables.batched import BatchProducer, Outbox, TableBatch
 from streams.tables.client_ids import client_id_key
+from streams.tables.store import read
 
 if TYPE_CHECKING:
     import faust
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX_MESSAGES = 500
 BATCH_WITHIN_S = 0.005
+# The Avro type of a submit request's items.
+ITEM_TYPE = "flotilla.JobItem"
 # A request's id, its answer per item, and the address its record asked the answer to go to.
 Answer = tuple[str, list[dict[str, Any]], str | None]
 # What the rejection of a message over the size limit keeps of it: enough to tell whose it was.
@@ -67,6 +70,16 @@ def register(plane: ControlPlane) -> None:
                     log.exception("ingest failed on %s[%s]@%s", event.message.topic, event.message.partition, event.message.offset)
                     plane.metrics.submissions.labels("error").inc()
             await ingest.write()
+
+
+@dataclass(frozen=True)
+class IngestBatch:
+    """What a batch of submit requests gives: (key, event_sequence bytes) for `events`, client id key ->
+    (partition, job id), and each request's `Answer`."""
+
+    events: list[tuple[bytes | None, bytes | None]]
+    client_ids: dict[str, tuple[int, str]]
+    answers: list[Answer]
 
 
 @dataclass
@@ -101,20 +114,26 @@ class Ingest:
 
         Client ids written before their events could outlive them in a kill: the submission
         folded again after the restart would be taken for a duplicate and its jobs never exist."""
+        batch = self.take_batch()
         outbox = Outbox(self.producer)
-        sent = await outbox.keyed(self.events_topic, self._events)
+        sent = await outbox.keyed(self.events_topic, batch.events)
         await outbox.delivered()
         written = TableBatch(self.client_ids, self.producer)
-        for key, (partition, job_id) in self._client_ids.items():
+        for key, (partition, job_id) in batch.client_ids.items():
             written.put(partition, key, job_id)
         await written.write()
         self._last_offsets.update(sent.result() if sent else {})
-        if self._answers:
+        if batch.answers:
             # Up to the last events this agent sent, not only this batch's: a duplicate's job came earlier.
-            answering = asyncio.ensure_future(self._answer(dict(self._last_offsets), self._answers))
+            answering = asyncio.ensure_future(self._answer(dict(self._last_offsets), batch.answers))
             self._answering.add(answering)
             answering.add_done_callback(self._answering.discard)
+
+    def take_batch(self) -> IngestBatch:
+        """The batch judged so far, which the agent then holds no more."""
+        batch = IngestBatch(self._events, self._client_ids, self._answers)
         self._events, self._client_ids, self._answers = [], {}, []
+        return batch
 
     async def _answer(self, offsets: dict[int, int], answers: list[Answer]) -> None:
         try:
@@ -128,7 +147,7 @@ class Ingest:
 
     def _known_job(self, key: str) -> str | None:
         pending = self._client_ids.get(key)
-        return pending[1] if pending is not None else self.client_ids.get(key)
+        return pending[1] if pending is not None else read(self.client_ids, key)
 
     async def handle(self, message: Message) -> None:
         value = message.value or b""
@@ -139,7 +158,7 @@ class Ingest:
             await self.reject(message, None, kept, payload=bytes(value[:OVERSIZED_KEPT_BYTES]))
             return
         try:
-            request = decode("submit_request", message.value)
+            request = decode("submit_request", message.value, keep=ITEM_TYPE)  # items with their size (validation)
         except SchemaError as exc:
             self.metrics.submissions.labels("malformed").inc()
             await self.reject(message, None, f"malformed submission: {exc}")

@@ -1,17 +1,20 @@
-"""The job-state agent: folds `events` into the `jobs` table, whose changelog is `job-states`.
+"""The job-state agent: folds `events` into the `jobs` table, whose changelog is `job-states`, and
+each new job's spec into the `job-specs` table, whose changelog is `job-specs`.
 
 Writing the table is publishing: the compacted `job-states` topic is the table's changelog, so
-every job state reaches external consumers with one message. The agent also forwards what each
+every job state reaches external consumers with one message; a job's spec is published once, as
+the bytes its JobSubmitted event carried (read keeping them: `schemas.codec.Encoded`), and copied
+into its lease commands the same way, never encoded again. The agent also forwards what each
 change means downstream: a job delta to `scheduler-feed` when the scheduler's view changed
 (`streams.scheduler.feed`), a command to `executor-commands` when a run starts or must stop
 (`streams.scheduler.commands`), and job-set actions (an event with no job id) to `scheduler-feed`.
 
 It works in batches (DESIGN.md, "The hot path works in batches"): Faust hands it the messages
 waiting, up to `BATCH_MAX_MESSAGES` or what arrived within `BATCH_WITHIN_S`; the pure fold runs
-over all of them, then the batch's deltas (each job's last between job-set actions) go to the
-feed as few `Changes` records, in order, and its commands in one produce batch per partition, and
-once the broker has them all, the batch's job states (each job's last) go to the table in one
-`TableBatch`.
+over all of them, then the batch's changed jobs (each one's last between job-set actions, written
+straight as feed rows) go to the feed as few `Changes` records, in order, and its commands in one
+produce batch per partition, and once the broker has them all, the batch's new specs and job
+states (each job's last) go to their tables in one `TableBatch` each.
 A per-message Faust write and send cost 90-230 us each; a batched one about 3 us.
 
 All the logic is the pure fold in `streams.scheduler.fold` (over `streams.domain.jobs`). A message it cannot decode or an event
@@ -22,12 +25,14 @@ other job.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from schemas.codec import SchemaError, decode, encode, splice
+from schemas.codec import SchemaError, decode, encode
 from streams.scheduler import feed
-from streams.scheduler.fold import Folded, apply_sequence, feed_records, message_rng
+from streams.scheduler.fold import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, message_rng
 from streams.tables.batched import Outbox
+from streams.tables.jobs import SPEC_TYPE
 
 if TYPE_CHECKING:
     from faust.types import Message
@@ -39,8 +44,6 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX_MESSAGES = 500
 BATCH_WITHIN_S = 0.005
-# The Avro type of a job's spec, in job states and lease commands alike.
-SPEC_TYPE = "flotilla.JobSubmitted"
 
 
 def register(plane: ControlPlane) -> None:
@@ -58,43 +61,47 @@ def register(plane: ControlPlane) -> None:
             # restart, forward nothing, and the scheduler would never hear that a job was leased or
             # had ended. Faust acknowledges the batch's messages after this and flushes the producer
             # before it commits their offsets.
+            records, commands = sent(folded)
             outbox = Outbox(producer)
-            await outbox.partition(feed_topic, 0, [(None, feed.encode(record)) for record in feed_records(folded.feed)])
-            commands = [(c["executor"].encode(), encoded_command(jobs, c)) for c in folded.commands]
+            await outbox.partition(feed_topic, 0, [(None, record) for record in records])
             await outbox.keyed(commands_topic, commands)
             await outbox.delivered()
             await plane.job_index.write_pending(jobs, producer)  # first: see streams/tables/job_index.py
             await jobs.write_pending(producer)
             for outcome, count in folded.outcomes.items():
                 plane.metrics.events.labels(outcome).inc(count)
-            plane.refold.folded_batch(messages, folded.feed)
+            plane.refold.folded_batch(messages, folded.changes)
 
 
-def fold_batch(jobs: JobStore, messages: list[Message]) -> Folded:
+def fold_batch(jobs: JobStore, messages: Sequence[Message]) -> Folded:
     """Fold a batch of `events` messages into ``jobs``, where the job states wait as pending writes
-    until the agent writes them: what the batch forwards, in order (each job's last delta between
-    job-set actions, `feed.latest_deltas`), and how its events went."""
+    until the agent writes them: what the batch forwards, in order (each changed job's last state
+    between job-set actions, `feed.latest_changes`), and how its events went."""
     batch = Folded()
     for message in messages:
         try:
-            sequence = decode("event_sequence", message.value)
+            sequence = decode("event_sequence", message.value, keep=SPEC_TYPE)
         except SchemaError as exc:
             batch.outcomes["undecodable"] += 1
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
             continue
         folded = apply_sequence(jobs, sequence, message_rng(message.topic, message.partition, message.offset), message.partition)
         batch.outcomes.update(folded.outcomes)
-        batch.feed += folded.feed
+        batch.changes += folded.changes
         batch.commands += folded.commands
-    batch.feed = feed.latest_deltas(batch.feed)
+    batch.changes = feed.latest_changes(batch.changes)
     return batch
 
 
-def encoded_command(jobs: JobStore, command: dict[str, Any]) -> bytes:
-    """The command's message. A lease carries the job's spec, whose encoding the jobs table already
-    has (or will store with the job's state): it is copied in, not encoded again (most of a lease's
-    cost in the fold)."""
-    if command["spec"] is None:
-        return encode("executor_command", command, validate_record=False)
-    writer = splice("executor_command", "spec")
-    return writer.encode(command, writer.branch_bytes(SPEC_TYPE, jobs.spec_bytes(command["job_id"], command["spec"])))
+def sent(folded: Folded) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
+    """What a batch's fold sends: its changes as `Changes` records of at most `MAX_CHANGES_PER_RECORD`
+    (each job written straight as its row, `feed.encode_changes`), and its commands as (executor, command) messages."""
+    changes = folded.changes
+    records = [feed.encode_changes(changes[at : at + MAX_CHANGES_PER_RECORD]) for at in range(0, len(changes), MAX_CHANGES_PER_RECORD)]
+    return records, [(command["executor"].encode(), encoded_command(command)) for command in folded.commands]
+
+
+def encoded_command(command: dict[str, Any]) -> bytes:
+    """The command's message. A lease carries the job's spec, read with its encoding (an Encoded,
+    from the event or job-specs), which the writer copies in rather than encoding it again."""
+    return encode("executor_command", command, validate_record=False)

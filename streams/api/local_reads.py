@@ -193,9 +193,11 @@ class LocalReads:
     # ------------------------------------------------------------------ ops
 
     async def read_jobs(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
-        """{"job_ids"} -> each job held here (its `job_state` Avro, base64), or why the caller may not see it."""
+        """{"job_ids"} -> each job held here (its `job_state` Avro and its spec's `job_submitted` Avro,
+        base64), or why the caller may not see it."""
         partitions, index = self._current()
         found: dict[str, str] = {}
+        specs: dict[str, str] = {}
         denied: dict[str, str] = {}
         for job_id in dict.fromkeys(texts(body, "job_ids")):
             # The fold writes a job's row before the job (streams/tables/job_index.py): a job held has its row.
@@ -207,8 +209,8 @@ class LocalReads:
             except PermissionDenied as exc:
                 denied[job_id] = str(exc)
                 continue
-            found[job_id] = b64(raw)
-        return {"partitions": partitions, "jobs": found, "denied": denied}
+            found[job_id], specs[job_id] = b64(raw), b64(self.jobs.spec_raw(job_id) or b"")
+        return {"partitions": partitions, "jobs": found, "specs": specs, "denied": denied}
 
     async def job_set_rows(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
         """{"queue", "job_set", "states"} -> the job set's [job id, state] here, in submission order, in ``states`` (all when empty)."""
@@ -224,12 +226,13 @@ class LocalReads:
         queue, job_set = str(body["queue"]), str(body["job_set"])
         self.watchable(principal, queue)
         partitions, index = self._current()
-        found = {}
+        found, specs = {}, {}
         for row in index.job_set(queue, job_set):
             job = self.jobs.get(row.job_id)
             if job is not None and job["spec"]["annotations"].get(body["key"]) == body["value"]:
                 found[row.job_id] = b64(self.jobs.raw(row.job_id) or b"")
-        return {"partitions": partitions, "jobs": found}
+                specs[row.job_id] = b64(self.jobs.spec_raw(row.job_id) or b"")
+        return {"partitions": partitions, "jobs": found, "specs": specs}
 
     async def page(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
         """{"query"} -> this worker's first page of the query: rows (job id, encoded row) and whether more match."""

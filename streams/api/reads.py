@@ -142,7 +142,7 @@ class Reads:
                 if job_id in answer["denied"]:
                     raise PermissionDenied(answer["denied"][job_id])
                 if job_id in answer["jobs"]:
-                    found[job_id] = decode("job_state", unb64(answer["jobs"][job_id]))
+                    found[job_id] = job_of(answer, job_id)
         return found
 
     async def await_jobs(self, principal: Principal, job_ids: Collection[str], timeout_s: float) -> list[str]:
@@ -173,7 +173,7 @@ class Reads:
         partition = self._job_set_partition(queue, job_set)
         body = {"queue": queue, "job_set": job_set, "key": key, "value": value}
         answers = await self._by_partition(f"reading job set {job_set!r}", "job-set-annotated", principal, {partition: body})
-        return [decode("job_state", unb64(raw)) for raw in answers[partition]["jobs"].values()]
+        return [job_of(answers[partition], job_id) for job_id in answers[partition]["jobs"]]
 
     # ------------------------------------------------------------------ every job
 
@@ -246,3 +246,10 @@ def _merged(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
             else:
                 merged[key] = value
     return merged
+
+
+def job_of(answer: dict[str, Any], job_id: str) -> dict[str, Any]:
+    """A job a peer sent: its state, and its spec apart (a job state carries none since release v5)."""
+    job = decode("job_state", unb64(answer["jobs"][job_id]))
+    job["spec"] = decode("job_submitted", unb64(answer["specs"][job_id]))
+    return job

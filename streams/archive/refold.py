@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from streams.domain.states import ACTIVE, JOB_TERMINAL
 from streams.scheduler import feed
 
 log = logging.getLogger(__name__)
@@ -58,19 +59,22 @@ class RefoldGate:
     def progress(self) -> dict[str, int]:
         return {"folded": self.done, "total": self.total}
 
-    def folded_batch(self, messages: Iterable[Any], forwarded: Iterable[Any]) -> None:
-        """A batch of `events` messages folded and its outputs acknowledged; ``forwarded``: its scheduler-feed deltas."""
+    def folded_batch(self, messages: Iterable[Any], forwarded: Iterable[feed.Change]) -> None:
+        """A batch of `events` messages folded and its outputs acknowledged; ``forwarded``: the changes it
+        sent the scheduler (each changed job as the batch left it, see `streams.scheduler.feed.Change`)."""
         if not self.armed:
             return
         for message in messages:
             if message.offset + 1 > self.folded.get(message.partition, 0):
                 self.folded[message.partition] = message.offset + 1
-        for delta in forwarded:
-            if isinstance(delta, feed.JobDelta):
-                if delta.run_active and not delta.terminal and delta.executor:
-                    self.active[delta.job_id] = delta.executor
+        for change in forwarded:
+            if isinstance(change, dict):
+                runs = change["runs"]
+                executor = runs[-1]["executor"] if runs and runs[-1]["state"] in ACTIVE else None
+                if executor and change["state"] not in JOB_TERMINAL:
+                    self.active[change["job_id"]] = executor
                 else:
-                    self.active.pop(delta.job_id, None)
+                    self.active.pop(change["job_id"], None)
         if self.caught_up_at is None and self.caught_up:
             self.caught_up_at = self.clock()
             log.info("refolded %d events; %d runs were active, on executors %s", self.total, len(self.active), self.waiting_for() or "-")

@@ -33,6 +33,8 @@ from sortedcontainers import SortedList
 from streams.domain.states import ACTIVE, JOB_STATE_ORDER, JOB_STATES
 
 SORTS = ("submitted", "last_transition", "priority")
+# Rows as JSON without spaces, from one encoder (json.dumps builds one per call when given separators).
+_ROW_JSON = json.JSONEncoder(separators=(",", ":")).encode
 MAX_LIMIT = 1000
 _REASON_CHARS = 500  # a reason is shown in a list cell; the job's page has it whole
 
@@ -62,7 +64,7 @@ class JobRow:
         return sort_key(self.submitted, self.job_id)
 
     def encode(self) -> bytes:
-        return json.dumps(
+        return _ROW_JSON(
             [
                 self.queue,
                 self.job_set,
@@ -77,8 +79,7 @@ class JobRow:
                 [list(pair) for pair in self.labels],
                 self.reason,
                 self.cancel_requested,
-            ],
-            separators=(",", ":"),
+            ]
         ).encode()
 
     @classmethod

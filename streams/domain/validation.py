@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.codec import Encoded, schema
+from schemas.json_size import JsonSize, json_size
 from streams.domain import jobspec, podspec
 from streams.domain.gangs import FAIL_FAST, GangMembership, gang_conflicts, parse_gang
 from streams.domain.quantity import QuantityError, to_milli
@@ -150,11 +152,12 @@ def _check_item(raw: Any, policy: SubmitPolicy) -> _Check:
         problems.append(f"priority class {priority_class!r} is not one of: {known}")
     grace, problem = _grace_period(spec["termination_grace_period_seconds"], policy)
     problems += problem
-    size = (
-        len(manifest.encode())
-        if manifest is not None
-        else len(json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
-    )
+    if manifest is not None:
+        size = _utf8_length(manifest)
+    elif isinstance(raw, Encoded) and POD_SPEC_JSON.most(len(raw.encoding)) <= policy.max_pod_spec_bytes:
+        size = 0  # an item read from the log whose encoding is too small for its spec to be over the limit
+    else:
+        size = _utf8_length(_COMPACT_JSON(spec))
     if size > policy.max_pod_spec_bytes:
         problems.append(f"pod spec is {size} bytes serialized, over the limit of {policy.max_pod_spec_bytes} bytes")
     gang = None
@@ -186,6 +189,19 @@ def _check_item(raw: Any, policy: SubmitPolicy) -> _Check:
         },
     }
     return _Check([], job=job, gang=gang, priority_class=priority_class)
+
+
+# A pod spec's size is its compact JSON's, in UTF-8 bytes (key order changes nothing of the length).
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# How large that JSON can be for an item of a given Avro size (an item read from the log carries it):
+# the bound of its pod spec's type, one more byte per byte for what completing the item adds (a
+# port's empty protocol becomes "TCP": 3 bytes for a port of at least 3).
+_SPEC_TYPE_JSON = json_size("flotilla.PodSpec", schema("submit_request")["__named_schemas"])
+POD_SPEC_JSON = JsonSize(_SPEC_TYPE_JSON.per_byte + 1, _SPEC_TYPE_JSON.extra, _SPEC_TYPE_JSON.smallest)
+
+
+def _utf8_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def _is_int(value: Any) -> bool:

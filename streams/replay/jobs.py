@@ -4,8 +4,8 @@
 as the agent folds them; every event of a job is on one partition) with `streams.scheduler.fold`,
 over the worker's `JobStore`, into a table that is a dict (small logs, one job) or a RocksDB
 directory (`RocksTable`: `flotilla rebuild --into DIR`, and the `--at` reads over whole logs, whose
-job states need not fit in memory). The table holds what the worker's `jobs` table holds: job id ->
-job_state Avro bytes.
+job states need not fit in memory). The tables hold what the worker's `jobs` and `job-specs` tables
+hold: job id -> job_state Avro bytes, and job id -> job_submitted Avro bytes (the job's spec).
 
 `job_at` and `queues_at` answer the time-travel reads: the log folded up to a time.
 """
@@ -27,7 +27,7 @@ from streams.domain.resources import job_resource_request
 from streams.domain.states import ACTIVE
 from streams.replay.source import EVENTS, QUEUES, LogSource, merged
 from streams.scheduler.fold import Folded, apply_sequence, message_rng
-from streams.tables.jobs import JobStore
+from streams.tables.jobs import SPEC_TYPE, JobStore
 
 # Sequences folded between two writes of the job states into the table.
 FLUSH_EVERY = 2_000
@@ -103,13 +103,14 @@ class RocksTable:
 @dataclass
 class Refold:
     table: JobTable = field(default_factory=MemoryTable)
+    specs: JobTable = field(default_factory=MemoryTable)
     outcomes: Counter[str] = field(default_factory=Counter)
     sequences: int = 0
     events: int = 0
     jobs: JobStore = field(init=False)
 
     def __post_init__(self) -> None:
-        self.jobs = JobStore(self.table)  # type: ignore[arg-type]  # the store reads its table with get and in
+        self.jobs = JobStore(self.table, self.specs)  # type: ignore[arg-type]  # the store reads its tables with get and in
 
     def fold(self, record: Record, sequence: dict[str, Any]) -> Folded:
         """Fold one `events` record (its sequence decoded), as the job-state agent folds it."""
@@ -122,6 +123,8 @@ class Refold:
         return folded
 
     def flush(self) -> None:
+        """Write the specs of the jobs created, then the jobs, as the agent does (`JobStore.write_pending`)."""
+        self.specs.write((job_id, raw) for _, job_id, raw in self.jobs.new_specs())
         self.table.write((job_id, raw) for _, job_id, raw in self.jobs.encoded())
         self.jobs.mark_written()
 
@@ -129,9 +132,16 @@ class Refold:
         return self.jobs.latest(job_id)
 
     def states(self) -> Iterator[tuple[str, bytes]]:
-        """Every job's state as the table holds it (encoded), once the last sequence is written."""
+        """Every job's state as the table holds it (encoded, without its spec), once the last sequence is written."""
         self.flush()
         return self.table.items()
+
+    def folded_jobs(self) -> Iterator[dict[str, Any]]:
+        """Every job as the fold left it, with its spec, once the last sequence is written."""
+        for job_id, _ in self.states():
+            job = self.jobs.get(job_id)
+            assert job is not None
+            yield job
 
 
 def refold(
@@ -151,7 +161,7 @@ def refold(
             progress(read)
         if record.value is None or (keep is not None and not keep(record)):
             continue
-        refolded.fold(record, decode("event_sequence", record.value))
+        refolded.fold(record, decode("event_sequence", record.value, keep=SPEC_TYPE))
     refolded.flush()
     if progress is not None:
         progress(read)
@@ -170,12 +180,13 @@ def fold_queues(source: LogSource, until_ms: int | None, progress: Callable[[int
     """The queues at ``until_ms`` with their jobs' counts and usage (`queue_summaries`): the whole of
     `events` up to then folded into a scratch RocksDB table, so memory stays small however long the log."""
     with tempfile.TemporaryDirectory(prefix="flotilla-at-") as scratch:
-        table = RocksTable(Path(scratch) / "jobs")
+        table, specs = RocksTable(Path(scratch) / "jobs"), RocksTable(Path(scratch) / "job-specs")
         try:
-            refolded = refold(source, Refold(table), until_ms=until_ms, progress=progress)
-            return queue_summaries(queue_definitions(source, until_ms), refolded.states())
+            refolded = refold(source, Refold(table, specs), until_ms=until_ms, progress=progress)
+            return queue_summaries(queue_definitions(source, until_ms), refolded.folded_jobs())
         finally:
             table.close()
+            specs.close()
 
 
 def queue_definitions(source: LogSource, until_ms: int | None) -> dict[str, dict[str, Any]]:
@@ -187,14 +198,13 @@ def queue_definitions(source: LogSource, until_ms: int | None) -> dict[str, dict
     return {name: queue for name, queue in sorted(queues.items()) if queue is not None}
 
 
-def queue_summaries(queues: Mapping[str, dict[str, Any]], states: Iterable[tuple[str, bytes]]) -> list[dict[str, Any]]:
+def queue_summaries(queues: Mapping[str, dict[str, Any]], jobs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per queue its definition's main settings, its jobs by state, and what its running jobs hold
     (``usage``, in units: cpu cores, memory bytes...). Queues that hold jobs but are no longer
     defined are listed too, marked ``defined: false``."""
     counts: dict[str, Counter[str]] = {}
     usage: dict[str, Counter[str]] = {}
-    for _, raw in states:
-        job = decode("job_state", raw)
+    for job in jobs:
         queue = job["queue"]
         counts.setdefault(queue, Counter())[job["state"]] += 1
         if job["state"] in ACTIVE:

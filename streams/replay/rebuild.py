@@ -4,7 +4,8 @@ and compare them with the live ones.
 Every table is derived from `events` (DESIGN.md, principle 1). The drill proves it for the two that
 matter most: the `jobs` table (whose changelog is the public `job-states` topic) and the scheduler's
 index of unfinished jobs. It folds the whole log with the job-state agent's own fold into
-``DIR/jobs`` (RocksDB: job id -> job_state Avro, as the worker's table holds it) and builds the
+``DIR/jobs`` and ``DIR/job-specs`` (RocksDB: job id -> job_state Avro and job id -> its spec,
+job_submitted Avro, as the worker's tables hold them) and builds the
 index those jobs imply into ``DIR/scheduler-index`` (the index table's keys and values for its
 jobs), then compares them with the live `job-states` and the live index table (its changelog), when
 there are live tables to compare with: counts, and every job whose state differs, field by field.
@@ -29,7 +30,7 @@ from streams.replay.source import LogSource
 from streams.scheduler import feed
 from streams.scheduler.index import SchedulerIndex
 
-JOBS, INDEX, LIVE = "jobs", "scheduler-index", "live-job-states"
+JOBS, SPECS, INDEX, LIVE = "jobs", "job-specs", "scheduler-index", "live-job-states"
 SHOWN_DIFFERENCES = 8  # fields shown per differing job
 SIDES = ("live", "rebuilt")
 
@@ -83,15 +84,15 @@ def rebuild(source: LogSource, into: Path, live: LiveTables | None = None, progr
     """Refold the log into fresh tables under ``into`` (which must hold none yet) and compare with ``live``."""
     report = RebuildReport(str(into))
     jobs = RocksTable(into / JOBS)
+    specs = RocksTable(into / SPECS)
     index_table = RocksTable(into / INDEX)
     live_table = RocksTable(into / LIVE) if live is not None else None
     try:
-        refolded = refold(source, Refold(jobs), progress=progress)
+        refolded = refold(source, Refold(jobs, specs), progress=progress)
         report.events, report.outcomes = refolded.events, dict(refolded.outcomes)
         index = SchedulerIndex()
         states: Counter[str] = Counter()
-        for _, raw in refolded.states():
-            job = decode("job_state", raw)
+        for job in refolded.folded_jobs():
             states[job["state"]] += 1
             index.apply(feed.job_delta(job))
         report.jobs, report.by_state = sum(states.values()), dict(sorted(states.items()))
@@ -103,7 +104,7 @@ def rebuild(source: LogSource, into: Path, live: LiveTables | None = None, progr
             compare_jobs(report, jobs, live_table)
             compare_index(report, index, live.index)
     finally:
-        for table in (jobs, index_table, live_table):
+        for table in (jobs, specs, index_table, live_table):
             if table is not None:
                 table.close()
     return report

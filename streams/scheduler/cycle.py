@@ -22,6 +22,7 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from streams.domain import events
@@ -74,8 +75,6 @@ class Cycle:
         # Jobs this cycle ended: the fold sends the command that stops their runs.
         self.ended: set[str] = set()
         self.outcome.changed.append(index.start_cycle())
-        # Decisions change entries, never which jobs the index holds: one sort serves the cycle.
-        self.job_ids = sorted(index.jobs)
         self.live = {name: state for name, state in sorted(index.executors.items()) if self.heard_within(name, config.executor_timeout_ms)}
         # Stale executors keep their leases, but get no new job.
         self.schedulable = [state for name, state in self.live.items() if self.heard_within(name, config.stale_executor_ms)]
@@ -102,16 +101,23 @@ class Cycle:
         self.decide(entry, END, entry.delta)
         self.outcome.ended += 1
 
+    @cached_property
+    def job_ids(self) -> list[str]:
+        """Every indexed job, in id order. Decisions change entries, never which jobs the index
+        holds: one sort serves the cycle, made only when a pool is to be placed."""
+        return sorted(self.index.jobs)
+
     # -- 1 and 2: requests and the lease lifecycle -------------------------------------------
     def lifecycle(self) -> None:
-        for job_id in self.job_ids:
+        """Only busy jobs can be acted on here (`Entry.busy`); walked in id order, as every job was,
+        so the same events are emitted in the same order with the same ids."""
+        for job_id in sorted(self.index.busy):
             entry = self.index.jobs[job_id]
-            if entry.expect == END:
-                continue
             d = entry.delta
             if entry.announce_priority is not None:
                 self.emit(d, "JobReprioritised", {"new_priority": entry.announce_priority})
                 entry.announce_priority = None
+                self.index.touch(job_id)
                 self.outcome.changed.append(job_key(job_id))
             if d.cancel_requested:
                 reason = "cancelled on request" + (f": {entry.cancel_reason}" if entry.cancel_reason else "")
@@ -205,6 +211,10 @@ class Cycle:
     def place(self) -> None:
         queues = {q.name: q for q in self.tick.queues}
         pools = sorted({state.pool for state in self.schedulable})
+        if not pools:
+            # No executor can take a job: a queued one waits (and a tick before the period would change nothing).
+            self.outcome.left_waiting = any(entry.delta.state == "queued" and entry.expect != END for entry in self.index.jobs.values())
+            return
         leased: set[str] = set()
         for pool in pools:
             config = self.config.for_pool(pool)

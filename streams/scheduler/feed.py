@@ -17,6 +17,7 @@ import json
 import operator
 import struct
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from sys import intern
 from typing import Any
@@ -213,50 +214,75 @@ _KIND = {
 
 
 def job_delta(job: dict[str, Any]) -> JobDelta:
-    """The scheduling view of a folded job (a job_state record)."""
+    """The scheduling view of a folded job (a job_state record with its spec)."""
     return JobDelta(**state_fields(job), **spec_fields(job["spec"]))
+
+
+def changed(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
+    """Whether a folded change changed the scheduler's view of the job, so that its delta is forwarded.
+
+    The fold never changes a job's spec, so only the part its events change is compared, and
+    pending and running hold the same resources: see `_view`."""
+    return before is None or _view(before) != _view(after)
 
 
 def feed_change(before: dict[str, Any] | None, after: dict[str, Any]) -> JobDelta | None:
     """The delta the job-state agent forwards for a folded change, or None when the scheduler's
-    view of the job did not change.
-
-    The fold never changes a job's spec, so only the part its events change is compared, and
-    the spec is read only for a delta that is sent."""
-    state = state_fields(after)
-    if before is not None and _significant(state_fields(before)) == _significant(state):
-        return None
-    return JobDelta(**state, **spec_fields(after["spec"]))
+    view of the job did not change."""
+    return job_delta(after) if changed(before, after) else None
 
 
-def latest_deltas(changes: list[JobDelta | JobSetAction]) -> list[JobDelta | JobSetAction]:
-    """``changes`` with each job's deltas between two job-set actions reduced to the last one, in its place.
+# A job whose scheduling view changed (its state after the change), or a job-set action: what the
+# fold forwards, made into deltas (`job_delta`) only once a batch has kept each job's last.
+Change = dict[str, Any] | JobSetAction
+
+
+def latest_changes(changes: list[Change]) -> list[Change]:
+    """``changes`` with each job's changes between two job-set actions reduced to the last one, in its place.
 
     A delta is a complete statement of the job, so the last one says all the earlier ones did: a
     batch of a restored log holds most of each job's life, whose queued, leased and ended deltas
     become one (and the scheduler never indexes a job it already knows to be over). A job-set
     action acts on the jobs the index holds when it comes, so no delta moves across one."""
-    kept: list[JobDelta | JobSetAction | None] = []
+    kept: list[Change | None] = []
     at: dict[str, int] = {}
     for change in changes:
-        if isinstance(change, JobDelta):
-            earlier = at.get(change.job_id)
+        if isinstance(change, dict):
+            earlier = at.get(change["job_id"])
             if earlier is not None:
                 kept[earlier] = None
-            at[change.job_id] = len(kept)
+            at[change["job_id"]] = len(kept)
         else:
             at = {}
         kept.append(change)
     return [change for change in kept if change is not None]
 
 
-def _significant(fields: dict[str, Any]) -> dict[str, Any]:
-    """Pending and running hold the same resources: the scheduler need not hear of the step.
+def _view(job: dict[str, Any]) -> tuple[Any, ...]:
+    """The values of `state_fields` that a job's events change, compared as the scheduler needs them:
+    the job's state moves along with its latest run's, so a run leased, pending or running and its
+    job are both "active" (the scheduler need not hear of the step from pending to running)."""
+    runs = job["runs"]
+    state = job["state"]
+    if runs:
+        latest = runs[-1]
+        run_state = latest["state"]
+        if run_state in ACTIVE:
+            run_state = "active"
+            if state in ACTIVE:
+                state = "active"
+        run: tuple[Any, ...] = (latest["run_id"], latest["executor"], latest["node"], run_state, latest["leased_at"])
+        returned = [r for r in runs if r["state"] in RETURNED_RUN_STATES]
+        gone: tuple[Any, ...] = (_avoided(returned), len(returned)) if returned else ()
+    else:
+        run = gone = ()
+    return (state, job["priority_class"], job["priority"], len(runs), run, gone, job["cancel_requested"], job["preempt_requested"])
 
-    The job's state moves along with its latest run's, so both are compared as "active"."""
-    if fields["run_state"] not in ACTIVE:
-        return fields
-    return {**fields, "run_state": "active", "state": "active" if fields["state"] in ACTIVE else fields["state"]}
+
+def _avoided(returned: list[dict[str, Any]]) -> tuple[str, ...]:
+    """Nodes to avoid: those of the runs their executor gave back. An expired lease says nothing against
+    the node (the scheduler's own take-back of an expired lease avoids nothing either)."""
+    return tuple(sorted({node_id(run["executor"], run["node"]) for run in returned if run["node"] and run["state"] == "lease_returned"}))
 
 
 def spec_fields(spec: dict[str, Any]) -> dict[str, Any]:
@@ -295,16 +321,15 @@ def state_fields(job: dict[str, Any]) -> dict[str, Any]:
         "node": latest["node"] if latest else None,
         "run_state": latest["state"] if latest else None,
         "leased_at": latest["leased_at"] if latest else None,
-        # Only runs their executor gave back: an expired lease says nothing against the node
-        # (the scheduler's own take-back of an expired lease avoids nothing either).
-        "avoid_nodes": tuple(
-            sorted({node_id(run["executor"], run["node"]) for run in returned if run["node"] and run["state"] == "lease_returned"})
-        ),
+        "avoid_nodes": _avoided(returned),
         "returned_runs": len(returned),
         "cancel_requested": job["cancel_requested"],
         "preempt_requested": job["preempt_requested"],
     }
 
+
+# JSON without spaces, from one encoder (json.dumps builds an encoder per call when given separators).
+compact_json = json.JSONEncoder(separators=(",", ":")).encode
 
 # A committed cycle is binary, not JSON: it carries encoded messages, up to megabytes of them.
 _COMMITTED_MAGIC = b"\x00FC1"
@@ -315,7 +340,42 @@ _LENGTHS = struct.Struct(">II")
 def encode(record: FeedRecord) -> bytes:
     if isinstance(record, Committed):
         return _encode_committed(record)
-    return json.dumps(to_json(record), separators=(",", ":")).encode()
+    return compact_json(to_json(record)).encode()
+
+
+def encode_changes(changes: Sequence[Change]) -> bytes:
+    """The `Changes` record of ``changes`` (each job as its delta, see `job_delta`), as `encode` writes
+    it, each job written straight as its row: the fold forwards one per changed job, and making each
+    a frozen JobDelta first cost as much as writing it."""
+    records = [job_row(change) if isinstance(change, dict) else to_json(change) for change in changes]
+    return compact_json({"records": records, "k": _KIND[Changes]}).encode()
+
+
+def job_row(job: dict[str, Any]) -> list[Any]:
+    """`delta_row` of the job's delta (`job_delta`), made from the job itself."""
+    runs = job["runs"]
+    latest = runs[-1] if runs else None
+    returned = [run for run in runs if run["state"] in RETURNED_RUN_STATES]
+    shape = spec_fields(job["spec"])
+    return [
+        job["job_id"],
+        job["queue"],
+        job["job_set_id"],
+        job["state"],
+        job["priority_class"],
+        job["priority"],
+        job["submitted"],
+        len(runs),
+        *((latest["run_id"], latest["executor"], latest["node"], latest["state"], latest["leased_at"]) if latest else _NO_RUN),
+        _avoided(returned),
+        len(returned),
+        job["cancel_requested"],
+        job["preempt_requested"],
+        compact_json(tuple(shape.values())),
+    ]
+
+
+_NO_RUN = (None, None, None, None, None)
 
 
 def decode(raw: bytes) -> FeedRecord:
@@ -390,16 +450,25 @@ _DELTA_STATE = (
     "preempt_requested",
 )
 _DELTA_SHAPE = ("requests", "node_selector", "tolerations", "affinity", "gang", "grace_period_s", "fail_fast")
+assert tuple(spec_fields({})) == _DELTA_SHAPE  # job_row writes spec_fields' values in this order
 assert sorted(_DELTA_STATE + _DELTA_SHAPE) == sorted(JobDelta.__slots__)
 _state_of = operator.attrgetter(*_DELTA_STATE)
 _shape_of = operator.attrgetter(*_DELTA_SHAPE)
 _SHAPES: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
 _SHAPES_SIZE = 8192
+# The text of each shape in `_SHAPES`, by the identity of its parts: the deltas read from rows hold
+# those very objects, so writing one back (the scheduler's index entries) finds its text without
+# writing it again. The parts are held here too, so their ids are not reused while remembered.
+_TEXTS: dict[tuple[int, ...], tuple[tuple[Any, ...], str]] = {}
 
 
 def delta_row(delta: JobDelta) -> list[Any]:
     """The delta as a JSON-ready row (`delta_from_row` reads it)."""
-    return [*_state_of(delta), json.dumps(_shape_of(delta), separators=(",", ":"))]
+    shape = _shape_of(delta)
+    known = _TEXTS.get(tuple(map(id, shape)))
+    if known is not None and all(map(operator.is_, known[0], shape)):
+        return [*_state_of(delta), known[1]]
+    return [*_state_of(delta), compact_json(shape)]
 
 
 def delta_from_row(row: Any) -> JobDelta:
@@ -483,8 +552,10 @@ def _shape(shape_text: str) -> tuple[Any, ...]:
         fail_fast,
     )
     _SHAPES[shape_text] = shape
+    _TEXTS[tuple(map(id, shape))] = (shape, shape_text)
     if len(_SHAPES) > _SHAPES_SIZE:
-        _SHAPES.popitem(last=False)
+        _, evicted = _SHAPES.popitem(last=False)
+        _TEXTS.pop(tuple(map(id, evicted)), None)
     return shape
 
 

@@ -18,12 +18,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from streams.domain.ids import new_id
+from streams.domain.ids import RANDOM_BITS, ulid
 from streams.domain.jobs import apply_event, event_kind
 from streams.domain.states import TransitionRefused
 from streams.scheduler import feed
 from streams.scheduler.commands import executor_command
-from streams.scheduler.feed import Changes, feed_change
+from streams.scheduler.feed import Changes
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +41,30 @@ class JobsStore(Protocol):
         ...
 
 
+def deltas(changes: list[feed.Change]) -> list[feed.JobDelta | feed.JobSetAction]:
+    """The changes as the feed carries them: each changed job as its delta."""
+    return [feed.job_delta(change) if isinstance(change, dict) else change for change in changes]
+
+
 @dataclass
 class Folded:
-    """A fold of one sequence or a batch: how many events were applied, unchanged, refused...; and what to forward."""
+    """A fold of one sequence or a batch: how many events were applied, unchanged, refused...; what to
+    forward (``changes``: each job whose scheduling view changed, as the change left it, and each
+    job-set action; `feed` gives them as deltas) and the executor commands."""
 
     outcomes: Counter[str] = field(default_factory=Counter)
-    feed: list[feed.JobDelta | feed.JobSetAction] = field(default_factory=list)
+    changes: list[feed.Change] = field(default_factory=list)
     commands: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def feed(self) -> list[feed.JobDelta | feed.JobSetAction]:
+        return deltas(self.changes)
 
 
 def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random, partition: int = 0) -> Folded:
     """Fold every job event of the sequence, read from ``partition``. ``rng`` (seeded from the
-    message's position) makes command ids the same when a message is folded again after a crash."""
+    message's position) makes command ids the same when a message is folded again after a crash:
+    each applied event draws one id's random bits from it, whether it makes a command or not."""
     folded = Folded()
     outcomes = folded.outcomes
     envelope = {key: sequence[key] for key in ("queue", "job_set_id", "user", "groups")}
@@ -61,7 +73,7 @@ def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random
         if job_id is None:  # a job-set action, or a cycle record (which describes decisions only)
             action = job_set_action(envelope, event)
             if action is not None:
-                folded.feed.append(action)
+                folded.changes.append(action)
                 outcomes["job_set_action"] += 1
             continue
         kind = event["payload"][0]
@@ -81,12 +93,12 @@ def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random
             continue
         jobs.put(after, partition)
         outcomes["applied"] += 1
-        delta = feed_change(before, after)
-        if delta is not None:
-            folded.feed.append(delta)
-        command = executor_command(before, after, new_id(event["created"], rng), event["created"])
+        if feed.changed(before, after):
+            folded.changes.append(after)
+        bits = rng.getrandbits(RANDOM_BITS)
+        command = executor_command(before, after, "", event["created"])
         if command is not None:
-            folded.commands.append(command)
+            folded.commands.append({**command, "command_id": ulid(event["created"], bits)})
     return folded
 
 

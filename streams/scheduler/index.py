@@ -60,6 +60,16 @@ class Entry:
             self._job = None
         self.delta = delta
 
+    @property
+    def busy(self) -> bool:
+        """Whether a cycle's lease lifecycle may act on the job (`Cycle.lifecycle`): a reprioritisation
+        to announce, a cancel request, an active or returned run. A queued job with none of these
+        waits for placement only, and the lifecycle need not look at it."""
+        if self.expect == END:
+            return False
+        d = self.delta
+        return self.announce_priority is not None or d.cancel_requested or d.run_active or d.run_returned
+
     def confirmed_by(self, delta: JobDelta) -> bool:
         if self.expect == LEASE:
             return delta.runs >= self.expect_runs
@@ -87,6 +97,9 @@ _job_fields = attrgetter(
 class SchedulerIndex:
     def __init__(self) -> None:
         self.jobs: dict[str, Entry] = {}
+        # The jobs whose entry is busy (see `Entry.busy`), kept with every change of an entry
+        # (`touch`): a cycle's lifecycle walks these, not every queued job.
+        self.busy: set[str] = set()
         self.executors: dict[str, ExecutorState] = {}
         # Per executor the time of its latest report, full or heartbeat: its liveness. The
         # state's own time is when its runs were listed.
@@ -128,7 +141,20 @@ class SchedulerIndex:
         self.heard[executor] = max(self.heard.get(executor, time), time)
         self.reported_in_cycle[executor] = self.cycles + 1
 
+    def touch(self, job_id: str) -> None:
+        """Note that the job's entry changed (or went): it is busy or not (see `Entry.busy`)."""
+        entry = self.jobs.get(job_id)
+        if entry is not None and entry.busy:
+            self.busy.add(job_id)
+        else:
+            self.busy.discard(job_id)
+
     def _apply_job(self, delta: JobDelta) -> list[str]:
+        changed = self._fold_job(delta)
+        self.touch(delta.job_id)
+        return changed
+
+    def _fold_job(self, delta: JobDelta) -> list[str]:
         key = job_key(delta.job_id)
         if delta.terminal:
             return [key] if self.jobs.pop(delta.job_id, None) is not None else []
@@ -180,6 +206,7 @@ class SchedulerIndex:
                 entry.announce_priority = action.new_priority
             else:
                 continue
+            self.touch(job_id)
             changed.append(job_key(job_id))
         return changed
 
@@ -189,6 +216,7 @@ class SchedulerIndex:
         entry = self.jobs[job_id]
         entry.set(delta)
         entry.expect, entry.expect_runs = expect, delta.runs
+        self.touch(job_id)
         return job_key(job_id)
 
     def start_cycle(self) -> str:
@@ -221,12 +249,12 @@ class SchedulerIndex:
                 entry.fold_run,
                 entry.fold_run_at,
             ]
-            return json.dumps(row, separators=(",", ":")).encode()
+            return feed.compact_json(row).encode()
         if kind == "e":
             state = self.executors.get(name)
             if state is None:
                 return None
-            return json.dumps({"s": feed.to_json(state), "c": self.reported_in_cycle.get(name, 0)}, separators=(",", ":")).encode()
+            return feed.compact_json({"s": feed.to_json(state), "c": self.reported_in_cycle.get(name, 0)}).encode()
         if kind == "h":
             if name not in self.executors:
                 return None
@@ -274,6 +302,7 @@ class SchedulerIndex:
                 self.offset = int(value)
             elif key == PUBLISHED_KEY:
                 self.published = int(value)
+        self.busy = {job_id for job_id, entry in self.jobs.items() if entry.busy}
         # The state and the heartbeat keys each hold what the latest record of their kind said.
         for name, body in heartbeats:
             if name in self.executors:

@@ -1,8 +1,11 @@
-"""The `jobs` table: job id -> latest job state (job_state Avro), folded from `events`.
+"""The `jobs` and `job-specs` tables: job id -> latest job state (job_state Avro), and job id -> the
+job's spec (job_submitted Avro), both folded from `events`.
 
-It is partitioned like `events` (by queue/job set): every event of a job arrives on one
-partition, so the job's state lives with the worker that folds it. The table holds the encoded
-bytes so that one encoding serves both the table and the `job-states` topic.
+They are partitioned like `events` (by queue/job set): every event of a job arrives on one
+partition, so the job's state lives with the worker that folds it. Each table holds encoded bytes,
+so that one encoding serves both the table and its changelog, the public `job-states` and
+`job-specs` topics. A job's spec is fixed at submission: it is stored once, when the job is
+created, as the bytes its JobSubmitted event carried, and no later state repeats it.
 """
 
 from __future__ import annotations
@@ -14,59 +17,86 @@ from typing import Any
 import faust
 from faust.types import TableT
 
-from schemas.codec import Splice, decode, splice
+from schemas.codec import Encoded, decode, decode_as_written, encode, encode_body, framed, writer_of
 from streams.config import Settings
 from streams.tables.batched import BatchProducer, TableBatch
-from streams.tables.store import store_options
+from streams.tables.store import read, store_options
 from streams.tables.types import TEXT_CODEC, TextKey
+
+# The Avro type of a job's spec, in events, job-specs and lease commands alike.
+SPEC_TYPE = "flotilla.JobSubmitted"
 
 
 def jobs_table(app: faust.App, settings: Settings) -> TableT:
+    return _bytes_table(app, settings, "jobs", "job-states", "Latest state of every job, by job id (job_state Avro).", store_options())
+
+
+def job_specs_table(app: faust.App, settings: Settings) -> TableT:
+    # Written once per job, read when a job is not in the job store's cache.
+    options = store_options(write_buffer_mib=4, block_cache_mib=8)
+    return _bytes_table(app, settings, "job-specs", "job-specs", "Every job's spec, by job id (job_submitted Avro).", options)
+
+
+def _bytes_table(app: faust.App, settings: Settings, name: str, topic: str, help: str, options: dict[str, Any]) -> TableT:
     return app.Table(
-        "jobs",
+        name,
         key_type=TextKey,
         value_type=bytes,
         partitions=settings.partitions,
         changelog_topic=app.topic(
-            settings.topic("job-states"),
+            settings.topic(topic),
             key_serializer=TEXT_CODEC,
             value_serializer="raw",
             partitions=settings.partitions,
             compacting=True,
         ),
-        help="Latest state of every job, by job id (job_state Avro).",
-        options=store_options(),
+        help=help,
+        options=options,
     )
+
+
+class MissingSpec(LookupError):
+    """A job whose spec neither `job-specs` nor its stored state holds: the tables lost data."""
+
+
+def spec_encoding(spec: dict[str, Any]) -> bytes:
+    """The Avro body of a job's spec: the bytes it was read from when it came from `events` or `job-specs`."""
+    return spec.encoding if isinstance(spec, Encoded) else encode_body("job_submitted", spec)
 
 
 @dataclass
 class JobStore:
-    """Typed access to the jobs table: dicts in and out, Avro bytes inside.
+    """Typed access to the jobs and job-specs tables: dicts in and out (a job with its spec under
+    ``spec``, as the fold and the API see it), Avro bytes inside.
 
     The fold writes a batch of jobs at once: `put` keeps each job's latest state pending (the fold
-    reads it back with `latest`) until the agent writes them with one `TableBatch`
+    reads it back with `latest`) until the agent writes them with one `TableBatch` per table
     (`write_pending`), once what the batch sends is acknowledged; readers (`get`, `in`) see the
-    table only. A job is encoded then, once per batch whatever number of its events the batch
-    folded: a restored log's batch holds most of each job's life, and encoding every state was
-    a quarter of the refold.
+    tables only. A job is encoded then, once per batch whatever number of its events the batch
+    folded, without its spec; a job created in the batch has its spec stored first, as the bytes
+    its event carried (`spec_encoding`), so that a state is never stored without its spec.
 
     The jobs stored or read by the fold last are also kept decoded: a job's events come close
-    together (leased, pending, running), and decoding the full spec again was a fifth of each
-    fold. A cached job is used only while the table holds the very bytes it came from, so a job
-    another worker folded meanwhile (after a rebalance) is decoded afresh. The fold never mutates
-    a job it reads. Likewise the spec's encoding is kept with them (or cut out of the stored
-    bytes) and spliced into the job's next states: the fold shares the spec between a job's
-    states, and encoding it was most of each write.
+    together (leased, pending, running), and decoding it again, spec and all, would be most of
+    each fold. A cached job is used only while the table holds the very bytes it came from, so a
+    job another worker folded meanwhile (after a rebalance) is decoded afresh. The fold never
+    mutates a job it reads.
+
+    A state stored before release v5 carries its spec: it is read from there, and stored in
+    `job-specs` with the job's next state.
     """
 
     table: TableT
+    specs: TableT
     cache_size: int = 20_000
-    # job id -> (stored bytes, the job they encode, its spec's encoding when known)
-    _decoded: OrderedDict[str, tuple[bytes, dict[str, Any], bytes | None]] = field(default_factory=OrderedDict, repr=False)
+    # job id -> (stored state bytes, the job they encode, with its spec)
+    _decoded: OrderedDict[str, tuple[bytes, dict[str, Any]]] = field(default_factory=OrderedDict, repr=False)
     # job id -> (partition of the event that changed it last, the job): folded, not yet in the table.
     _pending: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict, repr=False)
-    # job id -> (spec, its encoding) made during the batch (for a lease command) before the job's write.
-    _fresh_specs: dict[str, tuple[Any, bytes]] = field(default_factory=dict, repr=False)
+    # Jobs whose spec `job-specs` lacks: created (or read from a state of before v5) by the batch.
+    _unstored: set[str] = field(default_factory=set, repr=False)
+    # job id -> partition, for the pending jobs whose spec is to be stored with them.
+    _new_specs: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.table
@@ -76,33 +106,64 @@ class JobStore:
         raw = self.table.get(job_id)
         return None if raw is None else bytes(raw)
 
+    def spec_raw(self, job_id: str) -> bytes | None:
+        """The job's spec, `job_submitted` Avro, as `job-specs` holds it (made from the state of a job
+        stored before release v5, which carries it)."""
+        raw = read(self.specs, job_id)
+        if raw is not None:
+            return bytes(raw)
+        job = self.get(job_id)
+        return None if job is None else framed("job_submitted", spec_encoding(job["spec"]))
+
     def get(self, job_id: str) -> dict[str, Any] | None:
-        """The job as the table holds it: what readers see (a batch's writes show once written)."""
-        raw = self.table.get(job_id)
+        """The job as the tables hold it: what readers see (a batch's writes show once written)."""
+        raw = read(self.table, job_id)
         if raw is None:
             return None
         cached = self._decoded.get(job_id)
-        return cached[1] if cached is not None and cached[0] == raw else decode("job_state", raw)
+        return cached[1] if cached is not None and cached[0] == raw else self._read(job_id, raw)[0]
 
     def latest(self, job_id: str) -> dict[str, Any] | None:
         """The job as the fold left it, its batch's pending write included: what the fold builds on."""
         pending = self._pending.get(job_id)
         if pending is not None:
             return pending[1]
-        raw = self.table.get(job_id)
+        raw = read(self.table, job_id)
         if raw is None:
+            self._unstored.add(job_id)
             return None
         cached = self._decoded.get(job_id)
         if cached is not None and cached[0] == raw:
             return cached[1]
-        job = decode("job_state", raw)
-        self._remember(job_id, raw, job, None)
+        job, stored = self._read(job_id, raw)
+        if stored:
+            self._remember(job_id, raw, job)
+        else:  # read afresh until its next state is written with its spec
+            self._unstored.add(job_id)
         return job
+
+    def _read(self, job_id: str, raw: bytes) -> tuple[dict[str, Any], bool]:
+        """The job ``raw`` encodes with its spec, and whether `job-specs` holds the spec."""
+        job = decode("job_state", raw)
+        spec_raw = read(self.specs, job_id)
+        if spec_raw is not None:
+            job["spec"] = decode("job_submitted", spec_raw, keep=SPEC_TYPE)
+            return job, True
+        if writer_of("job_state", raw)[0].origin != "current":
+            spec = decode_as_written("job_state", raw).get("spec")
+            if spec is not None:
+                job["spec"] = spec
+                return job, False
+        raise MissingSpec(f"job {job_id}: no spec on job-specs, and its stored state carries none")
 
     def put(self, job: dict[str, Any], partition: int) -> None:
         """Keep the job's new state for the batch's write (``partition``: its event's)."""
-        self._pending.pop(job["job_id"], None)  # the table gets the batch's jobs in the order they last changed
-        self._pending[job["job_id"]] = (partition, job)
+        job_id = job["job_id"]
+        if job_id in self._unstored or (job_id not in self._pending and job_id not in self._decoded and job_id not in self.specs):
+            self._unstored.discard(job_id)
+            self._new_specs[job_id] = partition
+        self._pending.pop(job_id, None)  # the table gets the batch's jobs in the order they last changed
+        self._pending[job_id] = (partition, job)
 
     def pending(self) -> list[tuple[int, str, dict[str, Any]]]:
         """(partition, job id, job) of every pending write, in order. They stay pending, and
@@ -111,48 +172,37 @@ class JobStore:
 
     def encoded(self) -> list[tuple[int, str, bytes]]:
         """(partition, job id, bytes) of every pending write, in order, each job encoded now (no
-        re-validation: the fold built it)."""
-        writer = splice("job_state", "spec")
-        return [(partition, job_id, self._encode(writer, job_id, job)) for job_id, (partition, job) in self._pending.items()]
+        re-validation: the fold built it), without its spec."""
+        found = []
+        for job_id, (partition, job) in self._pending.items():
+            raw = encode("job_state", job, validate_record=False)
+            self._remember(job_id, raw, job)
+            found.append((partition, job_id, raw))
+        return found
 
-    def spec_bytes(self, job_id: str, spec: dict[str, Any]) -> bytes:
-        """The encoding of ``spec``, the spec of the job the fold holds: kept from the job's last write
-        or read (or cut out of its stored bytes), or made now and kept for the job's write."""
-        return self._spec(splice("job_state", "spec"), job_id, spec)
+    def new_specs(self) -> list[tuple[int, str, bytes]]:
+        """(partition, job id, job_submitted message) of the specs to store with the pending jobs."""
+        return [
+            (partition, job_id, framed("job_submitted", spec_encoding(self._pending[job_id][1]["spec"])))
+            for job_id, partition in self._new_specs.items()
+        ]
 
-    def _spec(self, writer: Splice, job_id: str, spec: dict[str, Any]) -> bytes:
-        cached = self._decoded.get(job_id)
-        if cached is not None and cached[1]["spec"] is spec:
-            if cached[2] is not None:
-                return cached[2]
-            found = writer.field_in(cached[0], cached[1])
-            if found is not None:
-                self._decoded[job_id] = (cached[0], cached[1], found)
-                return found
-        fresh = self._fresh_specs.get(job_id)
-        if fresh is not None and fresh[0] is spec:
-            return fresh[1]
-        made = writer.field_bytes(spec)
-        self._fresh_specs[job_id] = (spec, made)
-        return made
-
-    def _encode(self, writer: Splice, job_id: str, job: dict[str, Any]) -> bytes:
-        spec = self._spec(writer, job_id, job["spec"])
-        raw = writer.encode(job, spec)
-        self._remember(job_id, raw, job, spec)
-        return raw
-
-    def _remember(self, job_id: str, raw: bytes, job: dict[str, Any], spec: bytes | None) -> None:
-        self._decoded[job_id] = (raw, job, spec)
+    def _remember(self, job_id: str, raw: bytes, job: dict[str, Any]) -> None:
+        self._decoded[job_id] = (raw, job)
         self._decoded.move_to_end(job_id)
         if len(self._decoded) > self.cache_size:
             self._decoded.popitem(last=False)
 
     def mark_written(self) -> None:
-        self._pending, self._fresh_specs = {}, {}
+        self._pending, self._new_specs, self._unstored = {}, {}, set()
 
     async def write_pending(self, producer: BatchProducer) -> None:
-        """Write the pending jobs to the table and its changelog, `job-states`, in one batch."""
+        """Write the specs of the jobs created, then the pending jobs, each table and its changelog
+        (`job-specs`, `job-states`) in one batch: a job's state is never stored before its spec."""
+        specs = TableBatch(self.specs, producer)
+        for partition, job_id, raw in self.new_specs():
+            specs.put(partition, job_id, raw)
+        await specs.write()
         batch = TableBatch(self.table, producer)
         for partition, job_id, raw in self.encoded():
             batch.put(partition, job_id, raw)

@@ -12,9 +12,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from faust.stores.base import SerializedStore
+
 MIB = 1024 * 1024
 
 
-def store_options() -> dict[str, Any]:
-    """Options for `app.Table(..., options=...)`; a fresh dict each time (Faust pops from it)."""
-    return {"write_buffer_size": 16 * MIB, "max_write_buffer_number": 2, "block_cache_size": 32 * MIB}
+def store_options(write_buffer_mib: int = 16, block_cache_mib: int = 32) -> dict[str, Any]:
+    """Options for `app.Table(..., options=...)`; a fresh dict each time (Faust pops from it).
+
+    A table written once per key and read on misses of the caches above it (the jobs' specs) takes
+    smaller ones: its memtables would otherwise hold tens of MiB of specs no one reads."""
+    return {"write_buffer_size": write_buffer_mib * MIB, "max_write_buffer_number": 2, "block_cache_size": block_cache_mib * MIB}
+
+
+def read(table: Any, key: Any) -> Any:
+    """``key``'s value in ``table`` (a Faust table, or a mapping standing in for one), or None.
+
+    Read from the table's store itself: Faust's `table.get` looks a key up twice and raises and
+    catches a KeyError for a missing one, most of what looking up a new job or client id cost."""
+    store = getattr(table, "data", None)
+    if isinstance(store, SerializedStore):
+        raw = store._get(store._encode_key(key))
+        return None if raw is None else store._decode_value(raw)
+    return table.get(key)

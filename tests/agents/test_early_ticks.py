@@ -47,3 +47,13 @@ def test_a_cycle_says_whether_it_left_a_queued_job_waiting() -> None:
     assert not loop.cycle(2_000, "a").left_waiting
     loop.submit("too-big", cpu="1000")
     assert loop.cycle(3_000, "a").left_waiting
+
+
+def test_with_no_executor_a_queued_job_is_left_waiting_so_new_work_does_not_tick_early() -> None:
+    """Nothing could lease it: ticking before the period would only repeat a cycle that changes nothing."""
+    loop = Loop()
+    assert not loop.cycle(1_000, "a").left_waiting
+    loop.submit("nowhere", cpu="1")
+    assert loop.cycle(2_000, "a").left_waiting
+    loop.report("ex1", at=2_500)
+    assert not loop.cycle(3_000, "a").left_waiting  # an executor came: the job is leased

@@ -12,11 +12,11 @@ from typing import Any
 
 from faust.types import Message
 
-from schemas.codec import decode, encode
+from schemas.codec import Encoded, decode, encode
 from streams.agents.job_state import encoded_command, fold_batch
 from streams.scheduler import feed
 from streams.scheduler.fold import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, feed_records
-from streams.tables.jobs import JobStore
+from streams.tables.jobs import SPEC_TYPE, JobStore
 from tests.kit.jobs import ENVELOPE, Events
 from tests.kit.stores import dict_jobs, settle
 
@@ -174,22 +174,24 @@ def test_a_batch_folds_its_messages_in_order_skipping_what_does_not_decode() -> 
     assert elsewhere["command_id"] != lease["command_id"]
 
 
-def test_a_lease_command_carries_the_spec_the_job_state_stored_as_encode_writes_it() -> None:
-    """Its spec's encoding is the job state's, copied: for a job just submitted in the same batch, for one
-    read back from the table, and for one whose encoding the table's bytes give."""
+def test_a_lease_command_carries_the_spec_job_specs_stored_as_encode_writes_it() -> None:
+    """Its spec's encoding is copied from where the spec was read (the event, or job-specs): for a job
+    just submitted in the same batch, and for one read back from the tables."""
     jobs, ev = dict_jobs(), Events("job-9")
-    same_batch = apply_sequence(jobs, sequence(ev.submitted(), ev.leased("run-1")), random.Random(1))
-    [lease] = same_batch.commands
-    assert lease["kind"] == "lease" and lease["spec"] is not None
-    assert encoded_command(jobs, lease) == encode("executor_command", lease)
+    submitted = decode("event_sequence", encode("event_sequence", sequence(ev.submitted())), keep=SPEC_TYPE)
+    apply_sequence(jobs, submitted, random.Random(1))
+    [lease] = apply_sequence(jobs, sequence(ev.leased("run-1")), random.Random(1)).commands
+    assert lease["kind"] == "lease" and isinstance(lease["spec"], Encoded)
+    assert encoded_command(lease) == encode("executor_command", lease)
     settle(jobs)
-    assert decode("job_state", jobs.table["job-9"])["spec"] == decode("executor_command", encoded_command(jobs, lease))["spec"]
+    assert decode("job_submitted", jobs.specs["job-9"]) == decode("executor_command", encoded_command(lease))["spec"]
 
     stored, other = dict_jobs(), Events("job-10")
     fold(stored, sequence(other.submitted()), random.Random(2))
     reread = dict_jobs()
-    reread.table.update(stored.table)  # another worker's table: nothing cached
+    reread.table.update(stored.table)  # another worker's tables: nothing cached
+    reread.specs.update(stored.specs)
     [lease] = apply_sequence(reread, sequence(other.leased("run-1")), random.Random(3)).commands
-    assert encoded_command(reread, lease) == encode("executor_command", lease)
+    assert encoded_command(lease) == encode("executor_command", lease)
     cancelled = apply_sequence(reread, sequence(other("JobCancelled", reason="no")), random.Random(4)).commands
-    assert [encoded_command(reread, c) for c in cancelled] == [encode("executor_command", c) for c in cancelled]
+    assert [encoded_command(c) for c in cancelled] == [encode("executor_command", c) for c in cancelled]

@@ -57,10 +57,13 @@ def test_a_submitted_job_is_stored_published_and_sent_to_the_scheduler(tmp_path:
 
         job = stored(jobs, "job-1")
         assert (job["state"], job["queue"], job["job_set_id"]) == ("queued", "team-a", "set-1")
-        # writing the table is publishing: the job's state is on the job-states topic
+        # writing the table is publishing: the job's state is on the job-states topic, its spec on job-specs
         [published] = sent(jobs, "flotilla.job-states")
         assert published.key == b"job-1" and published.value == jobs.jobs.table["job-1"]
         assert decode("job_state", published.body)["state"] == "queued"
+        [spec] = sent(jobs, "flotilla.job-specs")
+        assert spec.key == b"job-1" and spec.value == jobs.jobs.specs["job-1"]
+        assert decode("job_submitted", spec.body)["pod_spec"] == job["spec"]["pod_spec"]
         [changes] = feed_records(jobs)
         [delta] = deltas(changes)
         assert (delta.job_id, delta.queue, delta.state, delta.runs) == ("job-1", "team-a", "queued", 0)
@@ -89,6 +92,9 @@ def test_a_lease_sends_the_executor_its_command_keyed_by_executor(tmp_path: Path
             "job-1",
         )
         assert lease["spec"]["pod_spec"]["containers"]
+        # the spec was stored once, with the job's first state; the leased state does not repeat it
+        assert [s.key for s in sent(jobs, "flotilla.job-specs")] == [b"job-1"]
+        assert [s.key for s in sent(jobs, "flotilla.job-states")] == [b"job-1", b"job-1"]
         _, leased = feed_records(jobs)
         assert [(d.state, d.run_id, d.executor) for d in deltas(leased)] == [("leased", "run-1", "cluster-1")]
         assert stored(jobs, "job-1")["state"] == "leased"

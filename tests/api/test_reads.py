@@ -42,14 +42,21 @@ QUEUES["team-a"] = {**QUEUES["a"], "name": "team-a"}
 ALICE, BOB = Principal("alice", credentials="Bearer alice"), Principal("bob", credentials="Bearer bob")
 
 
+# The job-specs table: job id -> job_submitted Avro, of the jobs `job` made.
+SPECS: dict[str, bytes] = {}
+
+
 class Jobs:
-    """The jobs table of one worker: job id -> job_state Avro."""
+    """The jobs table of one worker: job id -> job_state Avro, and each job's spec from `SPECS`."""
 
     def __init__(self, jobs: dict[str, bytes]) -> None:
         self.jobs = jobs
 
     def raw(self, job_id: str) -> bytes | None:
         return self.jobs.get(job_id)
+
+    def spec_raw(self, job_id: str) -> bytes | None:
+        return SPECS.get(job_id) if job_id in self.jobs else None
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.jobs
@@ -120,7 +127,10 @@ def two_workers(rows_: list[JobRow], jobs: dict[str, bytes] | None = None) -> Gr
     where = {row.job_id: draw.randrange(PARTITIONS) for row in rows_}
     where.update({job_id: job_partition(job_id, PARTITIONS) or 0 for job_id in jobs or {}})
     held = {A: [0, 1], B: [2, 3]}
-    rows_ = rows_ + [row_of(decode("job_state", raw)) for raw in (jobs or {}).values()]  # the fold writes both
+    # the fold writes both
+    rows_ = rows_ + [
+        row_of({**decode("job_state", raw), "spec": decode("job_submitted", SPECS[job_id])}) for job_id, raw in (jobs or {}).items()
+    ]
     workers = {
         url: local(
             [row for row in rows_ if where[row.job_id] in partitions],
@@ -170,6 +180,7 @@ def job(job_set: str, number: int) -> tuple[str, bytes]:
     state = fold([events.submitted()])
     assert state is not None
     state = {**state, "job_set_id": job_set}
+    SPECS[job_id] = encode("job_submitted", state["spec"])
     return job_id, encode("job_state", state)
 
 

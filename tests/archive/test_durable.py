@@ -23,7 +23,6 @@ from streams.domain.events import payload
 from streams.domain.ids import IdFactory
 from streams.domain.jobspec import job_item
 from streams.replies import Replies
-from streams.scheduler.feed import JobDelta
 from tests.kit.jobs import QUEUE, item
 
 EVENTS = "flotilla.events"
@@ -155,8 +154,10 @@ def test_a_submission_whose_events_the_archive_could_not_take_is_answered_503(se
 # ---------------------------------------------------------------------------------------------- refold gate
 
 
-def delta(job_id: str, run_state: str | None, executor: str | None = "local", state: str = "running") -> JobDelta:
-    return JobDelta(job_id, "q", "s", state, "default", 0, 0, {}, run_state=run_state, executor=executor)
+def delta(job_id: str, run_state: str | None, executor: str | None = "local", state: str = "running") -> dict[str, Any]:
+    """A changed job as the fold forwards it: its state, with its latest run."""
+    runs = [] if run_state is None else [{"run_id": f"{job_id}-1", "executor": executor, "node": "n", "state": run_state}]
+    return {"job_id": job_id, "state": state, "runs": runs}
 
 
 def message(partition: int, offset: int) -> Any:

@@ -1,9 +1,16 @@
+import json
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from streams.domain.validation import SubmitPolicy, validate_item, validate_request
+from schemas import codec
+from schemas.codec import Encoded
+from streams.domain import jobspec
+from streams.domain.validation import POD_SPEC_JSON, SubmitPolicy, validate_item, validate_request
 from tests.kit.jobs import QUEUE, container, item, request
+from tests.schemas.strategies import values
 
 POLICY = SubmitPolicy()
 
@@ -265,6 +272,15 @@ def test_pod_spec_over_armadas_limit_is_rejected_with_its_size():
     assert 70_000 < size < 71_000
 
 
+def test_pod_spec_size_is_of_its_compact_json_in_utf8_bytes():
+    """40,000 characters that take two bytes each: over the limit in bytes, not in characters."""
+    wide = {**container(), "args": ["é" * 40_000]}
+    reason = reason_of(item(pod_spec__containers=[wide]))
+    spec = jobspec.job_item(item(pod_spec__containers=[wide]))["pod_spec"]
+    expected = len(json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
+    assert expected > 80_000 and reason.startswith(f"pod spec is {expected} bytes serialized")
+
+
 def test_pod_spec_just_under_limit_accepted():
     filler = {**container(), "args": ["x" * 64_000]}
     accepted(item(pod_spec__containers=[filler]))
@@ -319,3 +335,36 @@ def test_validation_does_not_mutate_its_input():
     before = repr(raw)
     accepted(raw)
     assert repr(raw) == before
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_a_pod_specs_json_is_never_over_the_bound_of_its_items_avro_size(data: st.DataObject) -> None:
+    """What lets validation skip measuring an item read from the log: any item, escapes and all."""
+    named = codec.schema("submit_request")["__named_schemas"]
+    item = data.draw(values("flotilla.JobItem", named))
+    request = {"request_id": "r", "queue": "q", "job_set_id": "s", "user": "u", "items": [item]}
+    raw = codec.decode("submit_request", codec.encode("submit_request", request, validate_record=False), keep="flotilla.JobItem")
+    (read,) = raw["items"]
+    assert isinstance(read, Encoded)
+    spec = jobspec.job_item(read)["pod_spec"]
+    if spec is None or spec["manifest"] is not None:
+        return  # no spec, or one given whole: measured as its text
+    size = len(json.dumps(spec, separators=(",", ":"), ensure_ascii=False).encode())
+    assert size <= POD_SPEC_JSON.most(len(read.encoding))
+
+
+def wire(raw: dict) -> dict:
+    """A request of the item as a producer writes it (complete, as the schema has it)."""
+    return request(jobspec.job_item(raw))
+
+
+def test_an_item_read_from_the_log_over_the_limit_is_still_refused() -> None:
+    """The bound only skips measuring small items: a large one is measured, and refused."""
+    big = {**container(), "args": ["x" * 70_000]}
+    read = codec.decode("submit_request", codec.encode("submit_request", wire(item(pod_spec__containers=[big]))), keep="flotilla.JobItem")
+    (result,) = validate_request(read, QUEUE, SubmitPolicy())
+    assert result.reason is not None and result.reason.startswith("pod spec is 70")
+    small = codec.decode("submit_request", codec.encode("submit_request", wire(item())), keep="flotilla.JobItem")
+    (accepted_item,) = validate_request(small, QUEUE, SubmitPolicy())
+    assert accepted_item.reason is None

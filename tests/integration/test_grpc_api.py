@@ -182,9 +182,9 @@ def test_a_pod_spec_reaches_the_job_whole(client: ArmadaClient, worker: Worker) 
     assert not refused.job_id and "pod spec field nodeName is refused" in refused.error
 
     def stored() -> dict[str, Any] | None:
-        return worker.job_states().get(whole.job_id)
+        return worker.job_specs().get(whole.job_id)
 
-    manifest = json.loads(poll(stored, 30, "the job on job-states")["spec"]["pod_spec"]["manifest"])
+    manifest = json.loads(poll(stored, 30, "the job's spec on job-specs")["pod_spec"]["manifest"])
     assert manifest["volumes"] == [{"name": "scratch", "emptyDir": {}}] and manifest["securityContext"] == {"runAsNonRoot": True}
     assert manifest["containers"][0]["env"][-1] == {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
     assert manifest["containers"][0]["volumeMounts"] == [{"name": "scratch", "mountPath": "/scratch"}]

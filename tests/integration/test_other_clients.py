@@ -2,11 +2,11 @@
 and follow job states with nothing of Flotilla but its schemas.
 
 - librdkafka's Python client (confluent-kafka) produces submit requests that a worker ingests and
-  consumes job-states in a consumer group: with the default framing, decoded as another team's
-  service would (single-object header checked against Avro's reference fingerprint, body read with
-  plain fastavro); with a schema registry configured, through confluent-kafka's own
+  consumes job-states and job-specs in a consumer group: with the default framing, decoded as another
+  team's service would (single-object header checked against Avro's reference fingerprint, body read
+  with plain fastavro); with a schema registry configured, through confluent-kafka's own
   AvroSerializer and AvroDeserializer.
-- a Node.js consumer (kafkajs + avsc, tests/integration/node/) reads job-states.
+- a Node.js consumer (kafkajs + avsc, tests/integration/node/) reads job-states and job-specs.
 - wrongly framed, malformed or oversized messages from that producer are answered on `rejected`,
   and the valid submissions around them, in all three framings, are ingested.
 """
@@ -108,26 +108,43 @@ def submitted(worker: Worker) -> dict[str, dict[str, Any]]:
     return confluent_consume(worker, "job-states", lambda v: third_party.decode("job_state", v), queued({"ck-1", "ck-2", "ck-3"}))
 
 
-def test_confluent_kafka_submits_and_follows_job_states(worker: Worker, submitted: dict[str, dict[str, Any]]) -> None:
+def test_confluent_kafka_submits_and_follows_job_states_and_their_specs(worker: Worker, submitted: dict[str, dict[str, Any]]) -> None:
     assert {s["client_id"] for s in submitted.values()} == {"ck-1", "ck-2", "ck-3"}
     assert all(s["queue"] == QUEUE and s["job_set_id"] == "from-confluent-kafka" for s in submitted.values())
     # the same states as Flotilla's own codec reads them
     assert {job_id: s["state"] for job_id, s in worker.job_states().items()} == {job_id: "queued" for job_id in submitted}
+    # each job's spec is on job-specs under the same key, once
+    third_party = ThirdParty()
+    specs = confluent_consume(
+        worker, "job-specs", lambda v: third_party.decode("job_submitted", v), lambda found: set(found) >= set(submitted)
+    )
+    assert set(specs) == set(submitted)
+    for job_id, spec in specs.items():
+        assert spec["client_id"] == submitted[job_id]["client_id"]
+        assert spec["pod_spec"]["containers"][0]["resources"]["requests"] == {"cpu": "100m", "memory": "64Mi"}
 
 
 def test_node_consumer_reads_job_states(worker: Worker, submitted: dict[str, dict[str, Any]]) -> None:
-    """kafkajs in a consumer group, avsc with the files in README order, its own CRC-64-AVRO."""
-    arguments = [worker.bootstrap, worker.topic("job-states"), str(SCHEMA_DIR), str(len(submitted)), "60"]
+    """kafkajs in a consumer group, avsc with the files in README order, its own CRC-64-AVRO; a job's
+    state and spec joined by their key."""
+    states, specs = worker.topic("job-states"), worker.topic("job-specs")
+    arguments = [worker.bootstrap, states, specs, str(SCHEMA_DIR), str(len(submitted)), "60"]
     finished = subprocess.run(["node", str(NODE_DIR / "consumer.js"), *arguments], capture_output=True, text=True, timeout=120, check=False)
     assert finished.returncode == 0, finished.stderr
     seen = json.loads(finished.stdout)
     assert seen["refused"] == []
-    assert seen["fingerprint"] == codec.current_writer("job_state").fingerprint.hex()
-    assert sorted(seen["states"]) == sorted(submitted)
+    assert seen["fingerprints"] == {
+        states: codec.current_writer("job_state").fingerprint.hex(),
+        specs: codec.current_writer("job_submitted").fingerprint.hex(),
+    }
+    assert sorted(seen["states"]) == sorted(submitted) == sorted(seen["specs"])
     for job_id, state in seen["states"].items():
         ours = submitted[job_id]
         assert (state["state"], state["client_id"], state["submitted"]) == ("queued", ours["client_id"], ours["submitted"])
-        assert state["spec"]["pod_spec"]["containers"][0]["resources"]["requests"] == {"cpu": "100m", "memory": "64Mi"}
+        assert "spec" not in state
+        spec = seen["specs"][job_id]
+        assert spec["client_id"] == ours["client_id"]
+        assert spec["pod_spec"]["containers"][0]["resources"]["requests"] == {"cpu": "100m", "memory": "64Mi"}
 
 
 def first_framing(record: dict[str, Any]) -> bytes:
@@ -236,6 +253,9 @@ def test_with_a_schema_registry_confluent_kafkas_avro_serde_talks_to_flotilla(
     raw = worker.read(worker.topic("job-states"))
     assert raw and all(r.value[:5] == b"\x00" + schema_id.to_bytes(4, "big") for r in raw if r.value)
     assert {s["client_id"] for s in states.values()} == {"serde-1", "serde-2", "single-object", "first-framing"}
+    specs_context = SerializationContext(worker.topic("job-specs"), MessageField.VALUE)
+    specs = confluent_consume(worker, "job-specs", lambda v: deserializer(v, specs_context), lambda found: set(found) >= set(states))
+    assert {job_id: spec["client_id"] for job_id, spec in specs.items()} == {job_id: s["client_id"] for job_id, s in states.items()}
 
 
 def test_a_flooding_queue_is_limited_and_answered_while_another_goes_on(registry_worker: Worker) -> None:

@@ -322,7 +322,11 @@ def test_every_job_is_rebuilt_from_events_alone_once_every_table_is_gone(recorde
     live = {job_id: state for job_id, state in latest_by_key(worker.read(worker.topic("job-states")), "job_state").items() if state}
     worker.stop()
     remove_tree(worker.data_dir)
-    changelogs = [worker.topic("job-states"), *(worker.changelog(table) for table in ("client-ids", "scheduler-index"))]
+    changelogs = [
+        worker.topic("job-states"),
+        worker.topic("job-specs"),
+        *(worker.changelog(table) for table in ("client-ids", "scheduler-index")),
+    ]
     asyncio.run(delete_topics(worker, [*changelogs, f"{worker.app_id}-job-index-changelog"]))
 
     done = flotilla(worker, "rebuild", "--into", str(tmp_path / "drill"))

@@ -188,7 +188,12 @@ def test_a_pod_spec_given_whole_is_kept_whole_over_rest_and_from_a_producer(work
         found = [job for job in worker.job_states().values() if job["queue"] == "whole"]
         return found if len(found) == 2 else None
 
-    for job in poll(both, 30, "both jobs on job-states"):
-        spec = job["spec"]["pod_spec"]
+    def specs() -> dict[str, dict[str, Any]] | None:
+        found = {job_id: spec for job_id, spec in worker.job_specs().items() if job_id in jobs}
+        return found if len(found) == len(jobs) else None
+
+    jobs = {job["job_id"]: job for job in poll(both, 30, "both jobs on job-states")}
+    for job_id, whole in poll(specs, 30, "their specs on job-specs").items():
+        spec, job = whole["pod_spec"], jobs[job_id]
         assert json.loads(spec["manifest"]) == WHOLE, job["job_set_id"]
         assert spec["containers"][0]["resources"]["requests"] == {"cpu": "100m", "memory": "64Mi"}, job["job_set_id"]

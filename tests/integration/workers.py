@@ -149,6 +149,10 @@ class Worker:
         """The `job-states` topic, latest state per job id."""
         return {k: v for k, v in latest_by_key(self.read(self.topic("job-states")), "job_state").items() if v}
 
+    def job_specs(self) -> dict[str, dict[str, Any]]:
+        """The `job-specs` topic, each job's spec by job id."""
+        return {k: v for k, v in latest_by_key(self.read(self.topic("job-specs")), "job_submitted").items() if v}
+
     def jobs_changelog(self) -> dict[str, dict[str, Any]]:
         """The `jobs` table as its changelog holds it: latest value per job id."""
         return {k: v for k, v in latest_by_key(self.read(self.changelog("jobs")), "job_state").items() if v}

@@ -15,6 +15,7 @@ def test_every_topic_is_created_with_the_replication_and_its_own_cleanup_and_ret
         "flotilla.submissions",
         "flotilla.events",
         "flotilla.job-states",
+        "flotilla.job-specs",
         "flotilla.scheduler-feed",
         "flotilla.executor-commands",
         "flotilla.executor-reports",
@@ -30,6 +31,7 @@ def test_every_topic_is_created_with_the_replication_and_its_own_cleanup_and_ret
     compacted = {name for name, topic in topics.items() if topic.topic_configs["cleanup.policy"] == "compact"}
     assert compacted == {
         "flotilla.job-states",
+        "flotilla.job-specs",
         "flotilla.queues",
         "flotilla-client-ids-changelog",
         "flotilla-job-index-changelog",

@@ -59,6 +59,7 @@ class Loop:
     # The submission rules jobs are validated by (the configuration file's, when a test has one).
     policy: SubmitPolicy = field(default_factory=SubmitPolicy)
     table: dict[str, bytes] = field(default_factory=dict)
+    specs: dict[str, bytes] = field(default_factory=dict)
     index: SchedulerIndex = field(default_factory=SchedulerIndex)
     offset: int = 0
     # Feed records the fold forwarded that the index has not read yet.
@@ -70,7 +71,7 @@ class Loop:
     jobs: JobStore = field(init=False)
 
     def __post_init__(self) -> None:
-        self.jobs = JobStore(self.table)  # type: ignore[arg-type]  # a dict stands in for the Faust table: the fold reads it as a mapping
+        self.jobs = JobStore(self.table, self.specs)  # type: ignore[arg-type]  # dicts stand in for the Faust tables: the fold reads them as mappings
 
     def job(self, job_id: str) -> dict[str, Any]:
         job = self.jobs.get(job_id)

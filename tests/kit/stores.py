@@ -6,11 +6,13 @@ from streams.tables.jobs import JobStore
 
 
 def dict_jobs(cache_size: int = 20_000) -> JobStore:
-    return JobStore({}, cache_size=cache_size)  # type: ignore[arg-type]  # a dict stands in for the Faust table: the fold reads it as a mapping
+    return JobStore({}, {}, cache_size=cache_size)  # type: ignore[arg-type]  # dicts stand in for the Faust tables: the fold reads them as mappings
 
 
 def settle(jobs: JobStore) -> None:
-    """Write the store's pending jobs into its dict, as the agent's batch write does into the table."""
+    """Write the store's pending specs and jobs into its dicts, as the agent's batch writes do into the tables."""
+    for _, job_id, raw in jobs.new_specs():
+        jobs.specs[job_id] = raw
     for _, job_id, raw in jobs.encoded():
         jobs.table[job_id] = raw
     jobs.mark_written()

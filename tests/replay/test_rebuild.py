@@ -106,9 +106,9 @@ def test_queues_at_a_time_count_jobs_and_usage() -> None:
     recorder = recorded(4)
     from streams.replay.jobs import Refold, refold
 
-    states = refold(recorder.log, Refold()).states()
-    summaries = {s["name"]: s for s in queue_summaries({"a": {"priority_factor": 1.0, "cordoned": False}}, states)}
-    jobs = [decode("job_state", raw) for raw in recorder.jobs.table.values()]
+    folded = refold(recorder.log, Refold()).folded_jobs()
+    summaries = {s["name"]: s for s in queue_summaries({"a": {"priority_factor": 1.0, "cordoned": False}}, folded)}
+    jobs = [recorder.jobs.get(job_id) for job_id in recorder.jobs.table]
     for queue in ("a", "b"):
         mine = [job for job in jobs if job["queue"] == queue]
         assert summaries[queue]["queued"] == sum(job["state"] == "queued" for job in mine)

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from hypothesis import given, settings
+
 from schemas import codec
+from streams.domain.jobs import apply_event
+from streams.domain.states import ACTIVE
 from streams.scheduler.commands import executor_command
-from streams.scheduler.feed import feed_change, job_delta
-from tests.kit.jobs import Events, fold
+from streams.scheduler.feed import Changes, JobDelta, JobSetAction, changed, decode, encode, encode_changes, feed_change, job_delta
+from tests.domain.test_idempotency import accepted_sequence, actions
+from tests.kit.jobs import ENVELOPE, Events, fold
 
 
 def steps(*events: tuple[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -132,3 +138,41 @@ def test_a_replayed_event_yields_nothing() -> None:
     copy = {**running, "runs": [dict(r) for r in running["runs"]]}
     assert feed_change(running, copy) is None
     assert executor_command(running, copy, "c", 1) is None
+
+
+def _significant(delta: JobDelta) -> JobDelta:
+    """A delta as the scheduler compares it: a leased, pending or running run and its job are all "active"."""
+    if delta.run_state not in ACTIVE:
+        return delta
+    return replace(delta, run_state="active", state="active" if delta.state in ACTIVE else delta.state)
+
+
+@settings(max_examples=300, deadline=None)
+@given(actions)
+def test_a_change_is_forwarded_exactly_when_the_scheduler_would_see_a_different_job(steps: list[Any]) -> None:
+    """`changed` compares a cheap view of the job; it must agree with comparing the deltas themselves."""
+    history = accepted_sequence(steps)
+    job = apply_event(None, *history[0], ENVELOPE)
+    assert job is not None
+    for kind, event in history[1:]:
+        after = apply_event(job, kind, event, ENVELOPE)
+        assert after is not None
+        assert changed(job, after) == (_significant(job_delta(job)) != _significant(job_delta(after))), (kind, job, after)
+        job = after
+
+
+@settings(max_examples=200, deadline=None)
+@given(actions)
+def test_the_folds_feed_record_is_what_encoding_the_deltas_writes(steps: list[Any]) -> None:
+    """`encode_changes` writes each job straight as its row: byte for byte the deltas' record."""
+    history = accepted_sequence(steps)
+    job = apply_event(None, *history[0], ENVELOPE)
+    assert job is not None
+    changes: list[Any] = [job]
+    for number, (kind, event) in enumerate(history[1:]):
+        job = apply_event(job, kind, event, ENVELOPE)
+        assert job is not None
+        changes.append(job if number % 3 else JobSetAction("team-a", "set-1", "cancel", reason="r", event_id=f"e{number}", time=number))
+    deltas = tuple(job_delta(c) if isinstance(c, dict) else c for c in changes)
+    assert encode_changes(changes) == encode(Changes(deltas))
+    assert decode(encode_changes(changes)) == Changes(deltas)

@@ -6,18 +6,21 @@ the real fold, whose deltas come back through the feed to the index, as on the l
 
 from __future__ import annotations
 
+import copy
 from collections import Counter, defaultdict
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streams.domain.ids import run_id_for
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.config_file import parse
-from streams.scheduler.cycle import MAX_DECISIONS_PER_RECORD, CycleOutcome, run_cycle
+from streams.scheduler.cycle import MAX_DECISIONS_PER_RECORD, Cycle, CycleOutcome, run_cycle
 from streams.scheduler.feed import JobSetAction, QueueInfo, queue_info
-from streams.scheduler.index import LEASE, SchedulerIndex
+from streams.scheduler.index import END, LEASE, SchedulerIndex
 from tests.kit.loop import Loop, decisions, events, kinds, leases, preempted
 from tests.kit.scheduler import DEFAULT, PREEMPTIBLE, delta, executor, holding, nodes, running, tick
 
@@ -814,3 +817,67 @@ def test_a_job_running_away_is_displaced_by_a_home_job_of_the_same_class_priorit
     loop.report("ex1", 2_500, tainted)
     second = loop.cycle(3_000)
     assert preempted(second) == {"visitor"} and set(leases(second)) == {"owner"}
+
+
+# -- the lifecycle walks busy jobs only ----------------------------------------------------------
+
+
+class EveryJob(Cycle):
+    """The lifecycle as it was: every indexed job in id order, the ended ones skipped."""
+
+    def lifecycle(self) -> None:
+        self.index.busy = {job_id for job_id, entry in self.index.jobs.items() if entry.expect != END}
+        super().lifecycle()
+        self.index.busy = busy_jobs(self.index)
+
+
+def busy_jobs(index: SchedulerIndex) -> set[str]:
+    return {job_id for job_id, entry in index.jobs.items() if entry.busy}
+
+
+job_changes = st.lists(
+    st.tuples(
+        st.integers(0, 11),  # job
+        st.sampled_from(["queued", "running", "returned", "expired", "cancel", "preempt", "reprioritise", "succeeded"]),
+        st.sampled_from(["ex1", "ex2"]),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(changes=job_changes, held=st.sets(st.integers(0, 11)), late=st.booleans())
+def test_walking_busy_jobs_decides_what_walking_every_job_did(changes: list[tuple[int, str, str]], held: set[int], late: bool) -> None:
+    """Same events (ids included), commands, records, changed keys and index, on indexes built from
+    random deltas and job-set actions, with executors holding some runs or no longer heard from."""
+    index = SchedulerIndex()
+    for number, change, where in changes:
+        job = delta(f"j{number:02d}", job_set="s" if number % 2 else "t", submitted=100 + number)
+        if change == "queued":
+            index.apply(job)
+        elif change == "running":
+            index.apply(running(job, f"j{number:02d}-1", where, "n0", 500))
+        elif change in ("returned", "expired"):
+            state = "lease_returned" if change == "returned" else "lease_expired"
+            index.apply(replace(running(job, f"j{number:02d}-1", where, "n0", 500), run_state=state, returned_runs=1))
+        elif change == "cancel":
+            index.apply(JobSetAction("a", job.job_set_id, "cancel", reason="stop", event_id=f"c{number}", time=600))
+        elif change == "preempt":
+            index.apply(replace(running(job, f"j{number:02d}-1", where, "n0", 500), preempt_requested=True))
+        elif change == "reprioritise":
+            index.apply(JobSetAction("a", job.job_set_id, "reprioritise", new_priority=float(number), event_id=f"p{number}", time=600))
+        else:
+            index.apply(replace(job, state="succeeded"))
+        assert index.busy == busy_jobs(index)
+    runs = {f"j{n:02d}-1": f"j{n:02d}" for n in held}
+    for name in ("ex1", "ex2"):
+        index.apply(executor(name, time=60_000 if late else 1_000, runs=runs))
+    twin = copy.deepcopy(index)
+    config = CycleConfig(missing_run_grace_ms=0)
+    for number in range(5):  # without reports, the executors stop being live after a few cycles
+        ours = Cycle(index, tick(70_000 + number * 10_000), 7 + number, config).run()
+        theirs = EveryJob(twin, tick(70_000 + number * 10_000), 7 + number, config).run()
+        for made in ("sequences", "commands", "records", "changed"):
+            assert getattr(ours, made) == getattr(theirs, made), made
+        assert {key: index.dump(key) for key in index.keys()} == {key: twin.dump(key) for key in twin.keys()}
+        assert index.busy == busy_jobs(index)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import FrozenInstanceError, replace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -155,16 +156,16 @@ def test_changes_keep_their_records_in_order() -> None:
     assert back == Changes((first, second, third))
 
 
-def test_a_batch_forwards_each_jobs_last_delta_between_job_set_actions() -> None:
-    queued = JobDelta("j1", "q", "s", "queued", "pc", 0.0, 1, {"cpu": 1})
-    leased = replace(queued, state="leased", runs=1, run_id="r1")
-    other = replace(queued, job_id="j2")
+def test_a_batch_forwards_each_jobs_last_change_between_job_set_actions() -> None:
+    queued: dict[str, Any] = {"job_id": "j1", "state": "queued"}
+    leased = {**queued, "state": "leased"}
+    other = {**queued, "job_id": "j2"}
     cancel = JobSetAction("q", "s", "cancel", reason="r")
-    ended = replace(leased, state="cancelled", cancel_requested=True)
-    assert feed.latest_deltas([queued, other, leased]) == [other, leased]
-    # A job-set action sees the job as the deltas before it left it: none moves across it.
-    assert feed.latest_deltas([queued, leased, cancel, other, ended]) == [leased, cancel, other, ended]
-    assert feed.latest_deltas([]) == []
+    ended = {**leased, "state": "cancelled"}
+    assert feed.latest_changes([queued, other, leased]) == [other, leased]
+    # A job-set action sees the job as the changes before it left it: none moves across it.
+    assert feed.latest_changes([queued, leased, cancel, other, ended]) == [leased, cancel, other, ended]
+    assert feed.latest_changes([]) == []
 
 
 # -- job_delta ---------------------------------------------------------------------------------
@@ -348,3 +349,12 @@ def test_decode_raises_nothing_but_value_error(raw: bytes) -> None:
     except ValueError:
         return
     assert isinstance(record, (JobDelta, ExecutorState, Heartbeat, JobSetAction, Changes, Tick))
+
+
+def test_a_delta_read_from_a_row_is_written_back_as_that_row_and_a_changed_shape_afresh() -> None:
+    row = feed.delta_row(JobDelta("j1", "q", "s", "queued", "pc", 0.0, 1, {"cpu": 1_000}, node_selector={"zone": "a"}))
+    read = feed.delta_from_row(json.loads(json.dumps(row)))
+    assert feed.delta_row(read) == row
+    assert feed.delta_row(replace(read, state="leased"))[-1] == row[-1]  # the text remembered for its shape
+    bigger = replace(read, requests={"cpu": 2_000})
+    assert feed.delta_from_row(json.loads(json.dumps(feed.delta_row(bigger)))) == bigger

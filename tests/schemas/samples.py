@@ -200,7 +200,6 @@ def job_state() -> dict[str, Any]:
         "last_transition": T0 + 9_000,
         "cancel_requested": False,
         "preempt_requested": True,
-        "spec": job_submitted(),
         "runs": [
             {
                 "run_id": "01HZ3M0000000000000000000A",
@@ -312,11 +311,21 @@ SAMPLES = {
     "submit_request": submit_request,
     "event_sequence": event_sequence,
     "job_state": job_state,
+    "job_submitted": job_submitted,
     "queue": queue,
     "executor_command": executor_command,
     "executor_report": executor_report,
     "rejection": rejection,
 }
+
+
+def written_with(writer: dict[str, Any], name: str) -> dict[str, Any]:
+    """The sample of ``name`` as a writer with schema ``writer`` (a frozen release's) wrote it: a
+    job state carried its spec until release v5 (its spec then moved to job-specs)."""
+    record = SAMPLES[name]()
+    if name == "job_state" and any(f["name"] == "spec" for f in writer["fields"]):
+        record["spec"] = job_submitted()
+    return record
 
 
 def assert_contains(expected: Any, actual: Any, where: str = "") -> None:

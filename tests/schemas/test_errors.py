@@ -84,7 +84,7 @@ def test_not_bytes() -> None:
 
 
 def test_unknown_schema_name() -> None:
-    with pytest.raises(codec.SchemaError, match=r"unknown schema 'pod_spec' \(known: submit_request, "):
+    with pytest.raises(codec.SchemaError, match=r"unknown schema 'pod_spec' \(known: job_submitted, submit_request, "):
         codec.encode("pod_spec", samples.pod_spec())
     with pytest.raises(codec.SchemaError, match="unknown schema 'nope'"):
         codec.decode("nope", b"\xf1\x01")

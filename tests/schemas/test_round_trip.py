@@ -111,30 +111,6 @@ def test_records_in_single_record_unions_need_no_tag_and_are_not_mutated() -> No
     assert codec.encode("submit_request", request, validate_record=False) == codec.encode("submit_request", request)
 
 
-def test_a_spliced_record_is_byte_for_byte_what_encode_writes() -> None:
-    job = samples.job_state()
-    writer = codec.splice("job_state", "spec")
-    spec = writer.field_bytes(job["spec"])
-    assert writer.encode(job, spec) == codec.encode("job_state", job)
-    later = {**job, "state": "running", "reason": None, "spec": None}  # the record's own value is not read
-    assert writer.encode(later, spec) == codec.encode("job_state", {**later, "spec": job["spec"]})
-    assert (
-        codec.decode("job_state", writer.encode(later, spec))["spec"] == codec.decode("job_state", codec.encode("job_state", job))["spec"]
-    )
-
-
-def test_a_spliced_field_is_cut_out_of_a_stored_record_and_only_of_one_that_encode_wrote() -> None:
-    job = samples.job_state()
-    writer = codec.splice("job_state", "spec")
-    stored = codec.encode("job_state", job)
-    assert writer.field_in(stored, job) == writer.field_bytes(job["spec"])
-    assert writer.field_in(stored, {**job, "queue": job["queue"] + "-other"}) is None  # the fields around it differ
-    assert writer.field_in(stored[:10], job) is None
-    assert writer.field_in(b"\x00" + stored[1:], job) is None  # another framing
-
-
-def test_splicing_a_field_the_schema_lacks_is_refused() -> None:
-    with pytest.raises(codec.SchemaError, match="no field"):
-        codec.splice("job_state", "nonsense")
-    with pytest.raises(codec.SchemaError, match="no branch"):
-        codec.splice("executor_command", "spec").branch_bytes("flotilla.Nonsense", b"")
+def test_a_spec_body_framed_is_the_job_specs_message() -> None:
+    spec = samples.job_submitted()
+    assert codec.framed("job_submitted", codec.encode_body("job_submitted", spec)) == codec.encode("job_submitted", spec)

@@ -41,7 +41,7 @@ def test_writers_register_every_value_schema_under_its_topic_subject(registry: t
     ids = writer.use_schema_registry(SchemaRegistryClient(url), value_subjects(Settings()))
     assert sorted(state.subjects) == sorted(
         f"flotilla.{topic}-value"
-        for topic in ("submissions", "events", "job-states", "executor-commands", "executor-reports", "queues", "rejected")
+        for topic in ("submissions", "events", "job-states", "job-specs", "executor-commands", "executor-reports", "queues", "rejected")
     )
     assert state.subjects["flotilla.job-states-value"] == [ids["job_state"]]
     # what is registered is the standalone schema, whose fingerprint is the single-object one
@@ -133,7 +133,10 @@ def test_confluent_kafka_deserializer_reads_what_flotilla_writes(registry: tuple
     context = SerializationContext("flotilla.job-states", MessageField.VALUE)
     state = deserializer(writer.encode("job_state", samples.job_state()), context)
     assert state["job_id"] == samples.JOB_ID and state["runs"][1]["node"] == "gpu-node-17"
-    assert state["spec"]["pod_spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "8"
+    spec = deserializer(
+        writer.encode("job_submitted", samples.job_submitted()), SerializationContext("flotilla.job-specs", MessageField.VALUE)
+    )
+    assert spec["pod_spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "8"
 
 
 def test_flotilla_reads_what_confluent_kafka_serializer_writes(registry: tuple[str, RegistryState]) -> None:

@@ -53,7 +53,7 @@ def per_key_records(
 def test_the_changelog_records_are_byte_for_byte_what_per_key_writes_send(tmp_path: Path, store: str) -> None:
     async def scenario() -> None:
         plane = agent_plane(tmp_path, store=store)
-        writes = [(0, "job-1", b"\x01state-a"), (0, "job-2", b"\x02state-b"), (0, "job-1", b"\x03state-c")]
+        writes = [(0, "job-1", b"\x01state-a"), (0, "jöb-2", b"\x02state-b"), (0, "job-1", b"\x03state-c")]
         expected = per_key_records(plane, "jobs", writes)
         send = Recorded()
         batch = TableBatch(plane.jobs.table, send)
@@ -66,7 +66,7 @@ def test_the_changelog_records_are_byte_for_byte_what_per_key_writes_send(tmp_pa
         assert partition == 0
         # the last write of a key wins, and goes out after the others
         assert records == [(expected[1][1], expected[1][2]), (expected[2][1], expected[2][2])]
-        assert [plane.jobs.table.data[key] for key in ("job-1", "job-2")] == [b"\x03state-c", b"\x02state-b"]
+        assert [plane.jobs.table.data[key] for key in ("job-1", "jöb-2")] == [b"\x03state-c", b"\x02state-b"]
 
     asyncio.run(scenario())
 

@@ -1,96 +1,148 @@
-"""The job store's decoded cache never answers with a job the table no longer holds."""
+"""The job store: each state stored without its spec, the spec stored once, and a decoded cache that
+never answers with a job the tables no longer hold."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
-from schemas.codec import encode
-from streams.tables.jobs import JobStore
+import pytest
+from fastavro import schemaless_writer
+
+from schemas import codec
+from schemas.codec import Encoded, encode
+from streams.tables.jobs import JobStore, MissingSpec, spec_encoding
 from tests.kit.stores import settle
-from tests.schemas.samples import job_state
+from tests.schemas.samples import job_state, job_submitted, written_with
 
 
-def put(jobs: JobStore, job: dict[str, Any]) -> None:
-    jobs.put(job, 0)
+def job(**changes: Any) -> dict[str, Any]:
+    """A job as the fold holds it: its state and, under ``spec``, its spec (with every default, as read back)."""
+    spec = dict(codec.decode("job_submitted", encode("job_submitted", job_submitted())))
+    return {**job_state(), "spec": spec, **changes}
+
+
+def put(jobs: JobStore, state: dict[str, Any]) -> None:
+    jobs.put(state, 0)
     settle(jobs)
 
 
-def store(size: int = 20_000) -> tuple[JobStore, dict[str, bytes]]:
+def store(size: int = 20_000) -> tuple[JobStore, dict[str, bytes], dict[str, bytes]]:
     table: dict[str, bytes] = {}
-    return JobStore(table, cache_size=size), table  # type: ignore[arg-type]  # a dict stands in for the Faust table: the fold reads it as a mapping
+    specs: dict[str, bytes] = {}
+    return JobStore(table, specs, cache_size=size), table, specs  # type: ignore[arg-type]  # dicts stand in for the Faust tables
 
 
 def test_a_job_just_stored_is_read_back_without_decoding() -> None:
-    jobs, _ = store()
-    job = job_state()
-    put(jobs, job)
-    assert jobs.get(job["job_id"]) is job
+    jobs, _, _ = store()
+    stored = job()
+    put(jobs, stored)
+    assert jobs.get(stored["job_id"]) is stored
 
 
-def test_a_job_rewritten_in_the_table_by_someone_else_is_decoded_afresh() -> None:
-    jobs, table = store()
-    job = job_state()
-    put(jobs, job)
-    other: dict[str, Any] = {**job, "state": "cancelled", "reason": "cancelled elsewhere"}
-    table[job["job_id"]] = encode("job_state", other)  # e.g. restored from the changelog after a rebalance
-    read = jobs.get(job["job_id"])
-    assert read is not job and read is not None and (read["state"], read["reason"]) == ("cancelled", "cancelled elsewhere")
-    del table[job["job_id"]]
-    assert jobs.get(job["job_id"]) is None
+def test_a_state_is_stored_without_its_spec_and_the_spec_once_beside_it() -> None:
+    jobs, table, specs = store()
+    first = job(state="queued")
+    jobs.put(first, 3)
+    assert jobs.new_specs() == [(3, first["job_id"], encode("job_submitted", first["spec"]))]
+    settle(jobs)
+    for state in ("leased", "running"):
+        later = {**first, "state": state}
+        jobs.put(later, 3)
+        assert jobs.new_specs() == []  # stored with the job's first state, never again
+        settle(jobs)
+        assert table[first["job_id"]] == encode("job_state", later) and "spec" not in codec.decode("job_state", table[first["job_id"]])
+    assert specs == {first["job_id"]: encode("job_submitted", first["spec"])}
+
+
+def test_a_job_rewritten_in_the_table_by_someone_else_is_decoded_afresh_with_its_spec() -> None:
+    jobs, table, _ = store()
+    stored = job()
+    put(jobs, stored)
+    other: dict[str, Any] = {**stored, "state": "cancelled", "reason": "cancelled elsewhere"}
+    table[stored["job_id"]] = encode("job_state", other)  # e.g. restored from the changelog after a rebalance
+    read = jobs.get(stored["job_id"])
+    assert read is not stored and read is not None and (read["state"], read["reason"]) == ("cancelled", "cancelled elsewhere")
+    assert read["spec"] == stored["spec"]
+    del table[stored["job_id"]]
+    assert jobs.get(stored["job_id"]) is None
+
+
+def test_a_job_read_back_has_its_spec_with_the_bytes_it_was_read_from() -> None:
+    jobs, table, specs = store()
+    stored = job()
+    table[stored["job_id"]] = encode("job_state", stored)
+    specs[stored["job_id"]] = encode("job_submitted", stored["spec"])
+    read = jobs.latest(stored["job_id"])
+    assert read is not None and read["spec"] == stored["spec"] and isinstance(read["spec"], Encoded)
+    assert spec_encoding(read["spec"]) == codec.encode_body("job_submitted", stored["spec"]) == spec_encoding(stored["spec"])
+    leased = {**read, "state": "leased"}
+    jobs.put(leased, 0)
+    assert jobs.new_specs() == []
+    settle(jobs)
+    assert table[stored["job_id"]] == encode("job_state", leased)
 
 
 def test_the_cache_keeps_only_the_jobs_stored_last() -> None:
-    jobs, _ = store(size=2)
-    stored = [{**job_state(), "job_id": f"job-{i}"} for i in range(3)]
-    for job in stored:
-        put(jobs, job)
+    jobs, _, _ = store(size=2)
+    stored = [job(job_id=f"job-{i}") for i in range(3)]
+    for state in stored:
+        put(jobs, state)
     evicted = jobs.get("job-0")
-    assert evicted is not None and evicted["job_id"] == "job-0" and evicted is not stored[0]
+    assert evicted is not None and evicted["job_id"] == "job-0" and evicted is not stored[0] and evicted["spec"] == stored[0]["spec"]
     assert jobs.get("job-1") is stored[1] and jobs.get("job-2") is stored[2]
 
 
-def test_every_state_of_a_job_is_stored_as_encode_writes_it() -> None:
-    """The spec's encoding is reused while the job's states share its spec, and made afresh otherwise."""
-    jobs, table = store()
-    job = job_state()
-    for state in ("queued", "leased", "running"):
-        job = {**job, "state": state}
-        put(jobs, job)
-        assert table[job["job_id"]] == encode("job_state", job)
-    replaced = {**job, "spec": {**job["spec"], "priority": job["spec"]["priority"] + 1}}
-    put(jobs, replaced)
-    assert table[job["job_id"]] == encode("job_state", replaced)
-
-
 def test_a_pending_write_is_the_folds_to_read_and_readers_see_it_once_written() -> None:
-    jobs, table = store()
-    job = job_state()
-    jobs.put(job, 0)
-    assert jobs.latest(job["job_id"]) is job
-    assert jobs.get(job["job_id"]) is None and job["job_id"] not in jobs
+    jobs, table, _ = store()
+    stored = job()
+    jobs.put(stored, 0)
+    assert jobs.latest(stored["job_id"]) is stored
+    assert jobs.get(stored["job_id"]) is None and stored["job_id"] not in jobs
     settle(jobs)
-    assert jobs.get(job["job_id"]) is job and job["job_id"] in jobs and job["job_id"] in table
-
-
-def test_a_job_read_back_from_the_table_is_stored_again_as_encode_writes_it() -> None:
-    """Its spec's encoding is cut out of the stored bytes instead of made afresh."""
-    jobs, table = store()
-    job = job_state()
-    table[job["job_id"]] = encode("job_state", job)
-    read = jobs.latest(job["job_id"])
-    assert read is not None and read is not job
-    leased = {**read, "state": "leased"}
-    put(jobs, leased)
-    assert table[job["job_id"]] == encode("job_state", leased)
+    assert jobs.get(stored["job_id"]) is stored and stored["job_id"] in jobs and stored["job_id"] in table
 
 
 def test_a_batch_stores_the_last_of_a_jobs_states_once() -> None:
-    jobs, table = store()
-    job = job_state()
-    states = [{**job, "state": state} for state in ("queued", "leased", "running")]
+    jobs, table, _ = store()
+    states = [job(state=state) for state in ("queued", "leased", "running")]
+    assert jobs.latest(states[0]["job_id"]) is None
     for state in states:
         jobs.put(state, 0)
-    assert jobs.latest(job["job_id"]) is states[-1]
-    assert [job_id for _, job_id, _ in jobs.encoded()] == [job["job_id"]]
+    assert jobs.latest(states[0]["job_id"]) is states[-1]
+    assert [job_id for _, job_id, _ in jobs.encoded()] == [states[0]["job_id"]]
+    assert [job_id for _, job_id, _ in jobs.new_specs()] == [states[0]["job_id"]]
     settle(jobs)
-    assert table[job["job_id"]] == encode("job_state", states[-1])
+    assert table[states[0]["job_id"]] == encode("job_state", states[-1])
+
+
+def release_v3_state(state: dict[str, Any]) -> bytes:
+    """``state`` as release v3 stored it, its spec inside."""
+    writer = codec.parse_directory(codec.FROZEN_DIR / "v3")["job_state"]
+    body = io.BytesIO()
+    schemaless_writer(body, writer, {**written_with(writer, "job_state"), **state})
+    return codec.SINGLE_OBJECT_MAGIC + codec.schema_fingerprint(writer) + body.getvalue()
+
+
+def test_a_state_stored_before_release_v5_gives_its_spec_which_is_stored_with_the_next_state() -> None:
+    jobs, table, specs = store()
+    old = job()
+    table[old["job_id"]] = release_v3_state(old)
+    read = jobs.latest(old["job_id"])
+    assert read is not None and read["spec"] == old["spec"] and jobs.get(old["job_id"]) == read
+    assert jobs.latest(old["job_id"]) is not read  # not cached: read afresh until its spec is stored
+    leased = {**read, "state": "leased"}
+    jobs.put(leased, 2)
+    assert jobs.new_specs() == [(2, old["job_id"], encode("job_submitted", old["spec"]))]
+    settle(jobs)
+    assert specs[old["job_id"]] == encode("job_submitted", old["spec"]) and table[old["job_id"]] == encode("job_state", leased)
+    fresh = JobStore(table, specs)  # type: ignore[arg-type]  # another worker's store over the same tables: nothing cached
+    assert fresh.latest(old["job_id"]) == leased
+
+
+def test_a_state_without_a_spec_anywhere_is_an_error_naming_the_job() -> None:
+    jobs, table, _ = store()
+    lost = job()
+    table[lost["job_id"]] = encode("job_state", lost)
+    with pytest.raises(MissingSpec, match=lost["job_id"]):
+        jobs.latest(lost["job_id"])

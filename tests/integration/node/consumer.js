@@ -1,10 +1,11 @@
-// A Node.js consumer of Flotilla's job-states topic, as another team would write it: kafkajs for
-// Kafka, avsc for Avro, the .avsc files parsed in the order schemas/README.md gives, and Avro's
-// single-object encoding checked against the fingerprint it computes itself (CRC-64-AVRO of the
-// schema's Parsing Canonical Form).
+// A Node.js consumer of Flotilla's job-states and job-specs topics, as another team would write it:
+// kafkajs for Kafka, avsc for Avro, the .avsc files parsed in the order schemas/README.md gives, and
+// Avro's single-object encoding checked against the fingerprint it computes itself (CRC-64-AVRO of
+// the schema's Parsing Canonical Form). A job's state and its spec share the key (the job id).
 //
-// node consumer.js BROKERS TOPIC SCHEMA_DIR EXPECTED_JOBS TIMEOUT_S
-// Prints one JSON object: {"fingerprint": hex, "states": {job id: latest state}, "refused": [reasons]}.
+// node consumer.js BROKERS STATES_TOPIC SPECS_TOPIC SCHEMA_DIR EXPECTED_JOBS TIMEOUT_S
+// Prints one JSON object: {"fingerprints": {topic: hex}, "states": {job id: latest state},
+// "specs": {job id: spec}, "refused": [reasons]}.
 'use strict';
 
 const fs = require('fs');
@@ -12,7 +13,7 @@ const path = require('path');
 const avro = require('avsc');
 const { Kafka, logLevel } = require('kafkajs');
 
-const [brokers, topic, schemaDir, expected, timeoutS] = process.argv.slice(2);
+const [brokers, statesTopic, specsTopic, schemaDir, expected, timeoutS] = process.argv.slice(2);
 
 // CRC-64-AVRO (Rabin), as the Avro specification defines it.
 const EMPTY = 0xc15d213aa4d7a795n;
@@ -29,22 +30,32 @@ function fingerprint(text) {
   return out;
 }
 
-function jobStateType() {
+// File name -> its Avro type, every file parsed into one registry in the README's order.
+function types() {
   const readme = fs.readFileSync(path.join(schemaDir, 'README.md'), 'utf8');
   const files = [...readme.matchAll(/^\| \d+ \| `([a-z_]+\.avsc)` \|/gm)].map((m) => m[1]);
   const registry = {};
-  let jobState = null;
+  const found = {};
   for (const file of files) {
-    const type = avro.Type.forSchema(JSON.parse(fs.readFileSync(path.join(schemaDir, file), 'utf8')), { registry });
-    if (file === 'job_state.avsc') jobState = type;
+    found[file] = avro.Type.forSchema(JSON.parse(fs.readFileSync(path.join(schemaDir, file), 'utf8')), { registry });
   }
-  return jobState;
+  return found;
+}
+
+function single(type) {
+  return Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprint(JSON.stringify(type.schema()))]);
 }
 
 async function main() {
-  const type = jobStateType();
-  const header = Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprint(JSON.stringify(type.schema()))]);
+  const parsed = types();
+  // topic -> [type, header, where its values go]
   const states = {};
+  const specs = {};
+  const readers = {
+    [statesTopic]: [parsed['job_state.avsc'], states],
+    [specsTopic]: [parsed['job_submitted.avsc'], specs],
+  };
+  for (const reader of Object.values(readers)) reader.splice(1, 0, single(reader[0]));
   const refused = [];
   const kafka = new Kafka({ clientId: 'node-consumer', brokers: brokers.split(','), logLevel: logLevel.WARN });
   const consumer = kafka.consumer({
@@ -54,28 +65,30 @@ async function main() {
     heartbeatInterval: 1000,
   });
   await consumer.connect();
-  await consumer.subscribe({ topic, fromBeginning: true });
+  await consumer.subscribe({ topics: [statesTopic, specsTopic], fromBeginning: true });
   let finish;
   const done = new Promise((resolve) => (finish = resolve));
   const timer = setTimeout(finish, Number(timeoutS) * 1000);
   await consumer.run({
-    eachMessage: async ({ message }) => {
+    eachMessage: async ({ topic, message }) => {
+      const [type, header, latest] = readers[topic];
+      const key = message.key.toString();
       const value = message.value;
       if (value === null) {
-        delete states[message.key.toString()];
+        delete latest[key];
       } else if (!value.subarray(0, 10).equals(header)) {
-        refused.push(`${message.key}: header ${value.subarray(0, 10).toString('hex')} is not ${header.toString('hex')}`);
+        refused.push(`${topic} ${key}: header ${value.subarray(0, 10).toString('hex')} is not ${header.toString('hex')}`);
       } else {
-        const state = type.fromBuffer(value.subarray(10));
-        states[state.job_id] = state;
+        latest[key] = type.fromBuffer(value.subarray(10));
       }
-      if (Object.keys(states).length >= Number(expected)) finish();
+      if (Object.keys(states).length >= Number(expected) && Object.keys(specs).length >= Number(expected)) finish();
     },
   });
   await done;
   clearTimeout(timer);
   await consumer.disconnect();
-  process.stdout.write(JSON.stringify({ fingerprint: header.subarray(2).toString('hex'), states, refused }) + '\n');
+  const fingerprints = Object.fromEntries(Object.entries(readers).map(([topic, reader]) => [topic, reader[1].subarray(2).toString('hex')]));
+  process.stdout.write(JSON.stringify({ fingerprints, states, specs, refused }) + '\n');
 }
 
 main().catch((error) => {
