@@ -20,7 +20,11 @@ Rates are per event (the events inside `events` records) and per feed record. Ta
 The defaults are a steady state: the nodes run jobs faster than they come (about 1,400 run at a
 time, none waits long); with `--rate 300 --run-s 10` the queues grow, and every cycle walks them.
 
-Usage: .venv/bin/python bench/replay.py [--events 1000000] [--rate 200] [--nodes 100] [--run-s 5] [--broker]
+Recording takes minutes (about 320 s for the defaults): `--keep DIR` records the log into DIR once
+(with `recorded.json`, what the figures need about it) and later runs with the same `--keep DIR`
+reuse it; the other log options must then match what DIR was recorded with.
+
+Usage: .venv/bin/python bench/replay.py [--events 1000000] [--rate 200] [--nodes 100] [--run-s 5] [--broker] [--keep DIR]
 Progress goes to stderr; the last stdout line is one JSON object.
 """
 
@@ -55,9 +59,10 @@ from streams.kafka import kafka_clients  # noqa: E402
 from streams.replay.audit import AuditReport, audit  # noqa: E402
 from streams.replay.broker import BrokerLog  # noqa: E402
 from streams.replay.cycles import Configurations  # noqa: E402
+from streams.replay.headers import head  # noqa: E402
 from streams.replay.jobs import fold_queues  # noqa: E402
 from streams.replay.rebuild import rebuild  # noqa: E402
-from streams.replay.source import EVENTS, FEED, ArchiveLog, LogSource  # noqa: E402
+from streams.replay.source import EVENTS, FEED, ArchiveLog, LogSource, feed_records  # noqa: E402
 from streams.scheduler.config_file import parse  # noqa: E402
 from streams.scheduler.feed import NodeState, QueueInfo  # noqa: E402
 from streams.topics import ensure_topics  # noqa: E402
@@ -152,6 +157,8 @@ def main() -> int:
     parser.add_argument("--queues", type=int, default=4, help="queues; half of them start a minute late (default 4)")
     parser.add_argument("--broker", action="store_true", help="also audit from an embedded Tansu the archive is restored into")
     parser.add_argument("--py-spy", metavar="BIN", help="also profile an audit of the archive with this py-spy (raw format, path printed)")
+    parser.add_argument("--audit-only", action="store_true", help="time the audit alone (no rebuild, no --at read)")
+    parser.add_argument("--keep", metavar="DIR", type=Path, help="record the log into DIR once and reuse it on later runs")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench-replay-"))
     try:
@@ -165,16 +172,32 @@ def main() -> int:
 
 
 def run(args: argparse.Namespace, children: Children, scratch: Path) -> dict[str, Any]:
-    recorder, events_count, _, record_wall = record_log(args)
-    counts = archive(recorder, scratch / "log")
+    root = args.keep if args.keep is not None else scratch / "log"
+    log_options = {name: getattr(args, name) for name in ("events", "rate", "nodes", "run_s", "queues")}
+    kept = root / "recorded.json"
+    if kept.exists():
+        recorded = json.loads(kept.read_text())
+        if recorded["options"] != log_options:
+            raise SystemExit(f"{root} holds a log recorded with {recorded['options']}, not {log_options}")
+        log(f"reusing the log recorded in {root}")
+    else:
+        recorded = record_into(args, root)
+        recorded["options"] = log_options
+        kept.write_text(json.dumps(recorded))
+    events_count, counts, jobs = recorded["events"], recorded["counts"], recorded["jobs"]
     feed_records = counts.get(FEED, 0)
-    source = ArchiveLog(ArchiveSource(scratch / "log"))
-    size = sum(f.stat().st_size for f in (scratch / "log").rglob("*") if f.is_file())
+    source = ArchiveLog(ArchiveSource(root))
+    size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
     print(f"conditions: {os.cpu_count()} cores shared with other work, this process on one; python {sys.version.split()[0]}")
     print(
         f"  log: {events_count:,} events in {counts.get(EVENTS, 0):,} records of events, {feed_records:,} feed records,"
-        f" {len(recorder.jobs.table):,} jobs, {args.nodes} nodes, {args.queues} queues, {args.rate} jobs/s for {args.run_s} s each;"
-        f" archive {size / 2**20:.1f} MiB (recorded in {record_wall:.0f} s, not timed)"
+        f" {jobs:,} jobs, {args.nodes} nodes, {args.queues} queues, {args.rate} jobs/s for {args.run_s} s each;"
+        f" archive {size / 2**20:.1f} MiB (recorded in {recorded['record_wall']:.0f} s, not timed)"
+    )
+    _, floor_cpu, _ = timed("the floor: reading and decoding the log alone", lambda: read_alone(source))
+    print(
+        f"floor (archive): reading the feed records decoded and the heads of `events` records, nothing repeated:"
+        f" {floor_cpu / events_count * 1e6:.1f} us CPU per event, at most {events_count / floor_cpu:,.0f} events/s"
     )
     report, audit_cpu, audit_wall = timed("audit from the archive", lambda: audited(source))
     results: dict[str, Any] = {
@@ -184,10 +207,11 @@ def run(args: argparse.Namespace, children: Children, scratch: Path) -> dict[str
         "cycles": report.cycles,
         "deciding_cycles": report.deciding,
         "decisions": report.decisions_matched,
-        "jobs": len(recorder.jobs.table),
+        "jobs": jobs,
         "nodes": args.nodes,
         "queues": args.queues,
         "archive_mib": round(size / 2**20, 1),
+        "floor_cpu_us_per_event": round(floor_cpu / events_count * 1e6, 2),
         "audit_archive_s": round(audit_wall, 2),
         "audit_archive_cpu_s": round(audit_cpu, 2),
         "audit_archive_events_per_s": round(events_count / audit_wall),
@@ -200,37 +224,66 @@ def run(args: argparse.Namespace, children: Children, scratch: Path) -> dict[str
         f" {audit_cpu / events_count * 1e6:.1f} us CPU per event (target: 50,000 events/s)"
     )
     if args.broker:
-        results.update(broker_audit(children, scratch, events_count))
+        results.update(broker_audit(children, scratch, root, events_count))
+    if not args.audit_only:
+        results.update(rest(source, scratch, recorded["middle"], events_count))
+    results["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    if args.py_spy:
+        results["profile"] = profile(args.py_spy, children, root)
+    return results
+
+
+def read_alone(source: LogSource) -> int:
+    """What an audit cannot do without: every feed record read and decoded, every `events` record
+    read and its head decoded (as the audit's matcher reads them); returns the records read."""
+    read = 0
+    for generation in source.feed_generations():
+        for _ in feed_records(generation):
+            read += 1
+    for partition in source.partitions(EVENTS):
+        for record in source.records(EVENTS, partition):
+            if record.value is not None:
+                head(record.value)
+            read += 1
+    return read
+
+
+def rest(source: LogSource, scratch: Path, middle: int, events_count: int) -> dict[str, Any]:
+    """Rebuild and the read of queues at the log's middle, timed."""
+    results: dict[str, Any] = {}
     _, rebuild_cpu, rebuild_wall = timed("rebuild from the archive", lambda: rebuild(source, scratch / "rebuilt"))
     results.update(rebuild_s=round(rebuild_wall, 2), rebuild_events_per_s=round(events_count / rebuild_wall))
     print(
         f"rebuild (archive): {rebuild_wall:.1f} s, {events_count / rebuild_wall:,.0f} events/s,"
         f" {rebuild_cpu / events_count * 1e6:.1f} us CPU per event"
     )
-    middle = (recorder.log.topics[(EVENTS, 0)][0].timestamp + recorder.now) // 2
     _, _, at_wall = timed("queues at the log's middle", lambda: fold_queues(source, middle))
     print(f"queues --at the log's middle (archive): {at_wall:.1f} s for about half the log")
     results.update(queues_at_middle_s=round(at_wall, 2))
-    results["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    if args.py_spy:
-        results["profile"] = profile(args.py_spy, children, scratch / "log")
     return results
 
 
-def record_log(args: argparse.Namespace) -> tuple[Recorder, int, float, float]:
-    (recorder, counted), cpu, wall = timed(
+def record_into(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    """The log recorded and archived into ``root``; returns what the figures need about it."""
+    (recorder, counted), _, wall = timed(
         f"recording {args.events:,} events", lambda: record(args.events, args.rate, args.nodes, args.run_s, args.queues)
     )
-    return recorder, counted, cpu, wall
+    return {
+        "events": counted,
+        "counts": archive(recorder, root),
+        "jobs": len(recorder.jobs.table),
+        "middle": (recorder.log.topics[(EVENTS, 0)][0].timestamp + recorder.now) // 2,
+        "record_wall": wall,
+    }
 
 
-def broker_audit(children: Children, scratch: Path, events_count: int) -> dict[str, Any]:
+def broker_audit(children: Children, scratch: Path, root: Path, events_count: int) -> dict[str, Any]:
     """The archive restored into a fresh embedded Tansu (not timed), then audited from it."""
     broker = children.add(EmbeddedBroker(log_path=scratch / "broker.log", new_session=True))
     broker.start()
     settings = Settings(broker=broker.url)
     asyncio.run(ensure_topics(settings))
-    asyncio.run(restore(scratch / "log", kafka_clients(settings)))
+    asyncio.run(restore(root, kafka_clients(settings)))
     with BrokerLog(settings) as source:
         report, cpu, wall = timed("audit from the broker", lambda: audited(source))
     rate, per_event = events_count / wall, cpu / events_count * 1e6

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import Job, LimiterState
@@ -54,7 +55,10 @@ class Entry:
         return self._job
 
     def set(self, delta: JobDelta) -> None:
-        self.delta, self._job = delta, None
+        # Most changes are of the job's run, not of what its Job is made of: the Job is kept then.
+        if self._job is not None and _job_fields(delta) != _job_fields(self.delta):
+            self._job = None
+        self.delta = delta
 
     @property
     def busy(self) -> bool:
@@ -72,6 +76,22 @@ class Entry:
         if self.expect == REQUEUE:
             return delta.runs > self.expect_runs or (delta.runs == self.expect_runs and delta.state == "queued")
         return False  # END: only the terminal delta, which removes the entry
+
+
+# What `scheduling_job` reads of a delta (the others are state and run fields).
+_job_fields = attrgetter(
+    "job_id",
+    "queue",
+    "priority_class",
+    "requests",
+    "submitted",
+    "priority",
+    "node_selector",
+    "tolerations",
+    "affinity",
+    "avoid_nodes",
+    "gang",
+)
 
 
 class SchedulerIndex:
@@ -147,7 +167,9 @@ class SchedulerIndex:
         # the jobs), so neither a newer nor an older delta takes one away.
         flags = (entry.delta.cancel_requested or delta.cancel_requested, entry.delta.preempt_requested or delta.preempt_requested)
         if entry.expect is None or entry.confirmed_by(delta):
-            merged = replace(delta, cancel_requested=flags[0], preempt_requested=flags[1])
+            # Mostly the delta says the requests already: it is kept as it is then, not copied.
+            same = flags == (delta.cancel_requested, delta.preempt_requested)
+            merged = delta if same else replace(delta, cancel_requested=flags[0], preempt_requested=flags[1])
             # The fold may confirm just what the decision recorded: then the expectation stays,
             # and only goes on skipping deltas older than it.
             changed = merged != entry.delta

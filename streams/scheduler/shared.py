@@ -30,10 +30,13 @@ def shared(value: T) -> T:
     """The one object standing for every value equal to ``value`` (dicts, lists, tuples, numbers, text)."""
     if isinstance(value, str):
         return cast(T, sys.intern(value))
-    try:
-        key = _frozen(value)
-    except TypeError:  # an unhashable leaf: kept as it is
-        return value
+    if isinstance(value, float):  # a job's priority, in every delta read: keyed as `_frozen` keys it, without its walk
+        key: Any = (float, value, math.copysign(1.0, value))
+    else:
+        try:
+            key = _frozen(value)
+        except TypeError:  # an unhashable leaf: kept as it is
+            return value
     found = _values.get(key)
     if found is not None:
         return cast(T, found)

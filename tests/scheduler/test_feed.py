@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 from typing import Any
 
 import pytest
@@ -267,6 +267,19 @@ def test_job_delta_survives_the_round_trip() -> None:
     job, _ = realistic_job()
     d = job_delta(job)
     assert feed.decode(feed.encode(d)) == d
+
+
+def test_a_decoded_job_delta_is_a_whole_frozen_job_delta() -> None:
+    """Rows are read into deltas without JobDelta's __init__ (feed._made_delta): the result must
+    still compare, print, copy and refuse changes as one made by it."""
+    job, _ = realistic_job()
+    d = job_delta(job)
+    back = feed.decode(feed.encode(d))
+    assert isinstance(back, feed.JobDelta)
+    assert back == d and repr(back) == repr(d)
+    assert replace(back, runs=back.runs + 1) == replace(d, runs=d.runs + 1)
+    with pytest.raises(FrozenInstanceError):
+        back.runs = 3  # type: ignore[misc]
 
 
 def test_queue_info_weight_is_the_inverse_priority_factor() -> None:

@@ -177,6 +177,27 @@ class NodeDb:
             self._mark(placement.node, 0, cut, js.pairs, -1)
         self.tops[placement.node * self.n_levels + cut - 1] += 1
 
+    def bind_all(self, placed: Sequence[JobState]) -> None:
+        """Bind jobs already placed (`JobState.node` set, at `sched_priority`), as `bind` each
+        would, outside any transaction: the running jobs at a cycle's start, often thousands.
+        Their capacity is summed per node and level first, so each node's rows change once."""
+        assert self._journal is None
+        taken: dict[tuple[int, int], list[int]] = {}
+        tops = self.tops
+        for js in placed:
+            node = js.node
+            assert node is not None
+            js.bound, js.evicted = True, False
+            cut = self._bind_cut(js)
+            tops[node * self.n_levels + cut - 1] += 1
+            total = taken.get((node, cut))
+            if total is None:
+                total = taken[(node, cut)] = [0] * len(self.totals[node])
+            for i, amount in js.pairs:
+                total[i] += amount
+        for (node, cut), total in taken.items():
+            self._mark(node, 0, cut, tuple((i, amount) for i, amount in enumerate(total) if amount), -1)
+
     def evict(self, js: JobState) -> None:
         self._record(js)
         cut = self._bind_cut(js)

@@ -39,7 +39,7 @@ from streams.scheduler.algorithm.model import (
     Toleration,
     Unscheduled,
 )
-from streams.scheduler.algorithm.nodedb import NO_PREEMPTION, NodeDb, Placement
+from streams.scheduler.algorithm.nodedb import NO_PREEMPTION, NodeDb
 from streams.scheduler.algorithm.queue_order import CandidateGangs, rescheduling_order
 from streams.scheduler.algorithm.state import JobState, Shape, order_key
 from streams.scheduler.algorithm.submission import SUBMISSION, in_submission_order
@@ -104,6 +104,7 @@ class _PreemptingScheduler:
         self.lost: list[PreemptedJob] = []
         self.unknown: dict[str, list[str]] = defaultdict(list)
         self.shapes: dict[tuple[object, ...], Shape] = {}
+        self.shapes_by_id: dict[tuple[object, ...], Shape] = {}
         self.created: list[JobState] = []
         self.unfeasible: dict[tuple[object, ...], str] = {}
         self.frontier: dict[str, tuple[object, ...]] = {}
@@ -146,12 +147,11 @@ class _PreemptingScheduler:
                 self.lost.append(PreemptedJob(run.job.id, run.node, reasons.node_or_class_gone(run.node, run.job.priority_class)))
                 continue
             js = JobState(run.job, self._shape(run.job, pc), True, run.started_at, node, run.scheduled_priority)
-            self.nodedb.bind(js, Placement(node, run.scheduled_priority, NO_PREEMPTION))
             self.running.append(js)
-            if run.job.queue in self.queues:
-                self._account(js, +1)
-            if run.job.gang_id:
-                gang_members[run.job.gang_id].append(js)
+            if js.gang_id:
+                gang_members[js.gang_id].append(js)
+        self.nodedb.bind_all(self.running)
+        self._account_all(self.running)
         for members in gang_members.values():
             for js in members:
                 js.gang_size = len(members)
@@ -176,6 +176,16 @@ class _PreemptingScheduler:
         self.groups = groups
 
     def _shape(self, job: Job, pc: PriorityClass) -> Shape:
+        # Jobs mostly share their requests and constraints as objects (streams.scheduler.shared):
+        # those are found by identity first. The inputs hold every job for the whole cycle, so no
+        # id is reused while this is looked at.
+        same = (pc.name, id(job.requests), id(job.node_selector), id(job.tolerations), id(job.affinity))
+        shape = self.shapes_by_id.get(same)
+        if shape is None:
+            shape = self.shapes_by_id[same] = self._shape_by_value(job, pc)
+        return shape
+
+    def _shape_by_value(self, job: Job, pc: PriorityClass) -> Shape:
         key = (pc.name, tuple(sorted(job.requests.items())), tuple(sorted(job.node_selector.items())), job.tolerations, job.affinity)
         shape = self.shapes.get(key)
         if shape is None:
@@ -189,6 +199,19 @@ class _PreemptingScheduler:
         for i, amount in js.pairs:
             queue_alloc[i] += sign * amount
             class_alloc[i] += sign * amount
+
+    def _account_all(self, running: list[JobState]) -> None:
+        """`_account` (+1) of every running job of an active queue, summed per queue and class first."""
+        counts: dict[tuple[str, str, tuple[tuple[int, int], ...]], int] = defaultdict(int)
+        for js in running:
+            if js.queue in self.queues:
+                counts[(js.queue, js.pc.name, js.pairs)] += 1
+        for (queue, class_name, pairs), count in counts.items():
+            queue_alloc = self.allocation[queue]
+            class_alloc = self.class_allocation[(queue, class_name)]
+            for i, amount in pairs:
+                queue_alloc[i] += count * amount
+                class_alloc[i] += count * amount
 
     def _compute_shares(self, inputs: CycleInput) -> None:
         totals = self._total_map()

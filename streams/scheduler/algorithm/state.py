@@ -66,7 +66,10 @@ class JobState:
         # Copied off the job: read for every job at every step of the cycle.
         self.id = job.id
         self.queue = job.queue
-        self.gang_id, self.gang_size = gang if gang is not None else (job.gang_id, job.gang_cardinality)
+        if gang is None:
+            gang_id = job.gang_id
+            gang = (gang_id, job.gang_cardinality) if gang_id else ("", 1)
+        self.gang_id, self.gang_size = gang
         self.pc = shape.pc
         self.req = shape.req
         self.pairs = shape.pairs
