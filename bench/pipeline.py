@@ -76,7 +76,6 @@ import platform
 import random
 import re
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -111,7 +110,7 @@ from bench.ingest import (  # noqa: E402
     started_consumer,
     wait_queues_visible,
 )
-from bench.processes import Child, Children, Command, exit_status  # noqa: E402
+from bench.processes import Child, Children, exit_status, py_spy_recording  # noqa: E402
 from bench.processes import stop as stop_process  # noqa: E402
 from executor.backends.fake import RUNTIME_ANNOTATION  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
@@ -548,16 +547,9 @@ def profiled(session: Session, phase: str) -> Iterator[None]:
     if not args.py_spy:
         yield
         return
-    out = f"{args.profile_out}-{phase}.txt"
-    pid = str(session.worker_pids[0])  # with several workers, the first (profile one at a time)
-    command = [args.py_spy, "record", "--format", "raw", "-o", out, "--pid", pid, "--rate", "100", "--nonblocking"]
-    spy = session.children.add(Command(command, stop_signal=signal.SIGINT, grace_s=60.0)).start()  # py-spy writes its output on SIGINT
-    time.sleep(1.0)  # let it attach before the phase starts
-    try:
+    # with several workers, the first (profile one at a time)
+    with py_spy_recording(session.children, args.py_spy, session.worker_pids[0], f"{args.profile_out}-{phase}.txt", log=log):
         yield
-    finally:
-        spy.stop()
-        log(f"profile of the worker during {phase}: {out}")
 
 
 # ---------------------------------------------------------------- figures

@@ -35,7 +35,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -221,3 +221,19 @@ class Children:
         finally:
             for signum, handler in self._saved.items():
                 signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def py_spy_recording(
+    children: Children, py_spy: str, pid: int, out: str, *, threads: bool = False, log: Callable[[str], None] = _log
+) -> Iterator[None]:
+    """py-spy records ``pid`` into ``out`` (`--format raw`, folded stacks; every thread if ``threads``)
+    for as long as the block runs; registered with ``children`` so that an error still stops it."""
+    command = [py_spy, "record", "--format", "raw", "-o", out, "--pid", str(pid), "--rate", "100", "--nonblocking"]
+    spy = children.add(Command(command + (["--threads"] if threads else []), stop_signal=signal.SIGINT, grace_s=60.0)).start()
+    time.sleep(1.0)  # let it attach before the block starts
+    try:
+        yield
+    finally:
+        spy.stop()  # py-spy writes its output on SIGINT
+        log(f"profile: {out}")

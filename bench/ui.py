@@ -38,7 +38,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -57,7 +56,7 @@ if str(ROOT) not in sys.path:
 from aiokafka import AIOKafkaProducer  # noqa: E402
 
 from bench.ingest import PRODUCER_OPTIONS, cpu_seconds, produce_all, read_status  # noqa: E402
-from bench.processes import Children, Command, exit_status  # noqa: E402
+from bench.processes import Children, exit_status, py_spy_recording  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.executor import ExecutorProcess  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
@@ -259,16 +258,8 @@ def profiled(args: argparse.Namespace, children: Children, worker: WorkerProcess
         yield
         return
     assert worker.process is not None
-    out = f"{args.profile_out}-{phase}.txt"
-    pid = str(worker.process.pid)
-    command = [args.py_spy, "record", "--format", "raw", "-o", out, "--pid", pid, "--rate", "100", "--nonblocking", "--threads"]
-    spy = children.add(Command(command, stop_signal=signal.SIGINT, grace_s=60.0)).start()  # py-spy writes its output on SIGINT
-    time.sleep(1.0)  # let it attach before the phase starts
-    try:
+    with py_spy_recording(children, args.py_spy, worker.process.pid, f"{args.profile_out}-{phase}.txt", threads=True, log=log):
         yield
-    finally:
-        spy.stop()
-        log(f"profile of the worker during {phase}: {out}")
 
 
 async def fill(bootstrap: str, records: list[tuple[bytes, bytes]]) -> None:
