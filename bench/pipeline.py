@@ -118,10 +118,9 @@ from ops.executor import ExecutorProcess  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
 from schemas.codec import decode, encode, writer_of  # noqa: E402
 from streams.domain import jobspec  # noqa: E402
-from streams.domain.events import sequence_key  # noqa: E402
-from streams.domain.partitioning import key_hash, partition_for  # noqa: E402
 from streams.domain.quantity import to_milli  # noqa: E402
 from streams.scheduler.cycle import CYCLES_QUEUE, SCHEDULER_USER  # noqa: E402
+from tests.integration.group import job_set_per_partition  # noqa: E402
 
 SUBMISSIONS = "flotilla.submissions"
 EVENTS = "flotilla.events"
@@ -178,13 +177,7 @@ def job_item(job_set: str, i: int, shape: JobShape) -> dict[str, Any]:
 
 def job_sets(phase: str, queue: str, partitions: int) -> list[str]:
     """One job set of the phase for each partition: `<phase>-<n>` names whose key lands there."""
-    found: dict[int, str] = {}
-    number = 0
-    while len(found) < partitions:
-        name = f"{phase}-{number}"
-        found.setdefault(partition_for(key_hash(sequence_key(queue, name).encode()), partitions), name)
-        number += 1
-    return [found[partition] for partition in sorted(found)]
+    return list(job_set_per_partition(queue, partitions, phase).values())
 
 
 def phase_of(job_set: str) -> str:
