@@ -130,15 +130,22 @@ def test_paging_through_a_query_finds_what_filtering_and_sorting_every_row_finds
     assert all_pages(JobIndex.of(every), query, visible) == brute_force(every, query, visible)
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.lists(rows, max_size=40), st.sampled_from(("queue", "job_set")))
-def test_group_counts_are_the_rows_counted_by_state(changes: list[JobRow], group_by: str) -> None:
+def put_all(changes: list[JobRow]) -> tuple[JobIndex, dict[str, JobRow]]:
+    """An index given every change in turn (a job keeps its first submission time, as the fold
+    keeps it), and each job's latest row."""
     index = JobIndex()
     latest: dict[str, JobRow] = {}
     for change in changes:
         change = replace(change, submitted=latest[change.job_id].submitted) if change.job_id in latest else change
         latest[change.job_id] = change
         index.put(change)
+    return index, latest
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(rows, max_size=40), st.sampled_from(("queue", "job_set")))
+def test_group_counts_are_the_rows_counted_by_state(changes: list[JobRow], group_by: str) -> None:
+    index, latest = put_all(changes)
     expected: dict[tuple[str, ...], dict[str, int]] = {}
     for r in latest.values():
         group = (r.queue,) if group_by == "queue" else (r.queue, r.job_set)
@@ -238,12 +245,7 @@ def test_a_jobs_events_are_its_own_records_and_its_job_sets_requests() -> None:
 @settings(max_examples=100, deadline=None)
 @given(st.lists(rows, max_size=40))
 def test_the_lists_in_each_sorts_order_hold_what_a_rebuild_holds_after_any_changes(changes: list[JobRow]) -> None:
-    index = JobIndex()
-    latest: dict[str, JobRow] = {}
-    for change in changes:
-        change = replace(change, submitted=latest[change.job_id].submitted) if change.job_id in latest else change
-        latest[change.job_id] = change
-        index.put(change)
+    index, latest = put_all(changes)
     rebuilt = JobIndex.of(latest.values())
     for sort in ("last_transition", "priority"):
         assert {where: list(keys) for where, keys in index.ordered[sort].items()} == {
