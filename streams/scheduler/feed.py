@@ -25,8 +25,8 @@ from typing import Any
 from streams.domain.gangs import FAIL_FAST
 from streams.domain.queues import queue_weight
 from streams.domain.resources import job_resource_request
+from streams.domain.shared import shared, text
 from streams.domain.states import ACTIVE, JOB_TERMINAL
-from streams.scheduler.shared import shared, text
 
 GANG_ANNOTATION_PREFIX = "armadaproject.io/gang"
 # Runs that ended without the job ending: the job goes back to the queue (up to a limit).
@@ -474,7 +474,7 @@ def delta_row(delta: JobDelta) -> list[Any]:
 def delta_from_row(row: Any) -> JobDelta:
     """The delta ``row`` encodes; raises ValueError (or TypeError, KeyError) for anything else.
 
-    Its text and values are shared with every other delta holding equal ones (streams.scheduler.shared):
+    Its text and values are shared with every other delta holding equal ones (streams.domain.shared):
     the index holds a delta per unfinished job, a million of them when the queues are long."""
     if not isinstance(row, list) or len(row) != len(_DELTA_STATE) + 1:
         raise ValueError(f"a job delta is a row of {len(_DELTA_STATE) + 1} values, not {str(row)[:80]}")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from streams.scheduler import feed, shared
+from streams.domain import shared
+from streams.scheduler import feed
 from streams.scheduler.convert import scheduling_job
 from streams.scheduler.feed import JobDelta
 
