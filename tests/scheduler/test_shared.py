@@ -18,6 +18,10 @@ def test_equal_values_are_one_object_and_types_are_not_conflated() -> None:
     assert shared.shared({"cpu": 1}) is not shared.shared({"cpu": 1.0})
     assert shared.shared((1,)) is not shared.shared([1])
     assert shared.shared("queue-" + "a") is shared.shared("queue-a")
+    labels = (("app", "bench"), ("team", "x"))
+    assert shared.shared(labels) is shared.shared((("app", "bench"), ("team", "x"))) is labels  # text pairs: their own key
+    assert shared.shared((("app", 1),)) is not shared.shared((("app", 1.0),))
+    assert shared.shared((("app", "bench"),)) is not shared.shared([("app", "bench")])
 
 
 def test_a_value_evicted_stays_valid_and_unhashable_leaves_pass_through() -> None:
