@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import math
-from functools import lru_cache
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from schemas.codec import Encoded, schema
