@@ -35,7 +35,7 @@ def shared(value: T) -> T:
         return cast(T, sys.intern(value))
     if isinstance(value, float):  # a job's priority, in every delta read: keyed as `_frozen` keys it, without its walk
         key: Any = (float, value, math.copysign(1.0, value))
-    elif type(value) is tuple and all(type(pair) is tuple and len(pair) == 2 and type(pair[0]) is type(pair[1]) is str for pair in value):
+    elif type(value) is tuple and _text_pairs(cast(tuple[Any, ...], value)):
         # Pairs of text (a job's labels, in every job query row): text equals only text, so the tuple is its
         # own key; `_frozen`'s walk cost ~8 us a row.
         key = (_TEXT_PAIRS, value)
@@ -51,6 +51,10 @@ def shared(value: T) -> T:
     if len(_values) > SIZE:
         _values.popitem(last=False)
     return value
+
+
+def _text_pairs(value: tuple[Any, ...]) -> bool:
+    return all(type(pair) is tuple and len(pair) == 2 and type(pair[0]) is type(pair[1]) is str for pair in value)
 
 
 def text(value: str | None) -> str | None:

@@ -393,10 +393,12 @@ def test_a_containers_resources_pass_the_quick_check_exactly_when_the_full_check
     assert _same_valid_quantities(requests, limits) == (not _resource_problems("container 'main'", requests, limits))
 
 
-@pytest.mark.parametrize("resources", [{"cpu": "1"}, {"gpu": "1", "cpu": "1"}, {"gpu": "0", "cpu": "1"}])
+@pytest.mark.parametrize("resources", [{"cpu": "1"}, {"nvidia.com/gpu": "1", "cpu": "1"}, {"nvidia.com/gpu": "0", "cpu": "1"}])
 def test_the_default_deadline_is_the_largest_of_the_resources_requested(resources: dict[str, str]) -> None:
     policy = SubmitPolicy()
-    spec = jobspec.pod_spec({"containers": [container(**resources)]})
+    spec = jobspec.pod_spec(
+        {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": resources, "limits": resources}}]}
+    )
     gpus = job_resource_request(spec).get("nvidia.com/gpu", 0) > 0
     expected = policy.active_deadline_by_resource["nvidia.com/gpu"] if gpus else policy.default_active_deadline_s
     assert _default_deadline(spec, policy) == expected
