@@ -83,7 +83,7 @@ def register(plane: ControlPlane) -> None:
         await outbox.keyed(commands_topic, commands)
         await outbox.delivered()
         # The rows before the jobs: see streams/tables/job_index.py.
-        await plane.job_index.write_pending(jobs, producer, part.events, part.requests)
+        await plane.job_index.write_pending(jobs, producer, part.events, part.requests, listed=plane.refold.caught_up)
         await jobs.write_pending(producer)
         for outcome, count in part.outcomes.items():
             plane.metrics.events.labels(outcome).inc(count)
