@@ -34,6 +34,7 @@ from streams.domain.job_index import (
     Position,
     decode_requests,
     encode_requests,
+    merged_events,
     row_of,
     with_events,
 )
@@ -96,7 +97,7 @@ class JobIndexStore:
         changed: dict[str, tuple[int, JobRow]] = {}
         for partition, job_id, job in jobs.pending():
             held = index.rows.get(job_id)
-            changed[job_id] = (partition, with_events(row_of(job), () if held is None else held.events, events.get(job_id, ())))
+            changed[job_id] = (partition, row_of(job, merged_events(() if held is None else held.events, events.get(job_id, ()))))
         for job_id, positions in events.items():
             held = index.rows.get(job_id)
             if job_id not in changed and held is not None:
