@@ -151,8 +151,8 @@ class JobRow:
         }
 
 
-def row_of(job: dict[str, Any]) -> JobRow:
-    """The row of a job state (the fold's `job_state` dict).
+def row_of(job: dict[str, Any], events: tuple[Position, ...] | None = ()) -> JobRow:
+    """The row of a job state (the fold's `job_state` dict), with the positions of its events (see `merged_events`).
 
     Its names and labels are shared with every other row holding equal ones (`streams.domain.shared`):
     the index holds a row per job, and a decoded job has its own copy of each."""
@@ -173,16 +173,19 @@ def row_of(job: dict[str, Any]) -> JobRow:
         labels=shared(tuple(sorted((job["spec"].get("labels") or {}).items()))),
         reason=reason[:_REASON_CHARS] if reason else None,
         cancel_requested=job["cancel_requested"],
+        events=events,
     )
 
 
+def merged_events(held: tuple[Position, ...] | None, new: Iterable[Position]) -> tuple[Position, ...] | None:
+    """The positions of a job's events: those ``held`` so far and the ``new`` ones, in order, each
+    once (a batch folded again adds nothing). A job whose earlier events were not kept (``held`` None) keeps none."""
+    return None if held is None else tuple(sorted({*held, *new}))
+
+
 def with_events(row: JobRow, held: tuple[Position, ...] | None, new: Iterable[Position]) -> JobRow:
-    """``row`` with the positions of its job's events: those ``held`` so far and the ``new`` ones,
-    in order, each once (a batch folded again adds nothing). A job whose earlier events were not
-    kept (``held`` None) keeps none."""
-    if held is None:
-        return replace(row, events=None)
-    return replace(row, events=tuple(sorted({*held, *new})))
+    """``row`` with its job's events `merged_events`."""
+    return replace(row, events=merged_events(held, new))
 
 
 def _positions(raw: list[list[int]] | None) -> tuple[Position, ...] | None:
