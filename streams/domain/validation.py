@@ -237,13 +237,17 @@ def _container_problems(spec: dict[str, Any]) -> list[str]:
 
 
 def _same_valid_quantities(requests: dict[str, Any], limits: dict[str, Any]) -> bool:
-    """Whether requests and limits are the same quantities, each valid and not negative: exactly when
-    `_resource_problems` finds nothing. Decided once per distinct set of requests (the jobs of a
-    workload share a few), each value keyed with its type (True and 1.0 are equal, but only 1.0 is a quantity)."""
+    """Whether requests and limits are the same values of the same types, each a valid quantity and not
+    negative: then `_resource_problems` finds nothing (limits that only parse to the requests'
+    quantities are left to it). Decided once per distinct set of requests (the jobs of a workload share
+    a few), each value keyed with its type (True and 1 are equal, but only 1 is a quantity)."""
     if not requests or requests != limits:
         return False
+    keyed = tuple((name, type(value), value) for name, value in requests.items())
+    if any(type(limits[name]) is not kind for name, kind, _ in keyed):
+        return False
     try:
-        return _valid_quantities(tuple((name, type(value), value) for name, value in requests.items()))
+        return _valid_quantities(keyed)
     except TypeError:  # an unhashable value: not a quantity
         return False
 

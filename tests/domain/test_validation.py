@@ -2,7 +2,7 @@ import json
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from schemas import codec
@@ -385,12 +385,19 @@ resource_maps = st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gp
 
 
 @given(requests=resource_maps, limits=resource_maps, same=st.booleans())
+@example(requests={"memory": 1}, limits={"memory": True}, same=False)  # equal in Python, but True is no quantity
+@example(requests={"memory": 0}, limits={"memory": -1e-05}, same=False)  # different values, the same quantity
 def test_a_containers_resources_pass_the_quick_check_exactly_when_the_full_check_finds_nothing(
     requests: dict[str, object], limits: dict[str, object], same: bool
 ) -> None:
-    """The check decided once per distinct set of requests (`_same_valid_quantities`) agrees with the full one."""
+    """The check decided once per distinct set of requests (`_same_valid_quantities`) passes a container only
+    when the full one finds nothing, and agrees with it whenever requests and limits are the same values
+    (limits of other values that parse to the same quantities, 0 and -1e-05, are left to the full check)."""
     limits = dict(requests) if same else limits
-    assert _same_valid_quantities(requests, limits) == (not _resource_problems("container 'main'", requests, limits))
+    quick, problems = _same_valid_quantities(requests, limits), _resource_problems("container 'main'", requests, limits)
+    assert not (quick and problems)
+    if requests == limits:
+        assert quick == (not problems)
 
 
 @pytest.mark.parametrize("resources", [{"cpu": "1"}, {"nvidia.com/gpu": "1", "cpu": "1"}, {"nvidia.com/gpu": "0", "cpu": "1"}])
