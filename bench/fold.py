@@ -69,6 +69,7 @@ class Message:
     key: bytes | None
     value: bytes
     timestamp: float
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 class Queues:
@@ -89,7 +90,7 @@ class Refusals:
     async def send(self, **kwargs: Any) -> None:
         raise AssertionError(f"rejected: {kwargs.get('value')}")
 
-    def resolve(self, request_id: str, items: list[dict[str, Any]]) -> None:
+    def resolve(self, request_id: str, items: list[dict[str, Any]], to: str | None = None) -> None:
         pass
 
 

@@ -37,6 +37,7 @@ from streams.domain.job_index import (
 )
 from streams.tables.batched import BatchProducer, TableBatch
 from streams.tables.jobs import JobStore
+from streams.tables.store import store_options
 from streams.tables.types import TextKey
 
 
@@ -47,6 +48,7 @@ def job_index_table(app: faust.App, settings: Settings) -> TableT:
         value_type=bytes,
         partitions=settings.partitions,
         help="Each job's row for the job query API and the UI, by job id.",
+        options=store_options(),  # Faust's defaults: 64 MiB memtables and a 2 GiB block cache per partition
     )
 
 
