@@ -16,6 +16,9 @@ bootstrap() {
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
         "$VENV/bin/python" -m pip install --quiet -e "$ROOT${extras:+[$extras]}" >&2
         touch "$stamp"
+        # With extras is without them too: `ops/run` after `ops/test` (as tests/integration/test_ops_run.py runs it,
+        # beside other test processes) reinstalls nothing under their feet.
+        [ -z "$extras" ] || touch "$VENV/.flotilla-installed"
     fi
 }
 
