@@ -11,7 +11,8 @@ tables (a dict where RocksDB would be) and no Faust or aiokafka work:
   feed records and applies them to its index, encoding the keys they changed (no cycle runs).
 - ``refold``: bench/restore.py's log of `--events` (100,000) events (waves of `--wave` jobs
   submitted, leased with their cycle record, pending, running and succeeded, every tenth wave left
-  queued), folded the same way: what a restore's refold costs the worker, less Faust's share.
+  queued), folded the same way (in the agent's refold parts, `REFOLD_PART_MAX_EVENTS`): what a restore's refold
+  costs the worker, less Faust's share.
 
 Figures are process CPU time per job (ingest) or per event (refold), per stage and in all; the
 median of `--rounds` (3) runs, each on fresh tables, with the worker's garbage-collector settings
@@ -69,6 +70,7 @@ class Message:
     key: bytes | None
     value: bytes
     timestamp: float
+    headers: tuple[tuple[str, bytes], ...] = ()  # the ingest agent reads a request's reply-to header
 
 
 class Queues:
@@ -89,7 +91,7 @@ class Refusals:
     async def send(self, **kwargs: Any) -> None:
         raise AssertionError(f"rejected: {kwargs.get('value')}")
 
-    def resolve(self, request_id: str, items: list[dict[str, Any]]) -> None:
+    def resolve(self, request_id: str, items: list[dict[str, Any]], to: str | None = None) -> None:
         pass
 
 
@@ -158,13 +160,13 @@ class Tables:
     commands: int = 0
 
 
-def fold(messages: list[Message], stages: Stages) -> Tables:
-    """The job-state agent's work on ``messages``, in its batches, its table writes encoded."""
+def fold(messages: list[Message], stages: Stages, part_max: int = job_state.PART_MAX_EVENTS) -> Tables:
+    """The job-state agent's work on ``messages``, in its batches and parts of ``part_max`` job events, its table writes encoded."""
     tables = Tables()
     store = JobStore(tables.jobs, tables.specs)  # type: ignore[arg-type]  # the store reads its tables with get and in
     for start in range(0, len(messages), job_state.BATCH_MAX_MESSAGES):
         batch = messages[start : start + job_state.BATCH_MAX_MESSAGES]
-        parts = job_state.fold_batch(store, batch)  # type: ignore[arg-type]  # a Message of the fields the fold reads
+        parts = job_state.fold_batch(store, batch, part_max)  # type: ignore[arg-type]  # a Message of the fields the fold reads
         while (sent := stages.timed("fold", partial(next_part, parts))) is not None:
             records, commands = sent
             tables.feed += records
@@ -213,7 +215,7 @@ def run_ingest(submissions: list[Message], stages: Stages) -> Tables:
 
 
 def run_refold(messages: list[Message], stages: Stages) -> Tables:
-    tables = fold(messages, stages)
+    tables = fold(messages, stages, job_state.REFOLD_PART_MAX_EVENTS)  # the agent's parts while it refolds a restored log
     schedule(tables.feed, stages)
     return tables
 

@@ -15,7 +15,8 @@ over all of them, then the batch's changed jobs (each one's last between job-set
 straight as feed rows) go to the feed as few `Changes` records, in order, and its commands in one
 produce batch per partition, and once the broker has them all, the batch's job index rows, new
 specs and job states (each job's last) go to their tables in one `TableBatch` each; a batch of
-more than `PART_MAX_EVENTS` job events does so in parts, with a turn of the event loop between them.
+more than `PART_MAX_EVENTS` job events does so in parts, with a turn of the event loop between them
+(`REFOLD_PART_MAX_EVENTS` while a restored log is refolded).
 A per-message Faust write and send cost 90-230 us each; a batched one about 3 us.
 
 All the logic is the pure fold in `streams.scheduler.fold` (over `streams.domain.jobs`). A message it cannot decode or an event
@@ -56,6 +57,12 @@ BATCH_WITHIN_S = 0.005
 # loop ~0.34 s on a busy 2-core machine (py-spy on bench/ui.py's fill: ~0.34 ms a job event), and each
 # costs a few milliseconds more than one batch would.
 PART_MAX_EVENTS = 1_000
+# While a restored log is refolded (streams/archive/refold.py) nothing waits on the event loop for
+# long: reads are not current and scheduling is held. Parts of a wave's events or more fold each
+# job's events together (bench/restore.py's waves are ~600 events): a job's state, index row and
+# feed delta are written once, not once a part, and each part's round trips to the broker are
+# shared by more events (bench/fold.py's refold: ~40 -> ~34 us per event from 1,000 to 20,000).
+REFOLD_PART_MAX_EVENTS = 10_000
 
 
 def register(plane: ControlPlane) -> None:
@@ -77,7 +84,7 @@ def register(plane: ControlPlane) -> None:
         await outbox.keyed(commands_topic, commands)
         await outbox.delivered()
         # The rows before the jobs: see streams/tables/job_index.py.
-        await plane.job_index.write_pending(jobs, producer, part.events, part.requests)
+        await plane.job_index.write_pending(jobs, producer, part.events, part.requests, listed=plane.refold.caught_up)
         await jobs.write_pending(producer)
         for outcome, count in part.outcomes.items():
             plane.metrics.events.labels(outcome).inc(count)
@@ -86,15 +93,17 @@ def register(plane: ControlPlane) -> None:
     @plane.app.agent(plane.topics.events, name="job-state", concurrency=1)
     async def fold(stream: Any) -> None:
         async for events in batches(stream, BATCH_MAX_MESSAGES, BATCH_WITHIN_S):
-            for part in fold_batch(jobs, [event.message for event in events]):
+            part_max = PART_MAX_EVENTS if plane.refold.caught_up else REFOLD_PART_MAX_EVENTS
+            for part in fold_batch(jobs, [event.message for event in events], part_max):
                 await write(part)
                 await asyncio.sleep(0)  # a turn of the event loop for everything else
 
 
-def fold_batch(jobs: JobStore, messages: Sequence[Message]) -> Iterator[FoldedPart]:
+def fold_batch(jobs: JobStore, messages: Sequence[Message], part_max: int | None = None) -> Iterator[FoldedPart]:
     """Fold a batch of `events` messages into ``jobs``, where the job states wait as pending writes
-    until the agent writes them, in parts of about `PART_MAX_EVENTS` job events: each part is given
+    until the agent writes them, in parts of about ``part_max`` (`PART_MAX_EVENTS`) job events: each part is given
     before the next one is folded, so the agent writes it, and lets the event loop turn, in between."""
+    part_max = part_max or PART_MAX_EVENTS
     part = FoldedPart()
     for message in messages:
         part.messages.append(message)
@@ -106,7 +115,7 @@ def fold_batch(jobs: JobStore, messages: Sequence[Message]) -> Iterator[FoldedPa
             continue
         rng = message_rng(message.topic, message.partition, message.offset)
         part.add(message, sequence, apply_sequence(jobs, sequence, rng, message.partition))
-        if part.job_events >= PART_MAX_EVENTS:
+        if part.job_events >= part_max:
             yield part.done()
             part = FoldedPart()
     if part.messages:

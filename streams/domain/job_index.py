@@ -33,10 +33,12 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import islice
+from sys import intern
 from typing import Any
 
 from sortedcontainers import SortedList
 
+from streams.domain.shared import shared, text
 from streams.domain.states import ACTIVE, JOB_STATE_ORDER, JOB_STATES
 
 SORTS = ("submitted", "last_transition", "priority")
@@ -78,9 +80,13 @@ class JobRow:
         """Its place in the lists in submission order: submission time, then job id."""
         return sort_key(self.submitted, self.job_id)
 
-    def key_by(self, sort: str) -> str:
-        """Its place in the lists of ``sort`` (one of `SORTS`)."""
+    def key_by(self, sort: str, key: str | None = None) -> str:
+        """Its place in the lists of ``sort`` (one of `SORTS`). ``key``: its `key`, when the caller has
+        it, given back for a sort whose value is the submission time (a queued job's last transition),
+        so that the lists hold one string for both."""
         value = self.submitted if sort == "submitted" else self.last_transition if sort == "last_transition" else self.priority
+        if key is not None and value == self.submitted:
+            return key
         return sort_key(value, self.job_id)
 
     def encode(self) -> bytes:
@@ -109,17 +115,17 @@ class JobRow:
         events = _positions(kept[0]) if kept else None  # a row of 13 fields was written before events were kept
         return cls(
             job_id,
-            q,
-            js,
-            state,
+            intern(q),
+            intern(js),
+            intern(state),
             priority,
-            pc,
+            intern(pc),
             submitted,
             last,
             runs,
-            executor,
-            node,
-            tuple((k, v) for k, v in labels),
+            text(executor),
+            text(node),
+            shared(tuple((k, v) for k, v in labels)),
             reason,
             cancel,
             events,
@@ -145,35 +151,41 @@ class JobRow:
         }
 
 
-def row_of(job: dict[str, Any]) -> JobRow:
-    """The row of a job state (the fold's `job_state` dict)."""
+def row_of(job: dict[str, Any], events: tuple[Position, ...] | None = ()) -> JobRow:
+    """The row of a job state (the fold's `job_state` dict), with the positions of its events (see `merged_events`).
+
+    Its names and labels are shared with every other row holding equal ones (`streams.domain.shared`):
+    the index holds a row per job, and a decoded job has its own copy of each."""
     latest = job["runs"][-1] if job["runs"] else None
     reason = job["reason"]
     return JobRow(
         job_id=job["job_id"],
-        queue=job["queue"],
-        job_set=job["job_set_id"],
-        state=job["state"],
+        queue=intern(job["queue"]),
+        job_set=intern(job["job_set_id"]),
+        state=intern(job["state"]),
         priority=float(job["priority"]),
-        priority_class=job["priority_class"],
+        priority_class=intern(job["priority_class"]),
         submitted=job["submitted"],
         last_transition=job["last_transition"],
         runs=len(job["runs"]),
-        executor=latest["executor"] if latest else None,
-        node=latest["node"] if latest else None,
-        labels=tuple(sorted((job["spec"].get("labels") or {}).items())),
+        executor=text(latest["executor"]) if latest else None,
+        node=text(latest["node"]) if latest else None,
+        labels=shared(tuple(sorted((job["spec"].get("labels") or {}).items()))),
         reason=reason[:_REASON_CHARS] if reason else None,
         cancel_requested=job["cancel_requested"],
+        events=events,
     )
 
 
+def merged_events(held: tuple[Position, ...] | None, new: Iterable[Position]) -> tuple[Position, ...] | None:
+    """The positions of a job's events: those ``held`` so far and the ``new`` ones, in order, each
+    once (a batch folded again adds nothing). A job whose earlier events were not kept (``held`` None) keeps none."""
+    return None if held is None else tuple(sorted({*held, *new}))
+
+
 def with_events(row: JobRow, held: tuple[Position, ...] | None, new: Iterable[Position]) -> JobRow:
-    """``row`` with the positions of its job's events: those ``held`` so far and the ``new`` ones,
-    in order, each once (a batch folded again adds nothing). A job whose earlier events were not
-    kept (``held`` None) keeps none."""
-    if held is None:
-        return replace(row, events=None)
-    return replace(row, events=tuple(sorted({*held, *new})))
+    """``row`` with its job's events `merged_events`."""
+    return replace(row, events=merged_events(held, new))
 
 
 def _positions(raw: list[list[int]] | None) -> tuple[Position, ...] | None:
@@ -297,7 +309,7 @@ class JobIndex:
             for name, where in _entries(row):
                 lists[(name, where)].append(key)
             for sort, lists_of_sort in ordered.items():
-                lists_of_sort[(row.queue, row.state)].append(row.key_by(sort))
+                lists_of_sort[(row.queue, row.state)].append(row.key_by(sort, key))
             counts[(row.queue, row.job_set)][row.state] += 1
         for (name, where), keys in lists.items():
             index._kinds[name][where] = SortedList(keys)
@@ -332,7 +344,7 @@ class JobIndex:
         for name, where in added:
             _add(self._kinds[name], where, key)
         for sort, lists in self.ordered.items():
-            new = ((row.queue, row.state), row.key_by(sort))
+            new = ((row.queue, row.state), row.key_by(sort, key))
             old = None if before is None else ((before.queue, before.state), before.key_by(sort))
             if old != new:
                 if old is not None:

@@ -55,11 +55,11 @@ def parse_quantity(text: str | int | float) -> Decimal:
     return number * _SUFFIXES[match["suffix"] or ""]
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=4096, typed=True)
 def to_milli(text: str | int | float) -> int:
     """Quantity in milli-units, rounded up as Kubernetes rounds requests.
 
     Memoised: the same few quantity strings recur in every job of a batch, and this sits on the
-    ingest and scheduling hot paths.
+    ingest and scheduling hot paths. Typed: True equals 1.0, but only 1.0 is a quantity.
     """
     return int((parse_quantity(text) * 1000).to_integral_value(rounding=ROUND_CEILING))

@@ -11,6 +11,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from schemas.codec import Encoded, schema
@@ -222,15 +223,44 @@ def _container_problems(spec: dict[str, Any]) -> list[str]:
     problems = []
     for kind, containers in (("container", spec["containers"]), ("init container", spec["init_containers"])):
         for position, container in enumerate(containers):
+            resources = container["resources"]
+            if container["image"] and _same_valid_quantities(resources["requests"], resources["limits"]):
+                continue  # nothing to say of it: most containers, and the check below costs ~7 us
             label = f"{kind} {container['name'] or '#' + str(position)!r}"
             if not container["image"]:
                 problems.append(f"{label} has no image")
-            resources = container["resources"]
             # Init containers may reserve nothing; when they do, the same rules hold.
             if kind == "init container" and not (resources["requests"] or resources["limits"]):
                 continue
             problems += _resource_problems(label, resources["requests"], resources["limits"])
     return problems
+
+
+def _same_valid_quantities(requests: dict[str, Any], limits: dict[str, Any]) -> bool:
+    """Whether requests and limits are the same values of the same types, each a valid quantity and not
+    negative: then `_resource_problems` finds nothing (limits that only parse to the requests'
+    quantities are left to it). Decided once per distinct set of requests (the jobs of a workload share
+    a few), each value keyed with its type (True and 1 are equal, but only 1 is a quantity)."""
+    if not requests or requests != limits:
+        return False
+    keyed = tuple((name, type(value), value) for name, value in requests.items())
+    if any(type(limits[name]) is not kind for name, kind, _ in keyed):
+        return False
+    try:
+        return _valid_quantities(keyed)
+    except TypeError:  # an unhashable value: not a quantity
+        return False
+
+
+@lru_cache(maxsize=4096)
+def _valid_quantities(quantities: tuple[tuple[str, type, Any], ...]) -> bool:
+    for _, _, value in quantities:
+        try:
+            if to_milli(value) < 0:
+                return False
+        except QuantityError:
+            return False
+    return True
 
 
 def _resource_problems(label: str, requests: dict[str, Any], limits: dict[str, Any]) -> list[str]:
@@ -305,6 +335,10 @@ def _grace_period(value: Any, policy: SubmitPolicy) -> tuple[int, list[str]]:
 
 
 def _default_deadline(spec: dict[str, Any], policy: SubmitPolicy) -> int:
+    named = policy.active_deadline_by_resource
+    containers = (*spec["containers"], *spec["init_containers"])
+    if not any(name in container["resources"]["requests"] for container in containers for name in named):
+        return policy.default_active_deadline_s  # no container asks for any of them: nothing to add up
     requested = job_resource_request(spec)
     matching = [s for name, s in policy.active_deadline_by_resource.items() if requested.get(name, 0) > 0]
     return max(matching, default=policy.default_active_deadline_s)

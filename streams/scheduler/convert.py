@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from streams.domain.shared import shared
 from streams.scheduler.algorithm.model import (
     Job,
     LimiterState,
@@ -17,7 +18,6 @@ from streams.scheduler.algorithm.model import (
     Toleration,
 )
 from streams.scheduler.feed import ExecutorState, JobDelta, NodeState, QueueInfo, node_id
-from streams.scheduler.shared import shared
 
 # Every node carries its scheduler id as a label, so "avoid these nodes" is an affinity rule.
 NODE_ID_LABEL = "flotilla.io/node-id"

@@ -25,8 +25,8 @@ from typing import Any
 from streams.domain.gangs import FAIL_FAST
 from streams.domain.queues import queue_weight
 from streams.domain.resources import job_resource_request
+from streams.domain.shared import shared, text
 from streams.domain.states import ACTIVE, JOB_TERMINAL
-from streams.scheduler.shared import shared, text
 
 GANG_ANNOTATION_PREFIX = "armadaproject.io/gang"
 # Runs that ended without the job ending: the job goes back to the queue (up to a limit).
@@ -356,7 +356,6 @@ def job_row(job: dict[str, Any]) -> list[Any]:
     runs = job["runs"]
     latest = runs[-1] if runs else None
     returned = [run for run in runs if run["state"] in RETURNED_RUN_STATES]
-    shape = spec_fields(job["spec"])
     return [
         job["job_id"],
         job["queue"],
@@ -371,11 +370,46 @@ def job_row(job: dict[str, Any]) -> list[Any]:
         len(returned),
         job["cancel_requested"],
         job["preempt_requested"],
-        compact_json(tuple(shape.values())),
+        shape_text(job["spec"]),
     ]
 
 
 _NO_RUN = (None, None, None, None, None)
+# The text of each shape by what it is made of (`_shape_key`): the jobs of a workload share a few
+# shapes, and making one's text (`spec_fields`, then JSON) cost ~10 us per job forwarded.
+_SHAPE_TEXTS: OrderedDict[Any, str] = OrderedDict()
+
+
+def shape_text(spec: dict[str, Any]) -> str:
+    """The text of `spec_fields` of ``spec`` as a row holds it (`delta_row`)."""
+    key = _shape_key(spec)
+    try:
+        text = None if key is None else _SHAPE_TEXTS.get(key)
+    except TypeError:  # an unhashable value in it: not the shape of a validated spec
+        key = text = None
+    if text is None:
+        text = compact_json(tuple(spec_fields(spec).values()))
+        if key is not None:
+            _SHAPE_TEXTS[key] = text
+            if len(_SHAPE_TEXTS) > _SHAPES_SIZE:
+                _SHAPE_TEXTS.popitem(last=False)
+    return text
+
+
+def _shape_key(spec: dict[str, Any]) -> tuple[Any, ...] | None:
+    """Everything `spec_fields` reads of ``spec``; None for a spec with tolerations or affinity (rarer,
+    and nested: their text is made each time)."""
+    pod = spec.get("pod_spec") or {}
+    if pod.get("tolerations") or pod.get("affinity"):
+        return None
+    annotations = spec.get("annotations") or {}
+    return (
+        tuple(tuple(((c.get("resources") or {}).get("requests") or {}).items()) for c in pod.get("containers") or []),
+        tuple(tuple(((c.get("resources") or {}).get("requests") or {}).items()) for c in pod.get("init_containers") or []),
+        tuple((pod.get("node_selector") or {}).items()),
+        pod.get("termination_grace_period_seconds"),
+        tuple((k, v) for k, v in annotations.items() if k.startswith(GANG_ANNOTATION_PREFIX) or k == FAIL_FAST),
+    )
 
 
 def decode(raw: bytes) -> FeedRecord:
@@ -474,7 +508,7 @@ def delta_row(delta: JobDelta) -> list[Any]:
 def delta_from_row(row: Any) -> JobDelta:
     """The delta ``row`` encodes; raises ValueError (or TypeError, KeyError) for anything else.
 
-    Its text and values are shared with every other delta holding equal ones (streams.scheduler.shared):
+    Its text and values are shared with every other delta holding equal ones (streams.domain.shared):
     the index holds a delta per unfinished job, a million of them when the queues are long."""
     if not isinstance(row, list) or len(row) != len(_DELTA_STATE) + 1:
         raise ValueError(f"a job delta is a row of {len(_DELTA_STATE) + 1} values, not {str(row)[:80]}")

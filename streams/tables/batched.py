@@ -64,10 +64,10 @@ class KafkaBatchProducer:
             while batch.append(key=key, value=value, timestamp=None) is None:
                 if batch.record_count() == 0:
                     raise ValueError(f"a record of {len(value or b'')} bytes for {topic} exceeds the producer's batch size")
-                futures.append(await producer.send_batch(batch, topic, partition=partition))
+                futures.append(await _send_closed(producer, batch, topic, partition))
                 batch = producer.create_batch()
         if batch.record_count():
-            futures.append(await producer.send_batch(batch, topic, partition=partition))
+            futures.append(await _send_closed(producer, batch, topic, partition))
         return _first_offset(futures)
 
     async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[dict[int, int]]:
@@ -78,6 +78,14 @@ class KafkaBatchProducer:
             by_partition.setdefault(producer._partition(topic, None, None, None, key, value), []).append((key, value))
         sent = {partition: (await self.send_partition(topic, partition, keyed), len(keyed)) for partition, keyed in by_partition.items()}
         return _last_offsets(sent)
+
+
+async def _send_closed(producer: Any, batch: Any, topic: str, partition: int) -> asyncio.Future[Any]:
+    """Queue a batch that is complete: closed, aiokafka's sender takes it at once instead of letting it
+    linger (`producer_linger_ms`, 5 ms) for records no one will add. Every batch a fold part awaits
+    (its feed and commands, then each table's changelog) paid that linger once more."""
+    batch.close()
+    return await producer.send_batch(batch, topic, partition=partition)
 
 
 def _last_offsets(sent: dict[int, tuple[asyncio.Future[int], int]]) -> asyncio.Future[dict[int, int]]:

@@ -76,9 +76,9 @@ class JobStore:
     folded, without its spec; a job created in the batch has its spec stored first, as the bytes
     its event carried (`spec_encoding`), so that a state is never stored without its spec.
 
-    The jobs stored or read by the fold last are also kept decoded: a job's events come close
-    together (leased, pending, running), and decoding it again, spec and all, would be most of
-    each fold. A cached job is used only while the table holds the very bytes it came from, so a
+    The jobs with a run stored or read by the fold last are also kept decoded: a run's events come
+    close together (leased, pending, running), and decoding the job again, spec and all, would be
+    most of each fold. A cached job is used only while the table holds the very bytes it came from, so a
     job another worker folded meanwhile (after a rebalance) is decoded afresh. The fold never
     mutates a job it reads.
 
@@ -188,6 +188,13 @@ class JobStore:
         ]
 
     def _remember(self, job_id: str, raw: bytes, job: dict[str, Any]) -> None:
+        """Keep the job decoded if it has a run: its run's events come close together, while a job
+        not yet leased waits for the scheduler, often for long. Decoded with its spec a job holds
+        about 5 KiB, and a cache full of jobs just submitted held ~100 MiB of a worker's peak
+        memory in bench/ingest.py, for no fold that read them again."""
+        if not job["runs"]:
+            self._decoded.pop(job_id, None)
+            return
         self._decoded[job_id] = (raw, job)
         self._decoded.move_to_end(job_id)
         if len(self._decoded) > self.cache_size:

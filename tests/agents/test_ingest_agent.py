@@ -7,6 +7,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from schemas.codec import decode, encode
 from streams.agents import ingest
 from streams.domain.ids import job_partition
@@ -138,6 +140,26 @@ def test_a_repeated_client_id_is_answered_with_the_first_job_and_not_submitted_a
         assert plane.client_ids["team-a/train-1"] == original["job_id"]
         assert counted(plane, "flotilla_jobs_deduplicated_total", queue="team-a") == 1
         assert rejections(plane) == []
+
+    asyncio.run(scenario())
+
+
+def test_a_batch_written_in_parts_sends_answers_and_indexes_each_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past `PART_MAX_JOBS` items the agent writes what it judged before it judges the next request."""
+    monkeypatch.setattr(ingest, "PART_MAX_JOBS", 1)
+
+    async def scenario() -> None:
+        plane = plane_with_queue(tmp_path)
+        answers = [plane.replies.expect(f"req-{n}") for n in (1, 2)]
+        async with running(plane, "ingest") as agent:
+            await agent.put(submission(item(client_id="train-1"), request_id="req-1"), key=b"team-a", timestamp=T)
+            await agent.put(submission(item(client_id="train-1"), item(), request_id="req-2"), key=b"team-a", timestamp=T + 1)
+
+        (_, first), (_, second) = sequences(plane)
+        [original] = first["events"]
+        assert answers[0].result() == [{"job_id": original["job_id"]}]
+        assert answers[1].result() == [{"job_id": original["job_id"], "duplicate": True}, {"job_id": second["events"][0]["job_id"]}]
+        assert plane.client_ids["team-a/train-1"] == original["job_id"]
 
     asyncio.run(scenario())
 

@@ -217,3 +217,40 @@ def test_a_batch_of_many_job_events_is_written_in_parts_with_a_turn_of_the_event
         assert counted(jobs, "applied") == 6
 
     asyncio.run(scenario())
+
+
+def test_while_a_restored_log_is_refolded_a_batch_is_written_in_larger_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing waits on the loop during a refold: the parts grow to `REFOLD_PART_MAX_EVENTS`, and a job's
+    events in one part give one delta (and one state write), not one per part. The job index holds the
+    refolded rows and sorts its lists once it is read, and from then on moves each row as it changes."""
+    monkeypatch.setattr(job_state, "PART_MAX_EVENTS", 2)
+    monkeypatch.setattr(job_state, "REFOLD_PART_MAX_EVENTS", 12)
+    monkeypatch.setattr(job_state, "BATCH_WITHIN_S", 1.0)  # the six messages in one take, however busy the machine
+    ids = [f"job-{n}{i}" for n in range(3) for i in "ab"]
+
+    async def scenario() -> None:
+        jobs = plane(tmp_path)
+        jobs.refold.arm({0: 6})  # the restored log: the six messages of the first batch
+        events = {job_id: Events(job_id) for job_id in ids}
+        submitted = [message(*(events[job_id].submitted() for job_id in ids[n : n + 2])) for n in range(0, 6, 2)]
+        leased = [message(*(events[job_id].leased(f"{job_id}-run") for job_id in ids[n : n + 2])) for n in range(0, 6, 2)]
+        async with running(jobs, "job-state") as agent:
+            await agent.put_batch([*submitted, *leased], key=KEY)
+            assert jobs.refold.caught_up
+            assert [row.job_id for row in jobs.job_index.current().in_states({"leased"})] == ids
+            await agent.put(message(events["job-0a"]("JobRunPending", run_id="job-0a-run")), key=KEY)
+
+        assert [(d.job_id, d.state) for d in deltas(feed_records(jobs)[0])] == [(job_id, "leased") for job_id in ids]
+        assert [s.key for s in sent(jobs, "flotilla.job-states")] == [job_id.encode() for job_id in ids] + [b"job-0a"]
+        index = jobs.job_index.current()
+        assert [row.job_id for row in index.in_states({"leased"})] == ids[1:]
+        assert [row.job_id for row in index.in_states({"pending"})] == ["job-0a"]
+        rebuilt = JobIndexStore(jobs.job_index.table).current()
+        assert (index.rows, index.by_state, index.ordered, index.counts) == (
+            rebuilt.rows,
+            rebuilt.by_state,
+            rebuilt.ordered,
+            rebuilt.counts,
+        )
+
+    asyncio.run(scenario())

@@ -193,6 +193,27 @@ def test_rows_encode_and_decode_and_come_from_job_states() -> None:
     assert JobRow.decode("J1", r.encode()) == r
 
 
+def test_rows_of_different_jobs_share_their_names_and_labels_and_a_queued_jobs_keys_are_one_string() -> None:
+    """The index holds a row per job: equal values decoded for each job are held once."""
+    spec, reason = validate_item(item(labels={"team": "x"}), SubmitPolicy())
+    assert reason is None
+    first, second = (fold([Events(job_id).submitted(spec)]) for job_id in ("J1", "J2"))
+    assert first is not None and second is not None
+    second = json.loads(json.dumps(second))  # its own copy of every string, as each decoded job has
+    rows = [row_of(first), row_of(second), JobRow.decode("J3", row_of(second).encode())]
+    for name in ("queue", "job_set", "state", "priority_class", "labels"):
+        assert len({id(getattr(r, name)) for r in rows}) == 1, name
+    index = JobIndex()
+    for r in rows:
+        index.put(r)
+    by_time, by_transition = index.by_state[("team-a", "queued")], index.ordered["last_transition"][("team-a", "queued")]
+    assert list(by_time) == list(by_transition)
+    assert all(a is b for a, b in zip(by_time, by_transition, strict=True))
+    moved = replace(rows[0], state="leased", last_transition=rows[0].submitted + 5)
+    index.put(moved)
+    assert index.ordered["last_transition"][("team-a", "leased")][0] == moved.key_by("last_transition") != moved.key
+
+
 @pytest.mark.parametrize("cursor", ["", "bm90IGEga2V5", "%%%"])
 def test_a_cursor_the_api_did_not_give_is_refused(cursor: str) -> None:
     with pytest.raises(ValueError, match="cursor"):

@@ -2,13 +2,23 @@ import json
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from schemas import codec
 from schemas.codec import Encoded
 from streams.domain import jobspec
-from streams.domain.validation import POD_SPEC_JSON, SubmitPolicy, validate_item, validate_request
+from streams.domain.quantity import QuantityError, to_milli
+from streams.domain.resources import job_resource_request
+from streams.domain.validation import (
+    POD_SPEC_JSON,
+    SubmitPolicy,
+    _default_deadline,
+    _resource_problems,
+    _same_valid_quantities,
+    validate_item,
+    validate_request,
+)
 from tests.kit.jobs import QUEUE, container, item, request
 from tests.schemas.strategies import values
 
@@ -368,3 +378,40 @@ def test_an_item_read_from_the_log_over_the_limit_is_still_refused() -> None:
     small = codec.decode("submit_request", codec.encode("submit_request", wire(item())), keep="flotilla.JobItem")
     (accepted_item,) = validate_request(small, QUEUE, SubmitPolicy())
     assert accepted_item.reason is None
+
+
+quantities = st.one_of(st.sampled_from(["1", "500m", "2Gi", "-1", "1Q", "", "0"]), st.integers(-2, 3), st.floats(-1, 2), st.booleans())
+resource_maps = st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), quantities, max_size=3)
+
+
+@given(requests=resource_maps, limits=resource_maps, same=st.booleans())
+@example(requests={"memory": 1}, limits={"memory": True}, same=False)  # equal in Python, but True is no quantity
+@example(requests={"memory": 0}, limits={"memory": -1e-05}, same=False)  # different values, the same quantity
+def test_a_containers_resources_pass_the_quick_check_exactly_when_the_full_check_finds_nothing(
+    requests: dict[str, object], limits: dict[str, object], same: bool
+) -> None:
+    """The check decided once per distinct set of requests (`_same_valid_quantities`) passes a container only
+    when the full one finds nothing, and agrees with it whenever requests and limits are the same values
+    (limits of other values that parse to the same quantities, 0 and -1e-05, are left to the full check)."""
+    limits = dict(requests) if same else limits
+    quick, problems = _same_valid_quantities(requests, limits), _resource_problems("container 'main'", requests, limits)
+    assert not (quick and problems)
+    if requests == limits:
+        assert quick == (not problems)
+
+
+@pytest.mark.parametrize("resources", [{"cpu": "1"}, {"nvidia.com/gpu": "1", "cpu": "1"}, {"nvidia.com/gpu": "0", "cpu": "1"}])
+def test_the_default_deadline_is_the_largest_of_the_resources_requested(resources: dict[str, str]) -> None:
+    policy = SubmitPolicy()
+    spec = jobspec.pod_spec(
+        {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": resources, "limits": resources}}]}
+    )
+    gpus = job_resource_request(spec).get("nvidia.com/gpu", 0) > 0
+    expected = policy.active_deadline_by_resource["nvidia.com/gpu"] if gpus else policy.default_active_deadline_s
+    assert _default_deadline(spec, policy) == expected
+
+
+def test_true_is_not_a_quantity_even_once_1_0_was_one() -> None:
+    assert to_milli(1.0) == 1000  # True == 1.0: an untyped memo answered True with 1.0's figure
+    with pytest.raises(QuantityError):
+        to_milli(True)

@@ -358,3 +358,46 @@ def test_a_delta_read_from_a_row_is_written_back_as_that_row_and_a_changed_shape
     assert feed.delta_row(replace(read, state="leased"))[-1] == row[-1]  # the text remembered for its shape
     bigger = replace(read, requests={"cpu": 2_000})
     assert feed.delta_from_row(json.loads(json.dumps(feed.delta_row(bigger)))) == bigger
+
+
+quantity = st.sampled_from(["1", "2", "500m", "1Gi", 1, 1.0, 2])
+requests = st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), quantity, max_size=3)
+containers = st.lists(requests.map(lambda r: {"resources": {"requests": r, "limits": r}}), max_size=2)
+specs = st.builds(
+    lambda main, init, selector, grace, annotations, tolerations, affinity: {
+        "annotations": annotations,
+        "pod_spec": {
+            "containers": main,
+            "init_containers": init,
+            "node_selector": selector,
+            "termination_grace_period_seconds": grace,
+            "tolerations": tolerations,
+            "affinity": affinity,
+        },
+    },
+    containers,
+    containers,
+    st.dictionaries(st.sampled_from(["zone", "disk"]), st.sampled_from(["a", "b"]), max_size=2),
+    st.sampled_from([None, 0, 1, 30, 30.0]),
+    st.dictionaries(
+        st.sampled_from(["armadaproject.io/gangId", "armadaproject.io/gangCardinality", "armadaproject.io/failFast", "team"]),
+        st.sampled_from(["true", "g1", "2", "x"]),
+        max_size=3,
+    ),
+    st.sampled_from([[], [{"key": "gpu", "operator": "Exists", "value": None, "effect": None, "toleration_seconds": None}]]),
+    st.sampled_from(
+        [
+            None,
+            {"node_affinity": None},
+            {"node_affinity": {"required": [{"match_expressions": [{"key": "z", "operator": "In", "values": ["a"]}]}]}},
+        ]
+    ),
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(specs, min_size=1, max_size=6))
+def test_a_shapes_text_remembered_for_its_parts_is_the_text_of_its_fields(batch: list[dict[str, Any]]) -> None:
+    """`shape_text` answers from what it remembers for specs made of the same parts: always the text made afresh."""
+    for spec in batch + batch:
+        assert feed.shape_text(spec) == feed.compact_json(tuple(feed.spec_fields(spec).values()))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from streams.scheduler import feed, shared
+from streams.domain import shared
+from streams.scheduler import feed
 from streams.scheduler.convert import scheduling_job
 from streams.scheduler.feed import JobDelta
 
@@ -17,6 +18,10 @@ def test_equal_values_are_one_object_and_types_are_not_conflated() -> None:
     assert shared.shared({"cpu": 1}) is not shared.shared({"cpu": 1.0})
     assert shared.shared((1,)) is not shared.shared([1])
     assert shared.shared("queue-" + "a") is shared.shared("queue-a")
+    labels = (("app", "bench"), ("team", "x"))
+    assert shared.shared(labels) is shared.shared((("app", "bench"), ("team", "x"))) is labels  # text pairs: their own key
+    assert shared.shared((("app", 1),)) is not shared.shared((("app", 1.0),))
+    assert shared.shared((("app", "bench"),)) is not shared.shared([("app", "bench")])
 
 
 def test_a_value_evicted_stays_valid_and_unhashable_leaves_pass_through() -> None:

@@ -93,6 +93,17 @@ def test_the_cache_keeps_only_the_jobs_stored_last() -> None:
     assert jobs.get("job-1") is stored[1] and jobs.get("job-2") is stored[2]
 
 
+def test_a_job_without_a_run_is_not_kept_decoded() -> None:
+    jobs, _, _ = store()
+    queued = job(state="queued", runs=[])
+    put(jobs, queued)
+    read = jobs.get(queued["job_id"])
+    assert read == queued and read is not queued  # decoded afresh from the table
+    leased = {**queued, "state": "leased", "runs": job()["runs"][-1:]}
+    put(jobs, leased)
+    assert jobs.get(queued["job_id"]) is leased
+
+
 def test_a_pending_write_is_the_folds_to_read_and_readers_see_it_once_written() -> None:
     jobs, table, _ = store()
     stored = job()

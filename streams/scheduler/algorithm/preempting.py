@@ -176,7 +176,7 @@ class _PreemptingScheduler:
         self.groups = groups
 
     def _shape(self, job: Job, pc: PriorityClass) -> Shape:
-        # Jobs mostly share their requests and constraints as objects (streams.scheduler.shared):
+        # Jobs mostly share their requests and constraints as objects (streams.domain.shared):
         # those are found by identity first. The inputs hold every job for the whole cycle, so no
         # id is reused while this is looked at.
         same = (pc.name, id(job.requests), id(job.node_selector), id(job.tolerations), id(job.affinity))
