@@ -461,7 +461,7 @@ async def flotilla_rate(
     requests: list[tuple[bytes, bytes]],
     jobs: int,
     partitions: int,
-    profiler: list[str] | None,
+    profilers: list[list[str]],
     children: Children,
     ignored: set[bytes],
 ) -> IngestResult:
@@ -481,10 +481,11 @@ async def flotilla_rate(
                 pass
 
     sampler = asyncio.create_task(sample_rss())
-    spy = None
+    spies = []
     try:
-        if profiler:
-            spy = children.add(Command(profiler, stop_signal=signal.SIGINT, grace_s=30.0)).start()  # py-spy writes its output on SIGINT
+        if profilers:
+            # py-spy writes its output on SIGINT
+            spies = [children.add(Command(profiler, stop_signal=signal.SIGINT, grace_s=30.0)).start() for profiler in profilers]
             await asyncio.sleep(1.0)  # let py-spy attach before the clock starts
         seen: set[bytes] = set()
         checked = 0
@@ -535,7 +536,7 @@ async def flotilla_rate(
         peaks = [max(read_status(pid).get("VmHWM", 0), sampled) for pid, sampled in zip(worker_pids, sampled_rss, strict=True)]
         return IngestResult(last - start, produce_done - start, checked, state_bytes / len(seen), peaks, workers_cpu, broker_cpu)
     finally:
-        if spy is not None:
+        for spy in spies:
             spy.stop()
         stop_sampling.set()
         await sampler
@@ -555,11 +556,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--queues", type=int, default=1, help="queues bench-0..bench-{Q-1}; submit requests go round-robin over them (default 1)"
     )
-    parser.add_argument("--py-spy", metavar="BIN", help="profile worker 0 during the Flotilla phase with this py-spy")
+    parser.add_argument("--py-spy", metavar="BIN", help="profile every worker during the Flotilla phase with this py-spy")
     parser.add_argument(
         "--py-spy-native", action="store_true", help="include native frames (GC, fastavro, syscalls); pauses the worker per sample"
     )
-    parser.add_argument("--profile-out", default="/tmp/ingest-profile.txt", help="py-spy output (--format raw)")
+    parser.add_argument(
+        "--profile-out",
+        default="/tmp/ingest-profile.txt",
+        help="py-spy output (--format raw); with several workers -w0, -w1, ... before the suffix",
+    )
     parser.add_argument("--archive", choices=("on", "off"), default="off", help="workers keep the log archive, as `flotilla up` does")
     parser.add_argument("--idle-submits", type=int, default=200, help="single-job REST submissions timed on the idle worker (default 200)")
     args = parser.parse_args(argv)
@@ -618,7 +623,7 @@ def print_report(setup: Setup, result: IngestResult) -> None:
         "message of that size through raw aiokafka, produce+consume on the same broker)"
     )
     if args.py_spy:
-        print(f"  NOTE: worker 0 profiled with py-spy during this run ({args.profile_out}); figures are perturbed")
+        print(f"  NOTE: every worker profiled with py-spy during this run ({args.profile_out}); figures are perturbed")
     for warning in spread_warnings(setup.spread, args.workers):
         print(f"  WARNING: {warning}")
     print(
@@ -700,6 +705,14 @@ def print_report(setup: Setup, result: IngestResult) -> None:
     )
 
 
+def profile_path(out: str, worker: int, workers: int) -> str:
+    """Worker ``worker``'s profile: ``out`` itself with one worker, else with ``-w<worker>`` before its suffix."""
+    if workers == 1:
+        return out
+    path = Path(out)
+    return str(path.with_name(f"{path.stem}-w{worker}{path.suffix}"))
+
+
 def measure_raw(bootstrap: str, prefix: str, size: int, count: int) -> list[float]:
     """RAW_REPEATS runs, each on its own fresh topic."""
     return [asyncio.run(raw_rate(bootstrap, f"bench.raw-{prefix}-{i}", size, count)) for i in range(RAW_REPEATS)]
@@ -744,25 +757,26 @@ def main(argv: list[str] | None = None) -> int:
                 f"{[len(q) for q in spread]}; submitting ..."
             )
 
-            profiler = None
-            if args.py_spy:
-                profiler = [
+            profilers = [
+                [
                     args.py_spy,
                     "record",
                     "--format",
                     "raw",
                     "-o",
-                    args.profile_out,
+                    profile_path(args.profile_out, i, len(pids)),
                     "--pid",
-                    str(pids[0]),
+                    str(pid),
                     "--rate",
                     "100",
                     *(["--native"] if args.py_spy_native else ["--nonblocking"]),
                 ]
+                for i, pid in enumerate(pids if args.py_spy else [])
+            ]
             log(f"idle submit->ack: {args.idle_submits} single-job REST submissions, archive {args.archive} ...")
             latencies, cancels, latency_jobs = idle_submits(workers[0], args.idle_submits)
             result = asyncio.run(
-                flotilla_rate(broker.bootstrap, pids, broker_pid, requests, args.jobs, args.partitions, profiler, children, latency_jobs)
+                flotilla_rate(broker.bootstrap, pids, broker_pid, requests, args.jobs, args.partitions, profilers, children, latency_jobs)
             )
             assignments = [assigned_partitions(worker) for worker in workers]  # before the logs are removed
     except KeyboardInterrupt:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode
+from streams.agents.batches import batches
 from streams.domain.quantity import QuantityError, to_milli
 from streams.domain.states import ACTIVE
 from streams.scheduler import feed
@@ -57,7 +58,7 @@ def register(plane: ControlPlane) -> None:
 
     @plane.app.agent(plane.topics.executor_reports, name="executor-reports", concurrency=1)
     async def forward(stream: Any) -> None:
-        async for events in stream.take_events(BATCH_MAX_MESSAGES, within=BATCH_WITHIN_S):
+        async for events in batches(stream, BATCH_MAX_MESSAGES, BATCH_WITHIN_S):
             outbox = Outbox(plane.batch_producer)
             records = forwarded(plane.metrics, full_states, [event.message for event in events])
             await outbox.partition(feed_topic, 0, [(None, feed.encode(record)) for record in records])

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode, encode
+from streams.agents.batches import batches
 from streams.archive.durable import ArchiveUnavailable, Durability, NotArchived
 from streams.domain import events
 from streams.domain.admission import Admission
@@ -65,7 +66,7 @@ def register(plane: ControlPlane) -> None:
 
     @plane.app.agent(plane.topics.submissions, name="ingest", concurrency=1)
     async def run(stream: Any) -> None:
-        async for batch in stream.take_events(BATCH_MAX_MESSAGES, within=BATCH_WITHIN_S):
+        async for batch in batches(stream, BATCH_MAX_MESSAGES, BATCH_WITHIN_S):
             for event in batch:
                 try:
                     await ingest.handle(event.message)

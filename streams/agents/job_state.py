@@ -9,7 +9,7 @@ change means downstream: a job delta to `scheduler-feed` when the scheduler's vi
 (`streams.scheduler.feed`), a command to `executor-commands` when a run starts or must stop
 (`streams.scheduler.commands`), and job-set actions (an event with no job id) to `scheduler-feed`.
 
-It works in batches (DESIGN.md, "The hot path works in batches"): Faust hands it the messages
+It works in batches (DESIGN.md, "The hot path works in batches"): `streams.agents.batches` hands it the messages
 waiting, up to `BATCH_MAX_MESSAGES` or what arrived within `BATCH_WITHIN_S`; the pure fold runs
 over all of them, then the batch's changed jobs (each one's last between job-set actions, written
 straight as feed rows) go to the feed as few `Changes` records, in order, and its commands in one
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from schemas.codec import SchemaError, decode, encode
+from streams.agents.batches import batches
 from streams.domain.job_index import Position
 from streams.scheduler import feed
 from streams.scheduler.fold import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, message_rng
@@ -91,7 +92,7 @@ def register(plane: ControlPlane) -> None:
 
     @plane.app.agent(plane.topics.events, name="job-state", concurrency=1)
     async def fold(stream: Any) -> None:
-        async for events in stream.take_events(BATCH_MAX_MESSAGES, within=BATCH_WITHIN_S):
+        async for events in batches(stream, BATCH_MAX_MESSAGES, BATCH_WITHIN_S):
             part_max = PART_MAX_EVENTS if plane.refold.caught_up else REFOLD_PART_MAX_EVENTS
             for part in fold_batch(jobs, [event.message for event in events], part_max):
                 await write(part)

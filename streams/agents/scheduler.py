@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from faust.types import TP, TableT
 
+from streams.agents.batches import batches
 from streams.scheduler import feed
 from streams.scheduler.commit import committed as committed_record
 from streams.scheduler.config import CycleConfig
@@ -167,7 +168,7 @@ def register(plane: ControlPlane) -> SchedulerState:
 
     @app.agent(plane.topics.scheduler_feed, name="scheduler", concurrency=1)
     async def run(stream: Any) -> None:
-        async for batch in stream.take_events(BATCH_MAX_RECORDS, within=BATCH_WITHIN_S):
+        async for batch in batches(stream, BATCH_MAX_RECORDS, BATCH_WITHIN_S):
             if state.index is None:
                 state.index = rebuild(plane.scheduler_index)
                 log.info(
@@ -184,7 +185,7 @@ def register(plane: ControlPlane) -> SchedulerState:
                 if message.offset <= index.offset:
                     continue  # folded before the index was last stored
                 try:
-                    record = feed.decode(message.value)
+                    record = feed.decode(message.value or b"")  # a tombstone is not a record either
                 except ValueError as exc:
                     log.error("skipping scheduler-feed record at offset %s: %s", message.offset, exc)
                     record = None

@@ -72,6 +72,11 @@ class Standbys(Service):
             max_partition_fetch_bytes=MAX_MESSAGE_BYTES,
         )
         await self._consumer.start()
+        # Faust starts app services once the tables are recovered, after this worker's first
+        # assignment: its signal came before there was a consumer, so that assignment is followed now
+        # (without this the worker that joined last kept no copies until the next rebalance).
+        if not self.app.rebalancing:
+            await self.follow_assignment()
 
     async def on_stop(self) -> None:
         if self._consumer is not None:
@@ -91,6 +96,7 @@ class Standbys(Service):
         """The assignment is known: follow the changelog partitions whose copy this worker keeps, each
         from the offset after the last one its store holds (a signal receiver)."""
         await self.stop_following()
+        generation = self._generation
         if self._consumer is None:
             return
         distribution = dict(self.app.assignor.changelog_distribution)
@@ -103,11 +109,15 @@ class Standbys(Service):
             return
         self._consumer.assign(list(following))
         for tp, table in following.items():
+            if generation != self._generation:
+                return  # a rebalance started during the seeks: nothing is followed until it ends
             persisted = store_of(table).persisted_offset(TP(tp.topic, tp.partition))
             if persisted is None:
                 await self._consumer.seek_to_beginning(tp)
             else:
                 self._consumer.seek(tp, persisted + 1)
+        if generation != self._generation:
+            return
         self._following = following
         log.info("keeping standby copies of %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in following))
 

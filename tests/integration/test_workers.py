@@ -14,6 +14,7 @@ run in this order and each leaves the group as the next expects).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -256,6 +257,17 @@ def _pod_spec(selector: dict[str, str]) -> dict[str, Any]:
 def test_two_workers_answer_every_call_about_every_partition(group: Group, executors: Executors, tmp_path: Path) -> None:
     assert len(group.live()) == 2
     every_call(group, executors, tmp_path)
+
+
+def test_each_of_two_workers_keeps_standby_copies_the_one_that_joined_last_too(group: Group) -> None:
+    """Faust starts the standby follower after a worker's first assignment; it must follow that assignment then."""
+    for worker in group.live():
+        kept = poll(functools.partial(standby_lines, worker), 30.0, f"{worker.url} keeping standby copies")
+        assert worker.changelog("jobs") in kept[-1], kept[-1]
+
+
+def standby_lines(worker: Worker) -> list[str]:
+    return [line for line in worker.log_path.read_text(errors="replace").splitlines() if "keeping standby copies" in line]
 
 
 def test_a_third_worker_joins_and_every_worker_answers_every_call(group: Group, executors: Executors, tmp_path: Path) -> None:
