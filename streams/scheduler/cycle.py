@@ -34,7 +34,7 @@ from streams.scheduler.algorithm.preempting import schedule
 from streams.scheduler.commands import command
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.convert import node_taints, scheduling_node, scheduling_queue
-from streams.scheduler.feed import ExecutorState, JobDelta, Tick, node_id
+from streams.scheduler.feed import ExecutorState, JobDelta, Tick, node_id, updated
 from streams.scheduler.index import END, LEASE, REQUEUE, Entry, SchedulerIndex, job_key
 
 SCHEDULER_USER = "scheduler"
@@ -153,7 +153,7 @@ class Cycle:
             "JobRunFailed",
             {"run_id": d.run_id, "reason": reason, "message": message, "exit_code": None, "category": category, "retryable": True},
         )
-        taken = replace(
+        taken = updated(
             d,
             run_state=category,
             returned_runs=d.returned_runs + 1,
@@ -173,7 +173,7 @@ class Cycle:
             self.outcome.ended += 1
             return
         self.emit(d, "JobRequeued", {"run_id": d.run_id, "reason": reason, "avoid_nodes": list(d.avoid_nodes)})
-        self.decide(entry, REQUEUE, replace(d, state="queued"))
+        self.decide(entry, REQUEUE, updated(d, state="queued"))
         self.outcome.requeued += 1
 
     # -- 3: orphans ---------------------------------------------------------------------------
@@ -310,7 +310,7 @@ class Cycle:
             self.decide(
                 entry,
                 LEASE,
-                replace(
+                updated(
                     d, state="leased", runs=d.runs + 1, run_id=new_run, executor=executor, node=node, run_state="leased", leased_at=self.now
                 ),
             )

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from operator import attrgetter
 
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import Job, LimiterState
 from streams.scheduler.convert import limiters_from_json, limiters_to_json, scheduling_job
-from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction
+from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction, updated
 
 LEASE, REQUEUE, END = "lease", "requeue", "end"
 LIMITERS_KEY = "x:limiters"
@@ -169,7 +169,7 @@ class SchedulerIndex:
         if entry.expect is None or entry.confirmed_by(delta):
             # Mostly the delta says the requests already: it is kept as it is then, not copied.
             same = flags == (delta.cancel_requested, delta.preempt_requested)
-            merged = delta if same else replace(delta, cancel_requested=flags[0], preempt_requested=flags[1])
+            merged = delta if same else updated(delta, cancel_requested=flags[0], preempt_requested=flags[1])
             # The fold may confirm just what the decision recorded: then the expectation stays,
             # and only goes on skipping deltas older than it.
             changed = merged != entry.delta
@@ -181,7 +181,7 @@ class SchedulerIndex:
             # Older than our decision: only the requests are taken from it.
             if flags == (entry.delta.cancel_requested, entry.delta.preempt_requested):
                 return []
-            entry.set(replace(entry.delta, cancel_requested=flags[0], preempt_requested=flags[1]))
+            entry.set(updated(entry.delta, cancel_requested=flags[0], preempt_requested=flags[1]))
         return [key]
 
     def _fold_run(self, entry: Entry) -> bool:
@@ -199,10 +199,10 @@ class SchedulerIndex:
             if entry.delta.queue != action.queue or entry.delta.job_set_id != action.job_set_id:
                 continue
             if action.action == "cancel" and not entry.delta.cancel_requested:
-                entry.set(replace(entry.delta, cancel_requested=True))
+                entry.set(updated(entry.delta, cancel_requested=True))
                 entry.cancel_reason = action.reason or None
             elif action.action == "reprioritise" and action.new_priority is not None:
-                entry.set(replace(entry.delta, priority=action.new_priority))
+                entry.set(updated(entry.delta, priority=action.new_priority))
                 entry.announce_priority = action.new_priority
             else:
                 continue

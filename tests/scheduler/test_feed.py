@@ -282,6 +282,26 @@ def test_a_decoded_job_delta_is_a_whole_frozen_job_delta() -> None:
         back.runs = 3  # type: ignore[misc]
 
 
+def test_an_updated_job_delta_is_what_replace_makes() -> None:
+    """feed.updated stands for dataclasses.replace on the cycle's hot path: same fields, still frozen."""
+    job, _ = realistic_job()
+    d = job_delta(job)
+    changes = {
+        "state": "leased",
+        "runs": d.runs + 1,
+        "run_id": "r1",
+        "executor": "e",
+        "node": "n",
+        "leased_at": 5,
+        "cancel_requested": True,
+    }
+    made = feed.updated(d, **changes)
+    assert made == replace(d, **changes) and repr(made) == repr(replace(d, **changes))
+    assert feed.updated(d) == d and d.state != "leased"
+    with pytest.raises(FrozenInstanceError):
+        made.runs = 3  # type: ignore[misc]
+
+
 def test_queue_info_weight_is_the_inverse_priority_factor() -> None:
     queue = {"name": "q", "priority_factor": 4.0, "cordoned": True, "resource_limits_by_priority_class_name": {}}
     assert feed.queue_info(queue) == QueueInfo("q", 0.25, True, {})
