@@ -278,10 +278,9 @@ class Cycle:
             if d.run_active:
                 node = node_id(d.executor or "", d.node or "")
                 if node in where and known:
-                    started = (d.leased_at or 0) / 1000.0
                     pc, node_taints_ = classes[d.priority_class], taints[node]
                     priority = held_priority(entry.job, node_taints_, pc, config.well_known_node_types) if node_taints_ else pc.priority
-                    running.append(RunningJob(entry.job, node, priority, started))
+                    running.append(entry.running(node, priority))
                 elif node in where:
                     for name, amount in d.requests.items():
                         unmanaged[node][name] = unmanaged[node].get(name, 0) + amount

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from streams.scheduler import feed
-from streams.scheduler.algorithm.model import Job, LimiterState
+from streams.scheduler.algorithm.model import Job, LimiterState, RunningJob
 from streams.scheduler.convert import limiters_from_json, limiters_to_json, scheduling_job
 from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction, updated
 
@@ -47,12 +47,23 @@ class Entry:
     fold_run: str | None = None
     fold_run_at: int = 0
     _job: Job | None = None
+    # The job's run as the last cycle placed it (`running`): a thousand runs go on unchanged from
+    # cycle to cycle, and each cycle made them all again.
+    _running: RunningJob | None = None
 
     @property
     def job(self) -> Job:
         if self._job is None:
             self._job = scheduling_job(self.delta)
         return self._job
+
+    def running(self, node: str, priority: int) -> RunningJob:
+        """The job running on ``node`` at ``priority`` since its lease (`RunningJob`), the last cycle's if it is the same."""
+        started = (self.delta.leased_at or 0) / 1000.0
+        run = self._running
+        if run is None or run.job is not self.job or run.node != node or run.scheduled_priority != priority or run.started_at != started:
+            run = self._running = RunningJob(self.job, node, priority, started)
+        return run
 
     def set(self, delta: JobDelta) -> None:
         # Most changes are of the job's run, not of what its Job is made of: the Job is kept then.
