@@ -257,16 +257,18 @@ class _PreemptingScheduler:
         config = self.config
         if not config.enable_fairshare_preemption:
             return []
-        share = {q: self.cost.unweighted(self.allocation[q]) for q in self.queues}
-        chosen_nodes = self._nodes_open_to_eviction()
-        victims = []
-        for js in sorted(self.running, key=_BY_NODE_AND_ID):
-            if not js.pc.preemptible or js.queue not in self.queues or js.node not in chosen_nodes:
-                continue
-            fair = max(self.adjusted_share[js.queue], self.fair_share[js.queue])
-            fraction = share[js.queue] / fair if fair > 0 else math.inf
+        over = set()
+        for q in self.queues:
+            fair = max(self.adjusted_share[q], self.fair_share[q])
+            fraction = self.cost.unweighted(self.allocation[q]) / fair if fair > 0 else math.inf
             if fraction > config.protected_fraction_of_fair_share:
-                victims.append(js)
+                over.add(q)
+        if not over:  # no queue above its protected share: nothing to walk (most cycles of a steady state)
+            return []
+        chosen_nodes = self._nodes_open_to_eviction()
+        victims = [
+            js for js in sorted(self.running, key=_BY_NODE_AND_ID) if js.queue in over and js.pc.preemptible and js.node in chosen_nodes
+        ]
         return self._evict(victims, self.running_gangs, reasons.FAIR_SHARE_PREEMPTED)
 
     def _nodes_open_to_eviction(self) -> set[int]:

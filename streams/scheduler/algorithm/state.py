@@ -67,7 +67,7 @@ class JobState:
         self.id = job.id
         self.queue = job.queue
         if gang is None:
-            gang_id = job.gang_id
+            gang_id = job.gang_id if job.annotations else ""  # most jobs have no annotations: no lookup
             gang = (gang_id, job.gang_cardinality) if gang_id else ("", 1)
         self.gang_id, self.gang_size = gang
         self.pc = shape.pc
