@@ -119,21 +119,23 @@ class Cycle:
                 entry.announce_priority = None
                 self.index.touch(job_id)
                 self.outcome.changed.append(job_key(job_id))
+            active = d.run_active  # asked once: most busy jobs are running, and nothing is to be done for them
             if d.cancel_requested:
                 reason = "cancelled on request" + (f": {entry.cancel_reason}" if entry.cancel_reason else "")
-                self.end(entry, "JobCancelled", {"run_id": d.run_id if d.run_active else None, "reason": reason})
-            elif d.preempt_requested and d.run_active:
-                self.end(entry, "JobPreempted", {"run_id": d.run_id, "reason": "preempted on request"})
-            elif d.run_active and d.executor not in self.live:
-                message = (
-                    f"executor {d.executor} has not reported for {self.config.executor_timeout_ms / 1000:g} s"
-                    f" and {self.config.missed_cycles} cycles"
-                )
-                self.take_back(entry, "lease_expired", message, avoid=None)
-            elif d.run_active and self.lost(entry, self.live[d.executor or ""]):
-                message = f"executor {d.executor} no longer holds the run"
-                self.take_back(entry, "lease_returned", message, avoid=node_id(d.executor or "", d.node or ""))
-            elif d.run_returned:
+                self.end(entry, "JobCancelled", {"run_id": d.run_id if active else None, "reason": reason})
+            elif active:
+                if d.preempt_requested:
+                    self.end(entry, "JobPreempted", {"run_id": d.run_id, "reason": "preempted on request"})
+                elif d.executor not in self.live:
+                    message = (
+                        f"executor {d.executor} has not reported for {self.config.executor_timeout_ms / 1000:g} s"
+                        f" and {self.config.missed_cycles} cycles"
+                    )
+                    self.take_back(entry, "lease_expired", message, avoid=None)
+                elif self.lost(entry, self.live[d.executor or ""]):
+                    message = f"executor {d.executor} no longer holds the run"
+                    self.take_back(entry, "lease_returned", message, avoid=node_id(d.executor or "", d.node or ""))
+            elif d.run_returned:  # never an active run
                 self.requeue_or_fail(entry, d, f"run {d.run_id} returned")
 
     def lost(self, entry: Entry, executor: ExecutorState) -> bool:

@@ -46,6 +46,7 @@ from streams.scheduler.algorithm.submission import SUBMISSION, in_submission_ord
 
 _BY_ID = attrgetter("id")
 _BY_NODE_AND_ID = attrgetter("node", "id")
+_BY_JOB_ID = attrgetter("job.id")
 # Compares above every queued job's order key: the queue was walked to its end.
 _PAST_EVERY_KEY: tuple[object, ...] = (2,)
 
@@ -140,7 +141,7 @@ class _PreemptingScheduler:
     def _load_jobs(self, inputs: CycleInput, grouped: dict[_GroupKey, list[Job]]) -> None:
         classes = self.config.priority_classes
         gang_members: dict[str, list[JobState]] = defaultdict(list)
-        for run in sorted(inputs.running, key=lambda r: r.job.id):
+        for run in sorted(inputs.running, key=_BY_JOB_ID):
             node = self.nodedb.index_of.get(run.node)
             pc = classes.get(run.job.priority_class)
             if node is None or pc is None:
