@@ -334,8 +334,10 @@ class _PreemptingScheduler:
             queues = [(q, w, b, _chain(items, streams[q])) for q, w, b, items in queues]
             evicted_only = [(q, w, b, by_queue.get(q, [])) for q, w, b, _ in queues]
             allocation = {q: list(v) for q, v in self.allocation.items()}
-            prefer = self.config.enable_prefer_large_job_ordering
-            self.nodedb.reset_evicted_order(lambda: rescheduling_order(evicted_only, allocation, self.cost, prefer))
+            prefer, cost = self.config.enable_prefer_large_job_ordering, self.cost
+            # Not a closure over self: the node db holds it, and self holding the node db would make
+            # the cycle's every job state garbage for the collector, not freed when the cycle ends.
+            self.nodedb.reset_evicted_order(lambda: rescheduling_order(evicted_only, allocation, cost, prefer))
         else:
             self.nodedb.reset_evicted_order(None)
         # Only the first pass is followed by an oversubscription eviction.
