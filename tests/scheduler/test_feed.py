@@ -286,7 +286,7 @@ def test_an_updated_job_delta_is_what_replace_makes() -> None:
     """feed.updated stands for dataclasses.replace on the cycle's hot path: same fields, still frozen."""
     job, _ = realistic_job()
     d = job_delta(job)
-    changes = {
+    changes: dict[str, Any] = {
         "state": "leased",
         "runs": d.runs + 1,
         "run_id": "r1",
