@@ -275,7 +275,7 @@ def test_a_decoded_job_delta_is_a_whole_frozen_job_delta() -> None:
     job, _ = realistic_job()
     d = job_delta(job)
     back = feed.decode(feed.encode(d))
-    assert isinstance(back, feed.JobDelta)
+    assert type(back) is feed.JobDelta
     assert back == d and repr(back) == repr(d)
     assert replace(back, runs=back.runs + 1) == replace(d, runs=d.runs + 1)
     with pytest.raises(FrozenInstanceError):
