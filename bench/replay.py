@@ -55,6 +55,7 @@ from streams.archive.segments import Record  # noqa: E402
 from streams.archive.source import ArchiveSource  # noqa: E402
 from streams.archive.writer import ArchiveWriter  # noqa: E402
 from streams.config import Settings  # noqa: E402
+from streams.gc_tuning import tune_for_long_lived_state  # noqa: E402
 from streams.kafka import kafka_clients  # noqa: E402
 from streams.replay.audit import AuditReport, audit  # noqa: E402
 from streams.replay.broker import BrokerLog  # noqa: E402
@@ -160,6 +161,7 @@ def main() -> int:
     parser.add_argument("--audit-only", action="store_true", help="time the audit alone (no rebuild, no --at read)")
     parser.add_argument("--keep", metavar="DIR", type=Path, help="record the log into DIR once and reuse it on later runs")
     args = parser.parse_args()
+    tune_for_long_lived_state()  # as `flotilla audit` and `flotilla rebuild` do
     scratch = Path(tempfile.mkdtemp(prefix="bench-replay-"))
     try:
         with Children(log) as children:
@@ -300,6 +302,8 @@ def profile(py_spy: str, children: Children, root: Path) -> str:
         "from streams.replay.audit import audit\n"
         "from streams.replay.cycles import Configurations\n"
         "from streams.replay.source import ArchiveLog\n"
+        "from streams.gc_tuning import tune_for_long_lived_state\n"
+        "tune_for_long_lived_state()\n"
         f"audit(ArchiveLog(ArchiveSource(Path({str(root)!r}))), Configurations())\n"
     )
     command = children.add(Command([py_spy, "record", "--format", "raw", "-o", str(out), "--", sys.executable, "-c", script], cwd=ROOT))

@@ -1,4 +1,4 @@
-"""Garbage-collector settings for the long-running processes (worker and executor).
+"""Garbage-collector settings for the long-running processes (worker and executor) and the long replays (audit, rebuild).
 
 A worker holds hundreds of thousands of long-lived objects (decoded jobs, the scheduler's index)
 and allocates a few dicts per event it folds. With CPython's default thresholds a young-generation

@@ -118,6 +118,11 @@ class Cycle:
     decisions: int = 0
     unmatched: int = 0
     seq: int = 0  # its place among the cycles expected on `events`
+    # Per cycle record of the repeat (by its event id): its decisions and configuration hash, and
+    # whether the committed cycle matched the repeat, when these say what the recorded ones hold
+    # (`EventsMatcher.match` then need not decode the recorded record to count them).
+    records: dict[str, tuple[int, str]] = field(default_factory=dict)
+    faithful: bool = False
 
     def divergence(self, what: str, where: str = "", found: list[str] | None = None) -> Divergence:
         return Divergence(what, self.generation, self.tick_offset, self.cycle_id, self.cycle_time, where, found or [], self.inputs)
@@ -197,6 +202,10 @@ class Generation:
             return
         report.deciding += 1
         cycle = Cycle(self.name, step.offset, step.outcome.cycle_id, step.tick.time, step.configuration.hash, describe_inputs(step))
+        for sequence in step.outcome.records:
+            (event,) = sequence["events"]
+            payload = event["payload"][1]
+            cycle.records[event["event_id"]] = (len(payload["decisions"]), payload["config_hash"])
         self.pending[step.offset] = (cycle, commit)
 
     def recorded(self, step: Recorded) -> None:
@@ -252,6 +261,7 @@ class Generation:
             report.diverged(cycle.divergence("the committed cycle differs from its repeat", where, found))
         else:
             report.committed_matched += 1
+            cycle.faithful = True
         # `events` must hold what the scheduler published, which is what it committed.
         self.matcher.expect(cycle, record.events)
 
@@ -367,12 +377,21 @@ class EventsMatcher:
             self.report.diverged(cycle.divergence("a record of the cycle on `events` differs from its repeat", where, found))
             return
         self.report.events_matched += 1
-        if head(value).queue == CYCLES_QUEUE:
-            for event in decode("event_sequence", value)["events"]:
-                payload = event["payload"][1]
-                self.report.decisions_matched += len(payload.get("decisions", ()))
-                if payload.get("config_hash"):
-                    self.configurations.add(payload["config_hash"])
+        if head(value).queue != CYCLES_QUEUE:
+            return
+        # The record equals the committed one, which equals the repeat's when the cycle is faithful.
+        counted = cycle.records.get(first) if cycle.faithful else None
+        if counted is not None:
+            decisions, config_hash = counted
+            self.report.decisions_matched += decisions
+            if config_hash:
+                self.configurations.add(config_hash)
+            return
+        for event in decode("event_sequence", value)["events"]:
+            payload = event["payload"][1]
+            self.report.decisions_matched += len(payload.get("decisions", ()))
+            if payload.get("config_hash"):
+                self.configurations.add(payload["config_hash"])
 
     def finish(self) -> None:
         """Read every partition to its end: scheduler records no cycle published diverge; what

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,12 +25,7 @@ NODE_ID_LABEL = "flotilla.io/node-id"
 
 
 def scheduling_job(delta: JobDelta) -> Job:
-    terms = tuple(
-        tuple(NodeSelectorRequirement(e["key"], e["operator"], tuple(e.get("values") or ())) for e in term) for term in delta.affinity
-    )
-    if delta.avoid_nodes:
-        avoid = NodeSelectorRequirement(NODE_ID_LABEL, "NotIn", delta.avoid_nodes)
-        terms = tuple((*term, avoid) for term in terms) if terms else ((avoid,),)
+    tolerations, affinity = _constraints(delta)
     return Job(
         id=delta.job_id,
         queue=delta.queue,
@@ -38,16 +34,45 @@ def scheduling_job(delta: JobDelta) -> Job:
         submit_time=delta.submitted / 1000.0,
         priority=delta.priority,
         node_selector=delta.node_selector,
-        # Shared between jobs like the delta's own fields (the index keeps one Job per queued job).
-        tolerations=shared(
-            tuple(
-                Toleration(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")
-                for t in delta.tolerations
-            )
-        ),
-        affinity=shared(terms),
+        tolerations=tolerations,
+        affinity=affinity,
         annotations=delta.gang,
     )
+
+
+# A delta's tolerations and affinity terms as the algorithm's types, by the identity of the delta's
+# parts: deltas read from the feed share them (streams.scheduler.shared), so the jobs of one shape
+# are converted once, not once each. The parts are held with them, so their ids are not reused
+# while remembered; the table is emptied when it grows past the shapes a workload has.
+Affinity = tuple[tuple[NodeSelectorRequirement, ...], ...]
+_CONSTRAINTS: dict[tuple[int, int, int], tuple[tuple[Any, ...], tuple[Toleration, ...], Affinity]] = {}
+_CONSTRAINTS_SIZE = 8192
+
+
+def _constraints(delta: JobDelta) -> tuple[tuple[Toleration, ...], Affinity]:
+    parts = (delta.tolerations, delta.affinity, delta.avoid_nodes)
+    key = (id(parts[0]), id(parts[1]), id(parts[2]))
+    known = _CONSTRAINTS.get(key)
+    if known is not None and all(map(operator.is_, known[0], parts)):
+        return known[1], known[2]
+    terms = tuple(
+        tuple(NodeSelectorRequirement(e["key"], e["operator"], tuple(e.get("values") or ())) for e in term) for term in delta.affinity
+    )
+    if delta.avoid_nodes:
+        avoid = NodeSelectorRequirement(NODE_ID_LABEL, "NotIn", delta.avoid_nodes)
+        terms = tuple((*term, avoid) for term in terms) if terms else ((avoid,),)
+    # Shared between jobs like the delta's own fields (the index keeps one Job per queued job).
+    tolerations = shared(
+        tuple(
+            Toleration(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")
+            for t in delta.tolerations
+        )
+    )
+    affinity = shared(terms)
+    if len(_CONSTRAINTS) >= _CONSTRAINTS_SIZE:
+        _CONSTRAINTS.clear()
+    _CONSTRAINTS[key] = (parts, tolerations, affinity)
+    return tolerations, affinity
 
 
 def scheduling_node(executor: ExecutorState, node: NodeState, held_priority: int) -> Node:

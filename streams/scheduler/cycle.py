@@ -34,7 +34,7 @@ from streams.scheduler.algorithm.preempting import schedule
 from streams.scheduler.commands import command
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.convert import node_taints, scheduling_node, scheduling_queue
-from streams.scheduler.feed import ExecutorState, JobDelta, Tick, node_id
+from streams.scheduler.feed import ExecutorState, JobDelta, Tick, node_id, updated
 from streams.scheduler.index import END, LEASE, REQUEUE, Entry, SchedulerIndex, job_key
 
 SCHEDULER_USER = "scheduler"
@@ -119,21 +119,23 @@ class Cycle:
                 entry.announce_priority = None
                 self.index.touch(job_id)
                 self.outcome.changed.append(job_key(job_id))
+            active = d.run_active  # asked once: most busy jobs are running, and nothing is to be done for them
             if d.cancel_requested:
                 reason = "cancelled on request" + (f": {entry.cancel_reason}" if entry.cancel_reason else "")
-                self.end(entry, "JobCancelled", {"run_id": d.run_id if d.run_active else None, "reason": reason})
-            elif d.preempt_requested and d.run_active:
-                self.end(entry, "JobPreempted", {"run_id": d.run_id, "reason": "preempted on request"})
-            elif d.run_active and d.executor not in self.live:
-                message = (
-                    f"executor {d.executor} has not reported for {self.config.executor_timeout_ms / 1000:g} s"
-                    f" and {self.config.missed_cycles} cycles"
-                )
-                self.take_back(entry, "lease_expired", message, avoid=None)
-            elif d.run_active and self.lost(entry, self.live[d.executor or ""]):
-                message = f"executor {d.executor} no longer holds the run"
-                self.take_back(entry, "lease_returned", message, avoid=node_id(d.executor or "", d.node or ""))
-            elif d.run_returned:
+                self.end(entry, "JobCancelled", {"run_id": d.run_id if active else None, "reason": reason})
+            elif active:
+                if d.preempt_requested:
+                    self.end(entry, "JobPreempted", {"run_id": d.run_id, "reason": "preempted on request"})
+                elif d.executor not in self.live:
+                    message = (
+                        f"executor {d.executor} has not reported for {self.config.executor_timeout_ms / 1000:g} s"
+                        f" and {self.config.missed_cycles} cycles"
+                    )
+                    self.take_back(entry, "lease_expired", message, avoid=None)
+                elif self.lost(entry, self.live[d.executor or ""]):
+                    message = f"executor {d.executor} no longer holds the run"
+                    self.take_back(entry, "lease_returned", message, avoid=node_id(d.executor or "", d.node or ""))
+            elif d.run_returned:  # never an active run
                 self.requeue_or_fail(entry, d, f"run {d.run_id} returned")
 
     def lost(self, entry: Entry, executor: ExecutorState) -> bool:
@@ -153,7 +155,7 @@ class Cycle:
             "JobRunFailed",
             {"run_id": d.run_id, "reason": reason, "message": message, "exit_code": None, "category": category, "retryable": True},
         )
-        taken = replace(
+        taken = updated(
             d,
             run_state=category,
             returned_runs=d.returned_runs + 1,
@@ -173,7 +175,7 @@ class Cycle:
             self.outcome.ended += 1
             return
         self.emit(d, "JobRequeued", {"run_id": d.run_id, "reason": reason, "avoid_nodes": list(d.avoid_nodes)})
-        self.decide(entry, REQUEUE, replace(d, state="queued"))
+        self.decide(entry, REQUEUE, updated(d, state="queued"))
         self.outcome.requeued += 1
 
     # -- 3: orphans ---------------------------------------------------------------------------
@@ -278,10 +280,9 @@ class Cycle:
             if d.run_active:
                 node = node_id(d.executor or "", d.node or "")
                 if node in where and known:
-                    started = (d.leased_at or 0) / 1000.0
                     pc, node_taints_ = classes[d.priority_class], taints[node]
                     priority = held_priority(entry.job, node_taints_, pc, config.well_known_node_types) if node_taints_ else pc.priority
-                    running.append(RunningJob(entry.job, node, priority, started))
+                    running.append(entry.running(node, priority))
                 elif node in where:
                     for name, amount in d.requests.items():
                         unmanaged[node][name] = unmanaged[node].get(name, 0) + amount
@@ -310,7 +311,7 @@ class Cycle:
             self.decide(
                 entry,
                 LEASE,
-                replace(
+                updated(
                     d, state="leased", runs=d.runs + 1, run_id=new_run, executor=executor, node=node, run_state="leased", leased_at=self.now
                 ),
             )

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from operator import attrgetter
 
 from streams.scheduler import feed
-from streams.scheduler.algorithm.model import Job, LimiterState
+from streams.scheduler.algorithm.model import Job, LimiterState, RunningJob
 from streams.scheduler.convert import limiters_from_json, limiters_to_json, scheduling_job
-from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction
+from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction, updated
 
 LEASE, REQUEUE, END = "lease", "requeue", "end"
 LIMITERS_KEY = "x:limiters"
@@ -47,12 +47,23 @@ class Entry:
     fold_run: str | None = None
     fold_run_at: int = 0
     _job: Job | None = None
+    # The job's run as the last cycle placed it (`running`): a thousand runs go on unchanged from
+    # cycle to cycle, and each cycle made them all again.
+    _running: RunningJob | None = None
 
     @property
     def job(self) -> Job:
         if self._job is None:
             self._job = scheduling_job(self.delta)
         return self._job
+
+    def running(self, node: str, priority: int) -> RunningJob:
+        """The job running on ``node`` at ``priority`` since its lease (`RunningJob`), the last cycle's if it is the same."""
+        started = (self.delta.leased_at or 0) / 1000.0
+        run = self._running
+        if run is None or run.job is not self.job or run.node != node or run.scheduled_priority != priority or run.started_at != started:
+            run = self._running = RunningJob(self.job, node, priority, started)
+        return run
 
     def set(self, delta: JobDelta) -> None:
         # Most changes are of the job's run, not of what its Job is made of: the Job is kept then.
@@ -169,7 +180,7 @@ class SchedulerIndex:
         if entry.expect is None or entry.confirmed_by(delta):
             # Mostly the delta says the requests already: it is kept as it is then, not copied.
             same = flags == (delta.cancel_requested, delta.preempt_requested)
-            merged = delta if same else replace(delta, cancel_requested=flags[0], preempt_requested=flags[1])
+            merged = delta if same else updated(delta, cancel_requested=flags[0], preempt_requested=flags[1])
             # The fold may confirm just what the decision recorded: then the expectation stays,
             # and only goes on skipping deltas older than it.
             changed = merged != entry.delta
@@ -181,7 +192,7 @@ class SchedulerIndex:
             # Older than our decision: only the requests are taken from it.
             if flags == (entry.delta.cancel_requested, entry.delta.preempt_requested):
                 return []
-            entry.set(replace(entry.delta, cancel_requested=flags[0], preempt_requested=flags[1]))
+            entry.set(updated(entry.delta, cancel_requested=flags[0], preempt_requested=flags[1]))
         return [key]
 
     def _fold_run(self, entry: Entry) -> bool:
@@ -199,10 +210,10 @@ class SchedulerIndex:
             if entry.delta.queue != action.queue or entry.delta.job_set_id != action.job_set_id:
                 continue
             if action.action == "cancel" and not entry.delta.cancel_requested:
-                entry.set(replace(entry.delta, cancel_requested=True))
+                entry.set(updated(entry.delta, cancel_requested=True))
                 entry.cancel_reason = action.reason or None
             elif action.action == "reprioritise" and action.new_priority is not None:
-                entry.set(replace(entry.delta, priority=action.new_priority))
+                entry.set(updated(entry.delta, priority=action.new_priority))
                 entry.announce_priority = action.new_priority
             else:
                 continue

@@ -275,11 +275,31 @@ def test_a_decoded_job_delta_is_a_whole_frozen_job_delta() -> None:
     job, _ = realistic_job()
     d = job_delta(job)
     back = feed.decode(feed.encode(d))
-    assert isinstance(back, feed.JobDelta)
+    assert type(back) is feed.JobDelta
     assert back == d and repr(back) == repr(d)
     assert replace(back, runs=back.runs + 1) == replace(d, runs=d.runs + 1)
     with pytest.raises(FrozenInstanceError):
         back.runs = 3  # type: ignore[misc]
+
+
+def test_an_updated_job_delta_is_what_replace_makes() -> None:
+    """feed.updated stands for dataclasses.replace on the cycle's hot path: same fields, still frozen."""
+    job, _ = realistic_job()
+    d = job_delta(job)
+    changes: dict[str, Any] = {
+        "state": "leased",
+        "runs": d.runs + 1,
+        "run_id": "r1",
+        "executor": "e",
+        "node": "n",
+        "leased_at": 5,
+        "cancel_requested": True,
+    }
+    made = feed.updated(d, **changes)
+    assert made == replace(d, **changes) and repr(made) == repr(replace(d, **changes))
+    assert feed.updated(d) == d and d.state != "leased"
+    with pytest.raises(FrozenInstanceError):
+        made.runs = 3  # type: ignore[misc]
 
 
 def test_queue_info_weight_is_the_inverse_priority_factor() -> None:

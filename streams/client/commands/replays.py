@@ -30,6 +30,7 @@ from streams.client.commands.columns import aligned
 from streams.client.commands.connection import client_for
 from streams.client.progress import Progress
 from streams.config import Settings
+from streams.gc_tuning import tune_for_long_lived_state
 from streams.replay.source import ArchiveLog, LogSource, LogUnavailable
 from streams.replay.times import parse_time, show_time
 
@@ -138,6 +139,8 @@ def _audit(args: argparse.Namespace) -> int:
         given = [load(path) for path in args.config]
     except ConfigFileError as exc:
         raise CommandError(str(exc)) from exc
+    # A replay holds an index and folds the log as a worker does: it collects garbage as one (streams.gc_tuning).
+    tune_for_long_lived_state()
     started = time.monotonic()
     try:
         with log_source(args) as source:
@@ -201,6 +204,7 @@ def _rebuild(args: argparse.Namespace) -> int:
     into: Path = args.into
     if into.exists() and (not into.is_dir() or any(into.iterdir())):
         raise CommandError(f"{into} is not an empty directory: give a new or empty one for the rebuilt tables")
+    tune_for_long_lived_state()  # as the audit's
     started = time.monotonic()
     progress = Progress("refolded", "records of events", out=sys.stderr)
     try:

@@ -46,6 +46,7 @@ from streams.scheduler.algorithm.submission import SUBMISSION, in_submission_ord
 
 _BY_ID = attrgetter("id")
 _BY_NODE_AND_ID = attrgetter("node", "id")
+_BY_JOB_ID = attrgetter("job.id")
 # Compares above every queued job's order key: the queue was walked to its end.
 _PAST_EVERY_KEY: tuple[object, ...] = (2,)
 
@@ -140,7 +141,7 @@ class _PreemptingScheduler:
     def _load_jobs(self, inputs: CycleInput, grouped: dict[_GroupKey, list[Job]]) -> None:
         classes = self.config.priority_classes
         gang_members: dict[str, list[JobState]] = defaultdict(list)
-        for run in sorted(inputs.running, key=lambda r: r.job.id):
+        for run in sorted(inputs.running, key=_BY_JOB_ID):
             node = self.nodedb.index_of.get(run.node)
             pc = classes.get(run.job.priority_class)
             if node is None or pc is None:
@@ -257,16 +258,18 @@ class _PreemptingScheduler:
         config = self.config
         if not config.enable_fairshare_preemption:
             return []
-        share = {q: self.cost.unweighted(self.allocation[q]) for q in self.queues}
-        chosen_nodes = self._nodes_open_to_eviction()
-        victims = []
-        for js in sorted(self.running, key=_BY_NODE_AND_ID):
-            if not js.pc.preemptible or js.queue not in self.queues or js.node not in chosen_nodes:
-                continue
-            fair = max(self.adjusted_share[js.queue], self.fair_share[js.queue])
-            fraction = share[js.queue] / fair if fair > 0 else math.inf
+        over = set()
+        for q in self.queues:
+            fair = max(self.adjusted_share[q], self.fair_share[q])
+            fraction = self.cost.unweighted(self.allocation[q]) / fair if fair > 0 else math.inf
             if fraction > config.protected_fraction_of_fair_share:
-                victims.append(js)
+                over.add(q)
+        if not over:  # no queue above its protected share: nothing to walk (most cycles of a steady state)
+            return []
+        chosen_nodes = self._nodes_open_to_eviction()
+        victims = [
+            js for js in sorted(self.running, key=_BY_NODE_AND_ID) if js.queue in over and js.pc.preemptible and js.node in chosen_nodes
+        ]
         return self._evict(victims, self.running_gangs, reasons.FAIR_SHARE_PREEMPTED)
 
     def _nodes_open_to_eviction(self) -> set[int]:
@@ -331,8 +334,10 @@ class _PreemptingScheduler:
             queues = [(q, w, b, _chain(items, streams[q])) for q, w, b, items in queues]
             evicted_only = [(q, w, b, by_queue.get(q, [])) for q, w, b, _ in queues]
             allocation = {q: list(v) for q, v in self.allocation.items()}
-            prefer = self.config.enable_prefer_large_job_ordering
-            self.nodedb.reset_evicted_order(lambda: rescheduling_order(evicted_only, allocation, self.cost, prefer))
+            prefer, cost = self.config.enable_prefer_large_job_ordering, self.cost
+            # Not a closure over self: the node db holds it, and self holding the node db would make
+            # the cycle's every job state garbage for the collector, not freed when the cycle ends.
+            self.nodedb.reset_evicted_order(lambda: rescheduling_order(evicted_only, allocation, cost, prefer))
         else:
             self.nodedb.reset_evicted_order(None)
         # Only the first pass is followed by an oversubscription eviction.

@@ -43,7 +43,7 @@ class JobState:
         "evicted",
         "attempted",
         "reason",
-        "order_key",
+        "_order_key",
         "static_key",
         "gang_size",
         "scheduling_key",
@@ -67,7 +67,7 @@ class JobState:
         self.id = job.id
         self.queue = job.queue
         if gang is None:
-            gang_id = job.gang_id
+            gang_id = job.gang_id if job.annotations else ""  # most jobs have no annotations: no lookup
             gang = (gang_id, job.gang_cardinality) if gang_id else ("", 1)
         self.gang_id, self.gang_size = gang
         self.pc = shape.pc
@@ -83,7 +83,15 @@ class JobState:
         self.evicted = False
         self.attempted = False
         self.reason = ""
-        self.order_key = key if key is not None else order_key(job, shape.pc, running, started_at)
+        self._order_key = key
+
+    @property
+    def order_key(self) -> tuple[object, ...]:
+        """Made when first asked: only jobs put back after an eviction are ordered by it, and most
+        running jobs, loaded anew by every cycle, never are."""
+        if self._order_key is None:
+            self._order_key = order_key(self.job, self.pc, self.running, self.started_at)
+        return self._order_key
 
 
 def order_key(job: Job, pc: PriorityClass, running: bool, started_at: float) -> tuple[object, ...]:
