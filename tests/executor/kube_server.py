@@ -100,6 +100,7 @@ class FakeKubeApi:
     _version: int = 0
     _compacted: int = 0  # watches resuming from before this version get 410 Gone
     _epoch: int = 0  # bumped to end every open watch
+    open_watches: int = 0  # watch streams following the history now (not ended, not refused with 410)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _runner: web.AppRunner | None = None
 
@@ -314,17 +315,21 @@ class FakeKubeApi:
         else:
             position = next((i for i, event in enumerate(self.history) if event.resource_version > int(since)), len(self.history))
         epoch = self._epoch
-        while epoch == self._epoch:
-            while position < len(self.history):  # events may arrive while one is being written
-                event = self.history[position]
-                position += 1
-                if event.plural == plural and self._selected(request, plural, namespace, event.object):
-                    await response.write(json.dumps({"type": event.type, "object": event.object}).encode() + b"\n")
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
-            except TimeoutError:
-                break
+        self.open_watches += 1
+        try:
+            while epoch == self._epoch:
+                while position < len(self.history):  # events may arrive while one is being written
+                    event = self.history[position]
+                    position += 1
+                    if event.plural == plural and self._selected(request, plural, namespace, event.object):
+                        await response.write(json.dumps({"type": event.type, "object": event.object}).encode() + b"\n")
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(self._changed.wait(), remaining)
+                except TimeoutError:
+                    break
+        finally:
+            self.open_watches -= 1
         await response.write_eof()

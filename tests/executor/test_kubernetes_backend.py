@@ -417,6 +417,9 @@ async def test_after_410_gone_the_watch_lists_again_and_misses_nothing() -> None
         await h.backend.launch(lease())
         await h.backend.launch(lease(run_id=RUN_2))
         await until(lambda: len(h.changes) == 2, "both pending")
+        # The pods may be reported from the first list before the watch opens (under load, well before):
+        # expire the watch that is open, so that resuming it is what meets 410 Gone.
+        await until(lambda: h.api.open_watches > 0, "the watch open")
         h.api.expire_watches()
         # While the backend reconnects: one pod starts, the other is force-deleted.
         h.api.set_pod_status("default", POD, running())
