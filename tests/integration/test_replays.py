@@ -174,15 +174,19 @@ def test_the_audit_matches_every_cycle_with_preemptions_and_a_gang(recorded: Rec
     happened = [(kind, job_id) for kind, job_id, _, _ in events(worker)]
     preempted = {job_id for kind, job_id in happened if kind == "JobPreempted"}
     assert preempted, "queue b's arrival preempted some of queue a's jobs"
-    gang_cycles = {payload["cycle_id"] for kind, job_id, _, payload in events(worker) if kind == "JobLeased" and job_id in recorded.gang}
+    leases = [(job_id, payload["cycle_id"]) for kind, job_id, _, payload in events(worker) if kind == "JobLeased"]
+    gang_cycles = {cycle for job_id, cycle in leases if job_id in recorded.gang}
     assert len(gang_cycles) == 1, "the gang's members were leased together"
+    # 144 cpus of jobs (136 of 1, a gang of 4 x 2) on 32: no fewer than five cycles can lease them (how many more depends on timing).
+    leasing_cycles = {cycle for _, cycle in leases}
+    assert len(leasing_cycles) >= 5
 
     done = flotilla(worker, "audit", "--json")
     report = report_of(done)
     assert done.returncode == 0, report["first_divergence"]
     assert report["ok"] and report["divergences"] == 0
     assert report["cycles"] >= 2_000 and report["checked"] == report["cycles"]
-    assert report["deciding"] > 10 and report["committed_matched"] == report["deciding"] - report["in_flight"]
+    assert report["deciding"] >= len(leasing_cycles) and report["committed_matched"] == report["deciding"] - report["in_flight"]
     # Each job of queues a and b was leased, each preempted one preempted: each a decision.
     assert report["decisions_matched"] >= len(recorded.jobs) + len(preempted)
     assert "replayed" in done.stderr, "progress is shown on standard error"
