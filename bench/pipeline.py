@@ -476,6 +476,10 @@ class Session:
         """(count, sum of seconds) of every cycle, idle ones included, from GET /metrics."""
         return self.metric("flotilla_scheduling_cycle_seconds_count"), self.metric("flotilla_scheduling_cycle_seconds_sum")
 
+    def index_writes(self) -> tuple[float | None, float | None]:
+        """Keys written to the scheduler's index table so far: job entries, and all keys (GET /metrics)."""
+        return self.metric("flotilla_scheduler_index_job_writes_total"), self.metric("flotilla_scheduler_index_writes_total")
+
     def stop(self) -> None:
         """Stop the session's processes now, executors and workers before the broker (each with what is
         left of its process group; stop_process never raises). ``children`` would stop them at the end anyway."""
@@ -614,6 +618,9 @@ class PhaseResult:
     cycles: list[tuple[float, int]]
     worker_rss_mib: float
     worker_peak_mib: float
+    # Keys the scheduler wrote to its index table during the phase: job entries, and all keys.
+    index_job_writes: float | None = None
+    index_writes: float | None = None
 
     def worker_cpu(self) -> list[float]:
         """Each worker's CPU seconds, in worker order."""
@@ -634,9 +641,11 @@ def phase(session: Session, name: str, jobs: int, results: list[PhaseResult]) ->
     session.worker_log.poll()
     first_cycle = len(session.worker_log.cycles)
     meter = CpuMeter(session.pids())
+    writes_before = session.index_writes()
     log(f"{session.name}: phase {name} ...")
     yield first_cycle
     seconds, cpu = meter.spent(session.pids())
+    writes_after = session.index_writes()
     session.worker_log.poll()
     statuses = [read_status(pid) for pid in session.worker_pids]
     results.append(
@@ -648,6 +657,7 @@ def phase(session: Session, name: str, jobs: int, results: list[PhaseResult]) ->
             session.worker_log.cycles[first_cycle:],
             max(status.get("VmRSS", 0) for status in statuses) / 1024,
             max(status.get("VmHWM", 0) for status in statuses) / 1024,
+            *(None if after is None else after - (before or 0.0) for before, after in zip(writes_before, writes_after, strict=True)),
         )
     )
 
@@ -897,6 +907,11 @@ def print_phase(result: PhaseResult) -> None:
             f"decided at {fmt(decision_rate(result.cycles))} leases per second of cycle time"
         )
     print(f"    worker RSS {result.worker_rss_mib:,.0f} MiB at the end (peak so far {result.worker_peak_mib:,.0f} MiB)")
+    if result.index_job_writes is not None and result.index_writes is not None:
+        print(
+            f"    scheduler index writes: {result.index_job_writes:,.0f} job entries ({result.index_job_writes / result.jobs:.2f} per job"
+            f" of the phase), {result.index_writes:,.0f} keys in all ({result.index_writes / result.jobs:.2f} per job)"
+        )
 
 
 def print_session_notes(
@@ -1009,6 +1024,14 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
                 "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
                 "cpu_ms_per_job_by_phase": {result.name: rounded(result.cpu_ms_per_job()) for result in phases},
                 "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
+                "index_job_writes_per_job_by_phase": {
+                    result.name: none_or_round(result.index_job_writes / result.jobs if result.index_job_writes is not None else None)
+                    for result in phases
+                },
+                "index_writes_per_job_by_phase": {
+                    result.name: none_or_round(result.index_writes / result.jobs if result.index_writes is not None else None)
+                    for result in phases
+                },
                 "taken_back_stream": dict(stream.other_decisions),
                 "taken_back_queued_first": dict(queued.other_decisions),
                 "agent_crashes": crashes,

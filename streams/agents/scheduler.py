@@ -44,7 +44,7 @@ from streams.scheduler import feed
 from streams.scheduler.commit import committed as committed_record
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.cycle import CycleOutcome, run_cycle
-from streams.scheduler.index import OFFSET_KEY, PUBLISHED_KEY, SchedulerIndex
+from streams.scheduler.index import JOB_KEY_PREFIX, OFFSET_KEY, PUBLISHED_KEY, SchedulerIndex
 from streams.tables.batched import BatchProducer, Outbox, TableBatch
 
 if TYPE_CHECKING:
@@ -203,6 +203,7 @@ def register(plane: ControlPlane) -> SchedulerState:
                     persist(writes, message.partition, index, index.apply(record))
                 index.offset = message.offset
             persist(writes, 0, index, [OFFSET_KEY])
+            count_writes(plane.metrics, writes)
             await writes.write()
             early = plane.settings.early_ticks and state.tick_sent_at is None and state.early.due(new_work, time.monotonic())
             if early and owner():
@@ -240,6 +241,7 @@ def register(plane: ControlPlane) -> SchedulerState:
         state.index.published = record.tick
         marker = TableBatch(plane.scheduler_index, plane.batch_producer)
         persist(marker, 0, state.index, [PUBLISHED_KEY])
+        count_writes(plane.metrics, marker)
         await marker.write()
 
     async def committed(record: feed.Committed) -> None:
@@ -301,6 +303,12 @@ def rebuild(table: TableT) -> SchedulerIndex:
     index = SchedulerIndex()
     index.load((key, value) for key, value in table.items())
     return index
+
+
+def count_writes(metrics: Metrics, writes: TableBatch) -> None:
+    keys = writes.keys()
+    metrics.index_writes.inc(len(keys))
+    metrics.index_job_writes.inc(sum(1 for key in keys if key.startswith(JOB_KEY_PREFIX)))
 
 
 def persist(writes: TableBatch, partition: int, index: SchedulerIndex, keys: list[str]) -> None:

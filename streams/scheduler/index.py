@@ -27,6 +27,7 @@ LIMITERS_KEY = "x:limiters"
 CYCLES_KEY = "x:cycles"
 OFFSET_KEY = "x:offset"
 PUBLISHED_KEY = "x:published"
+JOB_KEY_PREFIX = "j:"
 
 
 @dataclass(slots=True)
@@ -331,7 +332,7 @@ class SchedulerIndex:
 
 
 def job_key(job_id: str) -> str:
-    return f"j:{job_id}"
+    return JOB_KEY_PREFIX + job_id
 
 
 def executor_key(executor: str) -> str:
