@@ -202,7 +202,7 @@ def register(plane: ControlPlane) -> SchedulerState:
                     new_work = new_work or brings_work(record)
                     persist(writes, message.partition, index, index.apply(record))
                 index.offset = message.offset
-            persist(writes, 0, index, [OFFSET_KEY])
+            persist(writes, 0, index, [*index.close_batch(), OFFSET_KEY])
             count_writes(plane.metrics, writes)
             await writes.write()
             early = plane.settings.early_ticks and state.tick_sent_at is None and state.early.due(new_work, time.monotonic())
@@ -313,8 +313,7 @@ def count_writes(metrics: Metrics, writes: TableBatch) -> None:
 
 def persist(writes: TableBatch, partition: int, index: SchedulerIndex, keys: list[str]) -> None:
     """The index's current value of each key into the batch's writes (a key the index no longer holds is deleted)."""
-    for key in dict.fromkeys(keys):
-        value = index.dump(key)
+    for key, value in index.writes(keys):
         if value is not None:
             writes.put(partition, key, value)
         else:
