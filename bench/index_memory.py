@@ -71,6 +71,10 @@ def rows(jobs: int, running: bool) -> list[str]:
 
 def measure(jobs: int, running: bool) -> dict[str, float]:
     batch = rows(jobs, running)
+    # The executor holds every running job's run: none is taken back.
+    held = {run_id_for(json.loads(row)[0], 1): json.loads(row)[0] for row in batch} if running else {}
+    nodes = tuple(NodeState(f"node-{i}", {"cpu": 32_000, "memory": 256 * 2**30}, unschedulable=True) for i in range(NODES))
+    report = ExecutorState("ex", "default", 1_700_000_200_000, nodes, held, tuple(held))
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
@@ -78,12 +82,11 @@ def measure(jobs: int, running: bool) -> dict[str, float]:
     for row in batch:
         index.apply(feed.delta_from_row(json.loads(row)))
     del batch
-    nodes = tuple(NodeState(f"node-{i}", {"cpu": 32_000, "memory": 256 * 2**30}, unschedulable=True) for i in range(NODES))
-    index.apply(ExecutorState("ex", "default", 1_700_000_200_000, nodes))
+    index.apply(report)
     queues = tuple(QueueInfo(f"bench-{q}", 1.0) for q in range(QUEUES))
     outcome = run_cycle(index, Tick(1_700_000_200_500, queues), 1, CycleConfig())
-    assert outcome.leased == 0 and len(index.jobs) == jobs
-    del outcome
+    assert (outcome.leased, outcome.requeued, outcome.ended, outcome.commands) == (0, 0, 0, []) and len(index.jobs) == jobs
+    del outcome, report, held
     index.executors.clear()
     gc.collect()
     held = tracemalloc.get_traced_memory()[0] - before

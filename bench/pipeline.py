@@ -127,6 +127,7 @@ EVENTS = "flotilla.events"
 SUBMITTER = "anonymous"
 NODE_CPU, NODE_MEMORY = "32", "256Gi"
 WARMUP, IDLE, STREAM = "warmup", "idle", "stream"
+WARMUP_JOBS = 1
 WINDOW_S = 5.0
 PROGRESS_EVERY_S = 5.0
 STALL_TIMEOUT_S = 180.0
@@ -740,6 +741,9 @@ class StreamResult:
     phases: list[PhaseResult]
     histogram: tuple[float | None, float | None]
     crashes: list[str]  # every agent crash the worker logged, settle time included
+    # Job entries written to the scheduler's index over the session, settle time included (the fold's
+    # confirmations of the last leases come after the phase).
+    index_job_writes: float | None = None
 
 
 async def stream_session(session: Session, args: argparse.Namespace, shape: JobShape) -> StreamResult:
@@ -753,8 +757,8 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
     try:
         log(f"{session.name}: starting {args.executors} fake executor(s), {args.nodes:,} nodes ...")
         await asyncio.to_thread(session.start_executors)
-        await produce_all(producer, SUBMISSIONS, encode_requests(WARMUP, 1, 1, session.queues, shape, args.partitions))
-        await wait_leased(session, follower, WARMUP, 1, 0, progress)
+        await produce_all(producer, SUBMISSIONS, encode_requests(WARMUP, WARMUP_JOBS, 1, session.queues, shape, args.partitions))
+        await wait_leased(session, follower, WARMUP, WARMUP_JOBS, 0, progress)
 
         idle = encode_requests(IDLE, args.idle_jobs, args.idle_batch, session.queues, shape, args.partitions)
         with phase(session, IDLE, args.idle_jobs, phases) as first_cycle:
@@ -785,6 +789,7 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
             phases,
             session.cycle_histogram(),
             session.worker_log.crashes,
+            session.index_writes()[0],
         )
     finally:
         await producer.stop()
@@ -801,6 +806,7 @@ class QueuedFirstResult:
     phases: list[PhaseResult]
     histogram: tuple[float | None, float | None]
     crashes: list[str]
+    index_job_writes: float | None = None
 
 
 async def wait_indexed(session: Session, jobs: int) -> None:
@@ -853,6 +859,7 @@ async def queued_first_session(session: Session, args: argparse.Namespace, shape
             phases,
             session.cycle_histogram(),
             session.worker_log.crashes,
+            session.index_writes()[0],
         )
     finally:
         await producer.stop()
@@ -971,6 +978,15 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
         print_phase(result)
     print_session_notes("queued-first session", queued.histogram, queued.leased_again, queued.other_decisions, queued.crashes)
 
+    # Every job of a session is leased once: per job, its entry written when queued, at its lease, at the
+    # fold's confirmation (before the acceptance records), and when it ends (none ends: the run time is long).
+    stream_jobs = WARMUP_JOBS + len(stream.idle_tick) + len(stream.stream_tick)
+    sessions = {"stream_session": (stream.index_job_writes, stream_jobs), "queued_first_session": (queued.index_job_writes, queued.leased)}
+    writes_per_lease = {name: none_or_round(writes / jobs if writes is not None and jobs else None) for name, (writes, jobs) in sessions.items()}
+    print(
+        "scheduler index: job entries written per leased job over each session (queued, leased, confirmed; settle included): "
+        + ", ".join(f"{name} {fmt(value, '.3f')}" for name, value in writes_per_lease.items())
+    )
     idle, idle_log = summary(stream.idle_tick), summary(stream.idle_log)
     stream_rate = stream.rate.per_s if stream.rate else None
     queued_rate = queued.rate.per_s if queued.rate else None
@@ -1024,6 +1040,7 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
                 "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
                 "cpu_ms_per_job_by_phase": {result.name: rounded(result.cpu_ms_per_job()) for result in phases},
                 "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
+                "index_job_writes_per_leased_job": writes_per_lease,
                 "index_job_writes_per_job_by_phase": {
                     result.name: none_or_round(result.index_job_writes / result.jobs if result.index_job_writes is not None else None)
                     for result in phases
