@@ -982,7 +982,9 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
     # fold's confirmation (before the acceptance records), and when it ends (none ends: the run time is long).
     stream_jobs = WARMUP_JOBS + len(stream.idle_tick) + len(stream.stream_tick)
     sessions = {"stream_session": (stream.index_job_writes, stream_jobs), "queued_first_session": (queued.index_job_writes, queued.leased)}
-    writes_per_lease = {name: none_or_round(writes / jobs if writes is not None and jobs else None) for name, (writes, jobs) in sessions.items()}
+    writes_per_lease = {
+        name: none_or_round(writes / jobs if writes is not None and jobs else None) for name, (writes, jobs) in sessions.items()
+    }
     print(
         "scheduler index: job entries written per leased job over each session (queued, leased, confirmed; settle included): "
         + ", ".join(f"{name} {fmt(value, '.3f')}" for name, value in writes_per_lease.items())
