@@ -72,9 +72,9 @@ def rows(jobs: int, running: bool) -> list[str]:
 def measure(jobs: int, running: bool) -> dict[str, float]:
     batch = rows(jobs, running)
     # The executor holds every running job's run: none is taken back.
-    held = {run_id_for(json.loads(row)[0], 1): json.loads(row)[0] for row in batch} if running else {}
+    runs_held = {run_id_for(json.loads(row)[0], 1): json.loads(row)[0] for row in batch} if running else {}
     nodes = tuple(NodeState(f"node-{i}", {"cpu": 32_000, "memory": 256 * 2**30}, unschedulable=True) for i in range(NODES))
-    report = ExecutorState("ex", "default", 1_700_000_200_000, nodes, held, tuple(held))
+    report = ExecutorState("ex", "default", 1_700_000_200_000, nodes, runs_held, tuple(runs_held))
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
@@ -86,7 +86,7 @@ def measure(jobs: int, running: bool) -> dict[str, float]:
     queues = tuple(QueueInfo(f"bench-{q}", 1.0) for q in range(QUEUES))
     outcome = run_cycle(index, Tick(1_700_000_200_500, queues), 1, CycleConfig())
     assert (outcome.leased, outcome.requeued, outcome.ended, outcome.commands) == (0, 0, 0, []) and len(index.jobs) == jobs
-    del outcome, report, held
+    del outcome, report, runs_held
     index.executors.clear()
     gc.collect()
     held = tracemalloc.get_traced_memory()[0] - before
