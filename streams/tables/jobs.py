@@ -71,7 +71,7 @@ class JobStore:
 
     The fold writes a batch of jobs at once: `put` keeps each job's latest state pending (the fold
     reads it back with `latest`) until the agent writes them with one `TableBatch` per table
-    (`write_pending`), once what the batch sends is acknowledged; readers (`get`, `in`) see the
+    (`write_specs`, then `write_states` once what the batch sends is acknowledged); readers (`get`, `in`) see the
     tables only. A job is encoded then, once per batch whatever number of its events the batch
     folded, without its spec; a job created in the batch has its spec stored first, as the bytes
     its event carried (`spec_encoding`), so that a state is never stored without its spec.
@@ -203,13 +203,16 @@ class JobStore:
     def mark_written(self) -> None:
         self._pending, self._new_specs, self._unstored = {}, {}, set()
 
-    async def write_pending(self, producer: BatchProducer) -> None:
-        """Write the specs of the jobs created, then the pending jobs, each table and its changelog
-        (`job-specs`, `job-states`) in one batch: a job's state is never stored before its spec."""
+    async def write_specs(self, producer: BatchProducer) -> None:
+        """Write the specs of the jobs created, `job-specs` and its changelog in one batch; before `write_states`,
+        so that a job's state is never stored before its spec."""
         specs = TableBatch(self.specs, producer)
         for partition, job_id, raw in self.new_specs():
             specs.put(partition, job_id, raw)
         await specs.write()
+
+    async def write_states(self, producer: BatchProducer) -> None:
+        """Write the pending jobs, the table and its changelog (`job-states`) in one batch, once their specs are written."""
         batch = TableBatch(self.table, producer)
         for partition, job_id, raw in self.encoded():
             batch.put(partition, job_id, raw)
