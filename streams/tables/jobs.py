@@ -19,6 +19,7 @@ from faust.types import TableT
 
 from schemas.codec import Encoded, decode, decode_as_written, encode, encode_body, framed, writer_of
 from streams.config import Settings
+from streams.domain.states import JOB_TERMINAL
 from streams.tables.batched import BatchProducer, TableBatch
 from streams.tables.store import read, store_options
 from streams.tables.types import TEXT_CODEC, TextKey
@@ -203,8 +204,9 @@ class JobStore:
         """Keep the job decoded if it has a run: its run's events come close together, while a job
         not yet leased waits for the scheduler, often for long. Decoded with its spec a job holds
         about 5 KiB, and a cache full of jobs just submitted held ~100 MiB of a worker's peak
-        memory in bench/ingest.py, for no fold that read them again."""
-        if not job["runs"]:
+        memory in bench/ingest.py, for no fold that read them again. A finished job is not kept either:
+        no event changes it any more (most jobs of a refold end within its part)."""
+        if not job["runs"] or job["state"] in JOB_TERMINAL:
             self._decoded.pop(job_id, None)
             return
         self._decoded[job_id] = (raw, job)
