@@ -105,6 +105,7 @@ def register(plane: ControlPlane) -> None:
         """Each part is written while the next one is folded: the fold lets the event loop turn after each
         message while a write is under way, so its round trips to the broker overlap the fold instead of
         holding it (a refold's worker waited on the broker ~11% of the time, bench/restore.py)."""
+        jobs.forget_pending()  # a restarted agent folds again what its failed run had not written
         async for events in batches(stream, BATCH_MAX_MESSAGES, BATCH_WITHIN_S):
             folding = PartFold(jobs, PART_MAX_EVENTS if plane.refold.caught_up else REFOLD_PART_MAX_EVENTS)
             writing: asyncio.Future[None] | None = None

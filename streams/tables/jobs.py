@@ -217,6 +217,10 @@ class JobStore:
     def mark_written(self) -> None:
         self._pending, self._unstored = PendingWrites(), set()
 
+    def forget_pending(self) -> None:
+        """Drop what was folded and not written (an agent that failed before writing it folds its input again)."""
+        self._pending, self._handed, self._unstored = PendingWrites(), PendingWrites(), set()
+
     async def write_specs(self, producer: BatchProducer, writes: PendingWrites) -> None:
         """Write the specs of the jobs ``writes`` created (`hand_over`), `job-specs` and its changelog in one
         batch; before `write_states`, so that a job's state is never stored before its spec."""
