@@ -113,8 +113,9 @@ class Refold:
         self.jobs = JobStore(self.table, self.specs)  # type: ignore[arg-type]  # the store reads its tables with get and in
 
     def fold(self, record: Record, sequence: dict[str, Any]) -> Folded:
-        """Fold one `events` record (its sequence decoded), as the job-state agent folds it."""
-        folded = apply_sequence(self.jobs, sequence, message_rng(record.topic, record.partition, record.offset), record.partition)
+        """Fold one `events` record (its sequence decoded) into job states, as the job-state agent folds it."""
+        rng = message_rng(record.topic, record.partition, record.offset)
+        folded = apply_sequence(self.jobs, sequence, rng, record.partition, forward=False)
         self.outcomes.update(folded.outcomes)
         self.sequences += 1
         self.events += len(sequence["events"])
