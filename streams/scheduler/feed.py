@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from sys import intern
 from typing import Any
 
+from streams.domain.frozen import maker
 from streams.domain.gangs import FAIL_FAST
 from streams.domain.queues import queue_weight
 from streams.domain.resources import job_resource_request
@@ -549,64 +550,42 @@ def delta_from_row(row: Any) -> JobDelta:
     shape = _SHAPES.get(shape_text)
     if shape is None:
         shape = _shape(shape_text)
-    return _made_delta(
-        (
-            job_id,
-            intern(queue),
-            intern(job_set_id),
-            intern(state),
-            intern(priority_class),
-            shared(priority),
-            submitted,
-            runs,
-            run_id,
-            None if executor is None else intern(executor),
-            None if node is None else intern(node),
-            None if run_state is None else intern(run_state),
-            leased_at,
-            shared(tuple(avoid_nodes)) if avoid_nodes else (),
-            returned_runs,
-            cancel_requested,
-            preempt_requested,
-            *shape,
-        )
+    return _make_delta(
+        job_id,
+        intern(queue),
+        intern(job_set_id),
+        intern(state),
+        intern(priority_class),
+        shared(priority),
+        submitted,
+        runs,
+        run_id,
+        None if executor is None else intern(executor),
+        None if node is None else intern(node),
+        None if run_state is None else intern(run_state),
+        leased_at,
+        shared(tuple(avoid_nodes)) if avoid_nodes else (),
+        returned_runs,
+        cancel_requested,
+        preempt_requested,
+        *shape,
     )
 
 
-# A frozen dataclass's __init__ sets each field through object.__setattr__: 7 of the 11 us a row
-# took to read (a million rows per audit of a million events), and setting each slot through
-# JobDelta's own descriptors still 2. A delta is made instead as an `_Unfrozen`, a class of the very
-# same slots whose __init__ assigns them plainly (0.7 us), and then made a JobDelta by assigning its
-# class, which Python allows between classes of one layout. That is all JobDelta's __init__ does
-# (it has no __post_init__), in the row's order (checked complete above).
-assert not hasattr(JobDelta, "__post_init__")
+# Rows are read into deltas without JobDelta's own __init__ (`streams.domain.frozen`): a million a replay.
 _DELTA_FIELDS = _DELTA_STATE + _DELTA_SHAPE
-_UNFROZEN = f"class _Unfrozen:\n    __slots__ = {JobDelta.__slots__!r}\n    def __init__(self, {', '.join(_DELTA_FIELDS)}):\n" + "".join(
-    f"        self.{name} = {name}\n" for name in _DELTA_FIELDS
-)
-_made: dict[str, Any] = {}
-exec(_UNFROZEN, _made)  # the source is made just above, from JobDelta's own field names
-_Unfrozen = _made["_Unfrozen"]
-
-
-def _made_delta(values: Sequence[Any]) -> JobDelta:
-    """The JobDelta of ``values``, given in the order of `_DELTA_STATE` then `_DELTA_SHAPE`."""
-    delta = _Unfrozen(*values)
-    delta.__class__ = JobDelta
-    return delta
-
-
+_make_delta = maker(JobDelta, _DELTA_FIELDS)
 _delta_values = operator.attrgetter(*_DELTA_FIELDS)
 _DELTA_POSITION = {name: i for i, name in enumerate(_DELTA_FIELDS)}
 
 
 def updated(delta: JobDelta, **changes: Any) -> JobDelta:
-    """``dataclasses.replace(delta, **changes)``, made as rows are read (`_made_delta`): a cycle
+    """``dataclasses.replace(delta, **changes)``, made as rows are read (`_make_delta`): a cycle
     makes one per lease, and replace's walk over the fields cost three times as much."""
     values = list(_delta_values(delta))
     for name, value in changes.items():
         values[_DELTA_POSITION[name]] = value
-    return _made_delta(values)
+    return _make_delta(*values)
 
 
 def _shape(shape_text: str) -> tuple[Any, ...]:

@@ -66,10 +66,12 @@ class Folded:
         return deltas(self.changes)
 
 
-def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random, partition: int = 0) -> Folded:
+def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random, partition: int = 0, *, forward: bool = True) -> Folded:
     """Fold every job event of the sequence, read from ``partition``. ``rng`` (seeded from the
     message's position) makes command ids the same when a message is folded again after a crash:
-    each applied event draws one id's random bits from it, whether it makes a command or not."""
+    each applied event draws one id's random bits from it, whether it makes a command or not.
+    Without ``forward``, only the job states are folded: no job's change for the scheduler and no
+    command is worked out (a refold of the log for the recovery drill or a ``--at`` read sends none)."""
     folded = Folded()
     outcomes = folded.outcomes
     envelope = {key: sequence[key] for key in ("queue", "job_set_id", "user", "groups")}
@@ -103,6 +105,8 @@ def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random
             continue
         jobs.put(after, partition)
         outcomes["applied"] += 1
+        if not forward:
+            continue
         if feed.changed(before, after):
             folded.changes.append(after)
         bits = rng.getrandbits(RANDOM_BITS)

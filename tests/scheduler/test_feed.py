@@ -285,7 +285,7 @@ def test_job_delta_survives_the_round_trip() -> None:
 
 
 def test_a_decoded_job_delta_is_a_whole_frozen_job_delta() -> None:
-    """Rows are read into deltas without JobDelta's __init__ (feed._made_delta): the result must
+    """Rows are read into deltas without JobDelta's __init__ (feed._make_delta, streams.domain.frozen): the result must
     still compare, print, copy and refuse changes as one made by it."""
     job, _ = realistic_job()
     d = job_delta(job)
