@@ -47,6 +47,14 @@ class ArchiveSource:
         entries = read_index(index_path(segments[-1]))
         return entries[-1].last_offset + 1 if entries else first_offset_of(segments[-1])
 
+    def start_offset(self, topic: str, partition: int) -> int | None:
+        """The partition's first offset as the archive's index says (quick: no block is decoded); None when it holds no segment."""
+        segments = segments_in(partition_dir(self.root, topic, partition))
+        if not segments:
+            return None
+        entries = read_index(index_path(segments[0]))
+        return entries[0].first_offset if entries else first_offset_of(segments[0])
+
     def records(
         self, topic: str, partition: int, *, from_offset: int = 0, since_ms: int | None = None, until_ms: int | None = None
     ) -> Iterator[Record]:

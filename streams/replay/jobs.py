@@ -113,8 +113,9 @@ class Refold:
         self.jobs = JobStore(self.table, self.specs)  # type: ignore[arg-type]  # the store reads its tables with get and in
 
     def fold(self, record: Record, sequence: dict[str, Any]) -> Folded:
-        """Fold one `events` record (its sequence decoded), as the job-state agent folds it."""
-        folded = apply_sequence(self.jobs, sequence, message_rng(record.topic, record.partition, record.offset), record.partition)
+        """Fold one `events` record (its sequence decoded) into job states, as the job-state agent folds it."""
+        rng = message_rng(record.topic, record.partition, record.offset)
+        folded = apply_sequence(self.jobs, sequence, rng, record.partition, forward=False)
         self.outcomes.update(folded.outcomes)
         self.sequences += 1
         self.events += len(sequence["events"])
@@ -123,7 +124,7 @@ class Refold:
         return folded
 
     def flush(self) -> None:
-        """Write the specs of the jobs created, then the jobs, as the agent does (`JobStore.write_pending`)."""
+        """Write the specs of the jobs created, then the jobs, as the agent does (`JobStore.write_specs`, `write_states`)."""
         self.specs.write((job_id, raw) for _, job_id, raw in self.jobs.new_specs())
         self.table.write((job_id, raw) for _, job_id, raw in self.jobs.encoded())
         self.jobs.mark_written()
@@ -136,10 +137,13 @@ class Refold:
         self.flush()
         return self.table.items()
 
-    def folded_jobs(self) -> Iterator[dict[str, Any]]:
-        """Every job as the fold left it, with its spec, once the last sequence is written."""
-        for job_id, _ in self.states():
-            job = self.jobs.get(job_id)
+    def folded_jobs(self, with_spec: Callable[[dict[str, Any]], bool] | None = None) -> Iterator[dict[str, Any]]:
+        """Every job as the fold left it, once the last sequence is written: with its spec
+        (``spec``) when ``with_spec`` is None or says so of the job. Reading a spec costs more than
+        the rest of a job, and the drill and the ``--at`` reads need it for the few unfinished jobs only."""
+        for job_id, raw in self.states():
+            state = decode("job_state", raw)
+            job = self.jobs.get(job_id) if with_spec is None or with_spec(state) else state
             assert job is not None
             yield job
 
@@ -183,7 +187,7 @@ def fold_queues(source: LogSource, until_ms: int | None, progress: Callable[[int
         table, specs = RocksTable(Path(scratch) / "jobs"), RocksTable(Path(scratch) / "job-specs")
         try:
             refolded = refold(source, Refold(table, specs), until_ms=until_ms, progress=progress)
-            return queue_summaries(queue_definitions(source, until_ms), refolded.folded_jobs())
+            return queue_summaries(queue_definitions(source, until_ms), refolded.folded_jobs(with_spec=lambda job: job["state"] in ACTIVE))
         finally:
             table.close()
             specs.close()
@@ -200,7 +204,7 @@ def queue_definitions(source: LogSource, until_ms: int | None) -> dict[str, dict
 
 def queue_summaries(queues: Mapping[str, dict[str, Any]], jobs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per queue its definition's main settings, its jobs by state, and what its running jobs hold
-    (``usage``, in units: cpu cores, memory bytes...). Queues that hold jobs but are no longer
+    (``usage``, in units: cpu cores, memory bytes...; only their jobs need ``spec``). Queues that hold jobs but are no longer
     defined are listed too, marked ``defined: false``."""
     counts: dict[str, Counter[str]] = {}
     usage: dict[str, Counter[str]] = {}

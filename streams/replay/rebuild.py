@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.codec import SchemaError, decode
+from streams.domain.states import JOB_TERMINAL
 from streams.replay.diff import differences
 from streams.replay.jobs import Refold, RocksTable, refold
 from streams.replay.source import LogSource
@@ -92,9 +93,11 @@ def rebuild(source: LogSource, into: Path, live: LiveTables | None = None, progr
         report.events, report.outcomes = refolded.events, dict(refolded.outcomes)
         index = SchedulerIndex()
         states: Counter[str] = Counter()
-        for job in refolded.folded_jobs():
+        # A finished job is not indexed (its delta would only take it out): its spec is not read.
+        for job in refolded.folded_jobs(with_spec=lambda job: job["state"] not in JOB_TERMINAL):
             states[job["state"]] += 1
-            index.apply(feed.job_delta(job))
+            if job["state"] not in JOB_TERMINAL:
+                index.apply(feed.job_delta(job))
         report.jobs, report.by_state = sum(states.values()), dict(sorted(states.items()))
         report.index_jobs = len(index.jobs)
         index_table.write((key, value) for key in sorted(index.keys()) if key.startswith("j:") and (value := index.dump(key)) is not None)

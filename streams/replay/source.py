@@ -118,7 +118,7 @@ class ArchiveLog:
         return [self._generation(name) for name in generations(self.archive.root, self._topic(FEED))]
 
     def _generation(self, name: str) -> FeedGeneration:
-        first = next(self.archive.records(name, 0), None)
-        if first is not None and first.offset != 0:
-            raise LogUnavailable(f"{self.description} holds {name} from offset {first.offset} only: a replay needs the feed from offset 0")
+        first = self.archive.start_offset(name, 0)
+        if first is not None and first != 0:
+            raise LogUnavailable(f"{self.description} holds {name} from offset {first} only: a replay needs the feed from offset 0")
         return FeedGeneration(name, self.archive.end_offset(name, 0), lambda: self.archive.records(name, 0))

@@ -6,6 +6,7 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
+from streams.domain.frozen import maker
 from streams.domain.shared import shared
 from streams.scheduler.algorithm.model import (
     Job,
@@ -24,9 +25,13 @@ from streams.scheduler.feed import ExecutorState, JobDelta, NodeState, QueueInfo
 NODE_ID_LABEL = "flotilla.io/node-id"
 
 
+# The index makes a Job of every job it schedules (`streams.domain.frozen`).
+_make_job = maker(Job)
+
+
 def scheduling_job(delta: JobDelta) -> Job:
     tolerations, affinity = _constraints(delta)
-    return Job(
+    return _make_job(
         id=delta.job_id,
         queue=delta.queue,
         priority_class=delta.priority_class,

@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import operator
 import struct
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from sys import intern
 from typing import Any
 
+from streams.domain.frozen import maker
 from streams.domain.gangs import FAIL_FAST
 from streams.domain.queues import queue_weight
 from streams.domain.resources import job_resource_request
@@ -237,25 +238,39 @@ def feed_change(before: dict[str, Any] | None, after: dict[str, Any]) -> JobDelt
 Change = dict[str, Any] | JobSetAction
 
 
-def latest_changes(changes: list[Change]) -> list[Change]:
-    """``changes`` with each job's changes between two job-set actions reduced to the last one, in its place.
+def latest_changes(changes: list[Change], created: Container[str] = ()) -> list[Change]:
+    """``changes`` with each job's changes between two job-set actions reduced to the last one, in its place,
+    and none left of a job in ``created`` (submitted by the same changes) whose one change left is its end.
 
     A delta is a complete statement of the job, so the last one says all the earlier ones did: a
     batch of a restored log holds most of each job's life, whose queued, leased and ended deltas
-    become one (and the scheduler never indexes a job it already knows to be over). A job-set
-    action acts on the jobs the index holds when it comes, so no delta moves across one."""
+    become one. The end of a job the scheduler never heard of changes nothing in its index, so it
+    is not sent at all (most jobs of a refold's part: their deltas were ~7% of a refold's worker).
+    A job-set action acts on the jobs the index holds when it comes, so no delta moves across one,
+    and a job with a change before an action keeps its end after it."""
     kept: list[Change | None] = []
     at: dict[str, int] = {}
+    seen: Counter[str] = Counter()
     for change in changes:
         if isinstance(change, dict):
-            earlier = at.get(change["job_id"])
+            job_id = change["job_id"]
+            earlier = at.get(job_id)
             if earlier is not None:
                 kept[earlier] = None
-            at[change["job_id"]] = len(kept)
+            else:
+                seen[job_id] += 1
+            at[job_id] = len(kept)
         else:
             at = {}
         kept.append(change)
-    return [change for change in kept if change is not None]
+    return [
+        change
+        for change in kept
+        if change is not None
+        and not (
+            isinstance(change, dict) and change["state"] in JOB_TERMINAL and seen[change["job_id"]] == 1 and change["job_id"] in created
+        )
+    ]
 
 
 def _view(job: dict[str, Any]) -> tuple[Any, ...]:
@@ -535,64 +550,42 @@ def delta_from_row(row: Any) -> JobDelta:
     shape = _SHAPES.get(shape_text)
     if shape is None:
         shape = _shape(shape_text)
-    return _made_delta(
-        (
-            job_id,
-            intern(queue),
-            intern(job_set_id),
-            intern(state),
-            intern(priority_class),
-            shared(priority),
-            submitted,
-            runs,
-            run_id,
-            None if executor is None else intern(executor),
-            None if node is None else intern(node),
-            None if run_state is None else intern(run_state),
-            leased_at,
-            shared(tuple(avoid_nodes)) if avoid_nodes else (),
-            returned_runs,
-            cancel_requested,
-            preempt_requested,
-            *shape,
-        )
+    return _make_delta(
+        job_id,
+        intern(queue),
+        intern(job_set_id),
+        intern(state),
+        intern(priority_class),
+        shared(priority),
+        submitted,
+        runs,
+        run_id,
+        None if executor is None else intern(executor),
+        None if node is None else intern(node),
+        None if run_state is None else intern(run_state),
+        leased_at,
+        shared(tuple(avoid_nodes)) if avoid_nodes else (),
+        returned_runs,
+        cancel_requested,
+        preempt_requested,
+        *shape,
     )
 
 
-# A frozen dataclass's __init__ sets each field through object.__setattr__: 7 of the 11 us a row
-# took to read (a million rows per audit of a million events), and setting each slot through
-# JobDelta's own descriptors still 2. A delta is made instead as an `_Unfrozen`, a class of the very
-# same slots whose __init__ assigns them plainly (0.7 us), and then made a JobDelta by assigning its
-# class, which Python allows between classes of one layout. That is all JobDelta's __init__ does
-# (it has no __post_init__), in the row's order (checked complete above).
-assert not hasattr(JobDelta, "__post_init__")
+# Rows are read into deltas without JobDelta's own __init__ (`streams.domain.frozen`): a million a replay.
 _DELTA_FIELDS = _DELTA_STATE + _DELTA_SHAPE
-_UNFROZEN = f"class _Unfrozen:\n    __slots__ = {JobDelta.__slots__!r}\n    def __init__(self, {', '.join(_DELTA_FIELDS)}):\n" + "".join(
-    f"        self.{name} = {name}\n" for name in _DELTA_FIELDS
-)
-_made: dict[str, Any] = {}
-exec(_UNFROZEN, _made)  # the source is made just above, from JobDelta's own field names
-_Unfrozen = _made["_Unfrozen"]
-
-
-def _made_delta(values: Sequence[Any]) -> JobDelta:
-    """The JobDelta of ``values``, given in the order of `_DELTA_STATE` then `_DELTA_SHAPE`."""
-    delta = _Unfrozen(*values)
-    delta.__class__ = JobDelta
-    return delta
-
-
+_make_delta = maker(JobDelta, _DELTA_FIELDS)
 _delta_values = operator.attrgetter(*_DELTA_FIELDS)
 _DELTA_POSITION = {name: i for i, name in enumerate(_DELTA_FIELDS)}
 
 
 def updated(delta: JobDelta, **changes: Any) -> JobDelta:
-    """``dataclasses.replace(delta, **changes)``, made as rows are read (`_made_delta`): a cycle
+    """``dataclasses.replace(delta, **changes)``, made as rows are read (`_make_delta`): a cycle
     makes one per lease, and replace's walk over the fields cost three times as much."""
     values = list(_delta_values(delta))
     for name, value in changes.items():
         values[_DELTA_POSITION[name]] = value
-    return _made_delta(values)
+    return _make_delta(*values)
 
 
 def _shape(shape_text: str) -> tuple[Any, ...]:

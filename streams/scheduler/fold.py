@@ -50,13 +50,14 @@ def deltas(changes: list[feed.Change]) -> list[feed.JobDelta | feed.JobSetAction
 class Folded:
     """A fold of one sequence or a batch: how many events were applied, unchanged, refused...; what to
     forward (``changes``: each job whose scheduling view changed, as the change left it, and each
-    job-set action; `feed` gives them as deltas) and the executor commands; and which known jobs it
-    has events of (applied or not) and whether it has job-set requests (the job index keeps where
-    each job's events are, for its page)."""
+    job-set action; `feed` gives them as deltas) and the executor commands; which known jobs it
+    has events of (applied or not), which jobs it created, and whether it has job-set requests (the
+    job index keeps where each job's events are, for its page)."""
 
     outcomes: Counter[str] = field(default_factory=Counter)
     changes: list[feed.Change] = field(default_factory=list)
     named: dict[str, None] = field(default_factory=dict)
+    created: dict[str, None] = field(default_factory=dict)  # the jobs it submitted
     requests: bool = False
     commands: list[dict[str, Any]] = field(default_factory=list)
 
@@ -65,10 +66,12 @@ class Folded:
         return deltas(self.changes)
 
 
-def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random, partition: int = 0) -> Folded:
+def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random, partition: int = 0, *, forward: bool = True) -> Folded:
     """Fold every job event of the sequence, read from ``partition``. ``rng`` (seeded from the
     message's position) makes command ids the same when a message is folded again after a crash:
-    each applied event draws one id's random bits from it, whether it makes a command or not."""
+    each applied event draws one id's random bits from it, whether it makes a command or not.
+    Without ``forward``, only the job states are folded: no job's change for the scheduler and no
+    command is worked out (a refold of the log for the recovery drill or a ``--at`` read sends none)."""
     folded = Folded()
     outcomes = folded.outcomes
     envelope = {key: sequence[key] for key in ("queue", "job_set_id", "user", "groups")}
@@ -95,11 +98,15 @@ def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random
             log.warning("event %s (%s) for unknown job %s ignored", event["event_id"], kind, job_id, extra=_about(envelope, job_id))
             continue
         folded.named[job_id] = None
+        if before is None:
+            folded.created[job_id] = None
         if after is before:
             outcomes["unchanged"] += 1
             continue
         jobs.put(after, partition)
         outcomes["applied"] += 1
+        if not forward:
+            continue
         if feed.changed(before, after):
             folded.changes.append(after)
         bits = rng.getrandbits(RANDOM_BITS)

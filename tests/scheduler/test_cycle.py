@@ -846,8 +846,10 @@ job_changes = st.lists(
 
 
 @settings(max_examples=150, deadline=None)
-@given(changes=job_changes, held=st.sets(st.integers(0, 11)), late=st.booleans())
-def test_walking_busy_jobs_decides_what_walking_every_job_did(changes: list[tuple[int, str, str]], held: set[int], late: bool) -> None:
+@given(changes=job_changes, held=st.sets(st.tuples(st.integers(0, 11), st.integers(1, 2))), late=st.booleans())
+def test_walking_busy_jobs_decides_what_walking_every_job_did(
+    changes: list[tuple[int, str, str]], held: set[tuple[int, int]], late: bool
+) -> None:
     """Same events (ids included), commands, records, changed keys and index, on indexes built from
     random deltas and job-set actions, with executors holding some runs or no longer heard from."""
     index = SchedulerIndex()
@@ -869,7 +871,7 @@ def test_walking_busy_jobs_decides_what_walking_every_job_did(changes: list[tupl
         else:
             index.apply(replace(job, state="succeeded"))
         assert index.busy == busy_jobs(index)
-    runs = {f"j{n:02d}-1": f"j{n:02d}" for n in held}
+    runs = {f"j{n:02d}-{attempt}": f"j{n:02d}" for n, attempt in held}  # attempt 2: never the job's run, an orphan
     for name in ("ex1", "ex2"):
         index.apply(executor(name, time=60_000 if late else 1_000, runs=runs))
     twin = copy.deepcopy(index)

@@ -10,6 +10,7 @@ so a fit at level 0 needs no preemption at all.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -182,19 +183,27 @@ class NodeDb:
         would, outside any transaction: the running jobs at a cycle's start, often thousands.
         Their capacity is summed per node and level first, so each node's rows change once."""
         assert self._journal is None
-        taken: dict[tuple[int, int], list[int]] = {}
-        tops = self.tops
+        # Jobs per node, cut and request: most of a node's jobs share a few of each.
+        counts: dict[tuple[int, int, tuple[tuple[int, int], ...]], int] = defaultdict(int)
+        cuts: dict[tuple[bool, int], int] = {}  # per (preemptible, priority): a handful
         for js in placed:
             node = js.node
             assert node is not None
             js.bound, js.evicted = True, False
-            cut = self._bind_cut(js)
-            tops[node * self.n_levels + cut - 1] += 1
+            level = (js.pc.preemptible, js.sched_priority)
+            cut = cuts.get(level)
+            if cut is None:
+                cut = cuts[level] = self._bind_cut(js)
+            counts[(node, cut, js.pairs)] += 1
+        taken: dict[tuple[int, int], list[int]] = {}
+        tops, n_levels = self.tops, self.n_levels
+        for (node, cut, pairs), count in counts.items():
+            tops[node * n_levels + cut - 1] += count
             total = taken.get((node, cut))
             if total is None:
                 total = taken[(node, cut)] = [0] * len(self.totals[node])
-            for i, amount in js.pairs:
-                total[i] += amount
+            for i, amount in pairs:
+                total[i] += count * amount
         for (node, cut), total in taken.items():
             self._mark(node, 0, cut, tuple((i, amount) for i, amount in enumerate(total) if amount), -1)
 

@@ -141,14 +141,16 @@ class _PreemptingScheduler:
     def _load_jobs(self, inputs: CycleInput, grouped: dict[_GroupKey, list[Job]]) -> None:
         classes = self.config.priority_classes
         gang_members: dict[str, list[JobState]] = defaultdict(list)
+        index_of, shape, running = self.nodedb.index_of, self._shape, self.running
         for run in sorted(inputs.running, key=_BY_JOB_ID):
-            node = self.nodedb.index_of.get(run.node)
-            pc = classes.get(run.job.priority_class)
+            job = run.job
+            node = index_of.get(run.node)
+            pc = classes.get(job.priority_class)
             if node is None or pc is None:
-                self.lost.append(PreemptedJob(run.job.id, run.node, reasons.node_or_class_gone(run.node, run.job.priority_class)))
+                self.lost.append(PreemptedJob(job.id, run.node, reasons.node_or_class_gone(run.node, job.priority_class)))
                 continue
-            js = JobState(run.job, self._shape(run.job, pc), True, run.started_at, node, run.scheduled_priority)
-            self.running.append(js)
+            js = JobState(job, shape(job, pc), True, run.started_at, node, run.scheduled_priority)
+            running.append(js)
             if js.gang_id:
                 gang_members[js.gang_id].append(js)
         self.nodedb.bind_all(self.running)
