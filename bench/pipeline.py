@@ -127,6 +127,7 @@ EVENTS = "flotilla.events"
 SUBMITTER = "anonymous"
 NODE_CPU, NODE_MEMORY = "32", "256Gi"
 WARMUP, IDLE, STREAM = "warmup", "idle", "stream"
+WARMUP_JOBS = 1
 WINDOW_S = 5.0
 PROGRESS_EVERY_S = 5.0
 STALL_TIMEOUT_S = 180.0
@@ -476,6 +477,10 @@ class Session:
         """(count, sum of seconds) of every cycle, idle ones included, from GET /metrics."""
         return self.metric("flotilla_scheduling_cycle_seconds_count"), self.metric("flotilla_scheduling_cycle_seconds_sum")
 
+    def index_writes(self) -> tuple[float | None, float | None]:
+        """Keys written to the scheduler's index table so far: job entries, and all keys (GET /metrics)."""
+        return self.metric("flotilla_scheduler_index_job_writes_total"), self.metric("flotilla_scheduler_index_writes_total")
+
     def stop(self) -> None:
         """Stop the session's processes now, executors and workers before the broker (each with what is
         left of its process group; stop_process never raises). ``children`` would stop them at the end anyway."""
@@ -614,6 +619,9 @@ class PhaseResult:
     cycles: list[tuple[float, int]]
     worker_rss_mib: float
     worker_peak_mib: float
+    # Keys the scheduler wrote to its index table during the phase: job entries, and all keys.
+    index_job_writes: float | None = None
+    index_writes: float | None = None
 
     def worker_cpu(self) -> list[float]:
         """Each worker's CPU seconds, in worker order."""
@@ -634,9 +642,11 @@ def phase(session: Session, name: str, jobs: int, results: list[PhaseResult]) ->
     session.worker_log.poll()
     first_cycle = len(session.worker_log.cycles)
     meter = CpuMeter(session.pids())
+    writes_before = session.index_writes()
     log(f"{session.name}: phase {name} ...")
     yield first_cycle
     seconds, cpu = meter.spent(session.pids())
+    writes_after = session.index_writes()
     session.worker_log.poll()
     statuses = [read_status(pid) for pid in session.worker_pids]
     results.append(
@@ -648,6 +658,7 @@ def phase(session: Session, name: str, jobs: int, results: list[PhaseResult]) ->
             session.worker_log.cycles[first_cycle:],
             max(status.get("VmRSS", 0) for status in statuses) / 1024,
             max(status.get("VmHWM", 0) for status in statuses) / 1024,
+            *(None if after is None else after - (before or 0.0) for before, after in zip(writes_before, writes_after, strict=True)),
         )
     )
 
@@ -730,6 +741,9 @@ class StreamResult:
     phases: list[PhaseResult]
     histogram: tuple[float | None, float | None]
     crashes: list[str]  # every agent crash the worker logged, settle time included
+    # Job entries written to the scheduler's index over the session, settle time included (the fold's
+    # confirmations of the last leases come after the phase).
+    index_job_writes: float | None = None
 
 
 async def stream_session(session: Session, args: argparse.Namespace, shape: JobShape) -> StreamResult:
@@ -743,8 +757,8 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
     try:
         log(f"{session.name}: starting {args.executors} fake executor(s), {args.nodes:,} nodes ...")
         await asyncio.to_thread(session.start_executors)
-        await produce_all(producer, SUBMISSIONS, encode_requests(WARMUP, 1, 1, session.queues, shape, args.partitions))
-        await wait_leased(session, follower, WARMUP, 1, 0, progress)
+        await produce_all(producer, SUBMISSIONS, encode_requests(WARMUP, WARMUP_JOBS, 1, session.queues, shape, args.partitions))
+        await wait_leased(session, follower, WARMUP, WARMUP_JOBS, 0, progress)
 
         idle = encode_requests(IDLE, args.idle_jobs, args.idle_batch, session.queues, shape, args.partitions)
         with phase(session, IDLE, args.idle_jobs, phases) as first_cycle:
@@ -775,6 +789,7 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
             phases,
             session.cycle_histogram(),
             session.worker_log.crashes,
+            session.index_writes()[0],
         )
     finally:
         await producer.stop()
@@ -791,6 +806,7 @@ class QueuedFirstResult:
     phases: list[PhaseResult]
     histogram: tuple[float | None, float | None]
     crashes: list[str]
+    index_job_writes: float | None = None
 
 
 async def wait_indexed(session: Session, jobs: int) -> None:
@@ -843,6 +859,7 @@ async def queued_first_session(session: Session, args: argparse.Namespace, shape
             phases,
             session.cycle_histogram(),
             session.worker_log.crashes,
+            session.index_writes()[0],
         )
     finally:
         await producer.stop()
@@ -897,6 +914,11 @@ def print_phase(result: PhaseResult) -> None:
             f"decided at {fmt(decision_rate(result.cycles))} leases per second of cycle time"
         )
     print(f"    worker RSS {result.worker_rss_mib:,.0f} MiB at the end (peak so far {result.worker_peak_mib:,.0f} MiB)")
+    if result.index_job_writes is not None and result.index_writes is not None:
+        print(
+            f"    scheduler index writes: {result.index_job_writes:,.0f} job entries ({result.index_job_writes / result.jobs:.2f} per job"
+            f" of the phase), {result.index_writes:,.0f} keys in all ({result.index_writes / result.jobs:.2f} per job)"
+        )
 
 
 def print_session_notes(
@@ -956,6 +978,17 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
         print_phase(result)
     print_session_notes("queued-first session", queued.histogram, queued.leased_again, queued.other_decisions, queued.crashes)
 
+    # Every job of a session is leased once: per job, its entry written when queued, at its lease, at the
+    # fold's confirmation (before the acceptance records), and when it ends (none ends: the run time is long).
+    stream_jobs = WARMUP_JOBS + len(stream.idle_tick) + len(stream.stream_tick)
+    sessions = {"stream_session": (stream.index_job_writes, stream_jobs), "queued_first_session": (queued.index_job_writes, queued.leased)}
+    writes_per_lease = {
+        name: none_or_round(writes / jobs if writes is not None and jobs else None) for name, (writes, jobs) in sessions.items()
+    }
+    print(
+        "scheduler index: job entries written per leased job over each session (queued, leased, confirmed; settle included): "
+        + ", ".join(f"{name} {fmt(value, '.3f')}" for name, value in writes_per_lease.items())
+    )
     idle, idle_log = summary(stream.idle_tick), summary(stream.idle_log)
     stream_rate = stream.rate.per_s if stream.rate else None
     queued_rate = queued.rate.per_s if queued.rate else None
@@ -1009,6 +1042,15 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
                 "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
                 "cpu_ms_per_job_by_phase": {result.name: rounded(result.cpu_ms_per_job()) for result in phases},
                 "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
+                "index_job_writes_per_leased_job": writes_per_lease,
+                "index_job_writes_per_job_by_phase": {
+                    result.name: none_or_round(result.index_job_writes / result.jobs if result.index_job_writes is not None else None)
+                    for result in phases
+                },
+                "index_writes_per_job_by_phase": {
+                    result.name: none_or_round(result.index_writes / result.jobs if result.index_writes is not None else None)
+                    for result in phases
+                },
                 "taken_back_stream": dict(stream.other_decisions),
                 "taken_back_queued_first": dict(queued.other_decisions),
                 "agent_crashes": crashes,

@@ -81,6 +81,14 @@ class Metrics:
             registry=self.registry,
         )
         self.index_jobs = Gauge("flotilla_scheduler_index_jobs", "Unfinished jobs in the scheduler's index", registry=self.registry)
+        self.index_writes = Counter(
+            "flotilla_scheduler_index_writes", "Keys written to (or deleted from) the scheduler-index table", registry=self.registry
+        )
+        self.index_job_writes = Counter(
+            "flotilla_scheduler_index_job_writes",
+            "Job entries written to (or deleted from) the scheduler-index table: what a lease costs the index",
+            registry=self.registry,
+        )
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -44,7 +44,7 @@ from streams.scheduler import feed
 from streams.scheduler.commit import committed as committed_record
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.cycle import CycleOutcome, run_cycle
-from streams.scheduler.index import OFFSET_KEY, PUBLISHED_KEY, SchedulerIndex
+from streams.scheduler.index import JOB_KEY_PREFIX, OFFSET_KEY, PUBLISHED_KEY, SchedulerIndex
 from streams.tables.batched import BatchProducer, Outbox, TableBatch
 
 if TYPE_CHECKING:
@@ -202,7 +202,8 @@ def register(plane: ControlPlane) -> SchedulerState:
                     new_work = new_work or brings_work(record)
                     persist(writes, message.partition, index, index.apply(record))
                 index.offset = message.offset
-            persist(writes, 0, index, [OFFSET_KEY])
+            persist(writes, 0, index, [*index.close_batch(), OFFSET_KEY])
+            count_writes(plane.metrics, writes)
             await writes.write()
             early = plane.settings.early_ticks and state.tick_sent_at is None and state.early.due(new_work, time.monotonic())
             if early and owner():
@@ -240,6 +241,7 @@ def register(plane: ControlPlane) -> SchedulerState:
         state.index.published = record.tick
         marker = TableBatch(plane.scheduler_index, plane.batch_producer)
         persist(marker, 0, state.index, [PUBLISHED_KEY])
+        count_writes(plane.metrics, marker)
         await marker.write()
 
     async def committed(record: feed.Committed) -> None:
@@ -303,10 +305,15 @@ def rebuild(table: TableT) -> SchedulerIndex:
     return index
 
 
+def count_writes(metrics: Metrics, writes: TableBatch) -> None:
+    keys = writes.keys()
+    metrics.index_writes.inc(len(keys))
+    metrics.index_job_writes.inc(sum(1 for key in keys if key.startswith(JOB_KEY_PREFIX)))
+
+
 def persist(writes: TableBatch, partition: int, index: SchedulerIndex, keys: list[str]) -> None:
     """The index's current value of each key into the batch's writes (a key the index no longer holds is deleted)."""
-    for key in dict.fromkeys(keys):
-        value = index.dump(key)
+    for key, value in index.writes(keys):
         if value is not None:
             writes.put(partition, key, value)
         else:

@@ -271,6 +271,8 @@ class Cycle:
         running: list[RunningJob] = []
         queued: list[Job] = []
         unmanaged: dict[str, dict[str, int]] = defaultdict(dict)
+        # Each node's id as one string, held by every run on it (`Entry.running` keeps them from cycle to cycle).
+        node_ids = {node: node for node in where}
         for job_id in self.job_ids:
             entry = self.index.jobs[job_id]
             d = entry.delta
@@ -279,6 +281,7 @@ class Cycle:
             known = d.queue in queues and d.priority_class in classes
             if d.run_active:
                 node = node_id(d.executor or "", d.node or "")
+                node = node_ids.get(node, node)
                 if node in where and known:
                     pc, node_taints_ = classes[d.priority_class], taints[node]
                     priority = held_priority(entry.job, node_taints_, pc, config.well_known_node_types) if node_taints_ else pc.priority

@@ -6,8 +6,19 @@ delta back through the feed a little later. Deltas that were already on their wa
 job as it was before the decision; the entry's expectation recognises and skips them, so a job
 leased in one cycle is never seen as queued again by the next.
 
-Everything is keyed for the agent's changelog-backed table (`dump`/`load`), from which the
+Everything is keyed for the agent's changelog-backed table (`writes`/`load`), from which the
 index is rebuilt when a worker takes the scheduler feed over.
+
+A lease costs the table one write of its job's entry, by the cycle that decides it. The fold's
+confirming delta comes back later and mostly says just what the decision recorded; all it adds is
+that the fold accepted the run (and so sent its executor the command), and when (`Entry.fold_run`).
+That is not written as the job's entry again: the acceptances a batch of feed records folded are
+written together, as one acceptance record keyed by the batch's last feed offset (`close_batch`).
+The take-over rule: a worker that rebuilds the index applies each acceptance record to the entries
+whose stored row does not carry it yet (the entry's run is the one accepted, and its stored
+``fold_run`` is not), so it reaches the in-memory state of the worker that wrote them, whichever of
+the two writes came last. A record is deleted once every entry it speaks for was written again
+(a later decision, a change, or the job's end).
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Any
 
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import Job, LimiterState, RunningJob
@@ -27,6 +39,8 @@ LIMITERS_KEY = "x:limiters"
 CYCLES_KEY = "x:cycles"
 OFFSET_KEY = "x:offset"
 PUBLISHED_KEY = "x:published"
+JOB_KEY_PREFIX = "j:"
+ACCEPTED_PREFIX = "a:"
 
 
 @dataclass(slots=True)
@@ -46,6 +60,9 @@ class Entry:
     # since under load the fold accepts a lease long after the cycle made it.
     fold_run: str | None = None
     fold_run_at: int = 0
+    # The acceptance record (its feed offset) that holds ``fold_run`` for the table, while the stored
+    # entry does not (see the module's docstring).
+    accepted_in: int | None = None
     _job: Job | None = None
     # The job's run as the last cycle placed it (`running`): a thousand runs go on unchanged from
     # cycle to cycle, and each cycle made them all again.
@@ -129,6 +146,12 @@ class SchedulerIndex:
         # over publishes again only what may not have been.
         self.offset = -1
         self.published = -1
+        # Acceptances folded in this batch whose entries have not been written since (job id -> entry),
+        # the acceptance records written (feed offset -> the jobs whose stored entry lacks it), and
+        # records left with none to be deleted at the end of the batch.
+        self._accepting: dict[str, Entry] = {}
+        self.acceptances: dict[int, set[str]] = {}
+        self._emptied: list[int] = []
 
     # -- the feed ---------------------------------------------------------------------------
     def apply(self, record: JobDelta | ExecutorState | Heartbeat | JobSetAction | Changes) -> list[str]:
@@ -168,7 +191,11 @@ class SchedulerIndex:
     def _fold_job(self, delta: JobDelta) -> list[str]:
         key = job_key(delta.job_id)
         if delta.terminal:
-            return [key] if self.jobs.pop(delta.job_id, None) is not None else []
+            ended = self.jobs.pop(delta.job_id, None)
+            if ended is None:
+                return []
+            self._release(delta.job_id, ended)  # the key is deleted in this batch
+            return [key]
         entry = self.jobs.get(delta.job_id)
         if entry is None:
             entry = self.jobs[delta.job_id] = Entry(delta)
@@ -183,11 +210,16 @@ class SchedulerIndex:
             merged = delta if same else updated(delta, cancel_requested=flags[0], preempt_requested=flags[1])
             # The fold may confirm just what the decision recorded: then the expectation stays,
             # and only goes on skipping deltas older than it.
-            changed = merged != entry.delta
-            if changed:
+            if merged != entry.delta:
                 entry.set(merged)
                 entry.expect = None
-            return [key] if self._fold_run(entry) or changed else []
+                self._fold_run(entry)
+                return [key]
+            if self._fold_run(entry):
+                # The confirmation of a decision: recorded with the batch's acceptances, not by writing the entry again.
+                self._release(delta.job_id, entry)
+                self._accepting[delta.job_id] = entry
+            return []
         else:
             # Older than our decision: only the requests are taken from it.
             if flags == (entry.delta.cancel_requested, entry.delta.preempt_requested):
@@ -244,6 +276,46 @@ class SchedulerIndex:
         return [LIMITERS_KEY]
 
     # -- the table ----------------------------------------------------------------------------
+    def writes(self, keys: Iterable[str]) -> list[tuple[str, bytes | None]]:
+        """What to write to the table for ``keys``, each once (None: delete the key). The caller
+        writes them all, in this batch: a job entry written carries its acceptance itself from then on."""
+        rows = []
+        for key in dict.fromkeys(keys):
+            rows.append((key, self.dump(key)))
+            if key.startswith(JOB_KEY_PREFIX):
+                job_id = key[len(JOB_KEY_PREFIX) :]
+                entry = self.jobs.get(job_id)
+                if entry is not None:
+                    self._release(job_id, entry)
+        return rows
+
+    def close_batch(self) -> list[str]:
+        """The acceptance keys to write at the end of a batch (before its offset): the record of
+        the acceptances it folded, named by its last offset, and the records nothing relies on now."""
+        keys = [acceptance_key(at) for at in self._emptied]
+        self._emptied = []
+        if self._accepting:
+            at = self.offset
+            self.acceptances[at] = set(self._accepting)
+            for entry in self._accepting.values():
+                entry.accepted_in = at
+            self._accepting = {}
+            keys.append(acceptance_key(at))
+        return keys
+
+    def _release(self, job_id: str, entry: Entry) -> None:
+        """The job's stored entry will carry its acceptance (or be gone): no record needs to hold it."""
+        self._accepting.pop(job_id, None)
+        at = entry.accepted_in
+        if at is None:
+            return
+        entry.accepted_in = None
+        relying = self.acceptances[at]
+        relying.discard(job_id)
+        if not relying:
+            del self.acceptances[at]
+            self._emptied.append(at)
+
     def dump(self, key: str) -> bytes | None:
         """The table value for ``key``, or None when the key is to be deleted."""
         kind, _, name = key.partition(":")
@@ -261,6 +333,12 @@ class SchedulerIndex:
                 entry.fold_run_at,
             ]
             return feed.compact_json(row).encode()
+        if kind == "a":
+            relying = self.acceptances.get(int(name))
+            if not relying:
+                return None
+            accepted = [(job_id, self.jobs[job_id]) for job_id in sorted(relying)]
+            return feed.compact_json([[job_id, entry.fold_run, entry.fold_run_at] for job_id, entry in accepted]).encode()
         if kind == "e":
             state = self.executors.get(name)
             if state is None:
@@ -284,6 +362,7 @@ class SchedulerIndex:
         """Rebuild from the table's contents."""
         self.__init__()  # type: ignore[misc]
         heartbeats = []
+        accepted = []
         for key, value in items:
             kind, _, name = key.partition(":")
             if kind == "j":
@@ -305,6 +384,8 @@ class SchedulerIndex:
                 self.reported_in_cycle[name] = body["c"]
             elif kind == "h":
                 heartbeats.append((name, json.loads(value)))
+            elif kind == "a":
+                accepted.append((int(name), json.loads(value)))
             elif key == LIMITERS_KEY:
                 self.limiters = limiters_from_json(json.loads(value))
             elif key == CYCLES_KEY:
@@ -313,6 +394,8 @@ class SchedulerIndex:
                 self.offset = int(value)
             elif key == PUBLISHED_KEY:
                 self.published = int(value)
+        for at, rows in accepted:
+            self._accept(at, rows)
         self.busy = {job_id for job_id, entry in self.jobs.items() if entry.busy}
         # The state and the heartbeat keys each hold what the latest record of their kind said.
         for name, body in heartbeats:
@@ -320,8 +403,23 @@ class SchedulerIndex:
                 self.heard[name] = max(self.heard[name], body["t"])
                 self.reported_in_cycle[name] = max(self.reported_in_cycle[name], body["c"])
 
+    def _accept(self, at: int, rows: list[list[Any]]) -> None:
+        """The take-over rule: the acceptance record at feed offset ``at`` applies to each entry whose run
+        it accepted and whose stored row does not say so (a row written after the acceptance does)."""
+        relying = set()
+        for job_id, run_id, run_at in rows:
+            entry = self.jobs.get(job_id)
+            if entry is not None and entry.delta.run_id == run_id and entry.fold_run != run_id:
+                entry.fold_run, entry.fold_run_at, entry.accepted_in = run_id, run_at, at
+                relying.add(job_id)
+        if relying:
+            self.acceptances[at] = relying
+        else:
+            self._emptied.append(at)
+
     def keys(self) -> Iterator[str]:
         yield from (job_key(job_id) for job_id in self.jobs)
+        yield from (acceptance_key(at) for at in self.acceptances)
         yield from (executor_key(name) for name in self.executors)
         yield from (heartbeat_key(name) for name in self.executors)
         yield LIMITERS_KEY
@@ -331,7 +429,11 @@ class SchedulerIndex:
 
 
 def job_key(job_id: str) -> str:
-    return f"j:{job_id}"
+    return JOB_KEY_PREFIX + job_id
+
+
+def acceptance_key(offset: int) -> str:
+    return f"{ACCEPTED_PREFIX}{offset}"
 
 
 def executor_key(executor: str) -> str:

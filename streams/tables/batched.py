@@ -204,6 +204,10 @@ class TableBatch:
     def delete(self, partition: int, key: Any) -> None:
         self._add(partition, key, None, None)
 
+    def keys(self) -> list[Any]:
+        """The keys to be written (or deleted), each once."""
+        return [key for key, _, _ in self._writes.values()]
+
     def _add(self, partition: int, key: Any, value: Any, raw: bytes | None) -> None:
         where = (partition, self._key_bytes(key))
         self._writes.pop(where, None)  # a later write of a key goes out after the others

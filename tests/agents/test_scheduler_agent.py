@@ -275,3 +275,27 @@ def test_a_rerun_that_differs_from_the_committed_cycle_is_counted_and_the_commit
         assert sched.metrics.registry.get_sample_value("flotilla_scheduling_cycles_diverged_total") == 1
 
     asyncio.run(scenario())
+
+
+def test_a_lease_is_written_to_the_index_table_once_and_a_rebuild_has_its_confirmation(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        sched, state = plane(tmp_path)
+        async with running(sched, "scheduler") as agent:
+            await put(agent, *WORK, tick(T_MS + 500, "a", owner=state.owner))
+            assert state.index is not None
+            entries = {key: sched.scheduler_index[key] for key in ("j:job-1", "j:job-2")}
+            job_writes = sched.metrics.registry.get_sample_value("flotilla_scheduler_index_job_writes_total")
+            await put(agent, feed.Heartbeat("ex1", T_MS + 2_000))
+            await put(agent, feed.Changes((state.index.jobs["job-1"].delta, state.index.jobs["job-2"].delta)))
+            index = state.index
+
+        # the fold's confirmations wrote no job entry: one acceptance record holds them
+        assert {key: sched.scheduler_index[key] for key in entries} == entries
+        assert sched.metrics.registry.get_sample_value("flotilla_scheduler_index_job_writes_total") == job_writes == 4
+        assert [key for key in sched.scheduler_index.keys() if key.startswith("a:")] == ["a:5"]
+        rebuilt = scheduler.rebuild(sched.scheduler_index)
+        accepted = {job_id: (entry.fold_run, entry.fold_run_at) for job_id, entry in index.jobs.items()}
+        assert accepted == {"job-1": ("job-1-1", T_MS + 2_000), "job-2": ("job-2-1", T_MS + 2_000)}
+        assert {job_id: (entry.fold_run, entry.fold_run_at) for job_id, entry in rebuilt.jobs.items()} == accepted
+
+    asyncio.run(scenario())

@@ -13,7 +13,18 @@ from streams.scheduler.algorithm.model import LimiterState, TokenBucket
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.cycle import run_cycle
 from streams.scheduler.feed import Changes, Heartbeat, JobSetAction
-from streams.scheduler.index import END, LEASE, LIMITERS_KEY, REQUEUE, SchedulerIndex, executor_key, heartbeat_key, job_key
+from streams.scheduler.index import (
+    END,
+    LEASE,
+    LIMITERS_KEY,
+    OFFSET_KEY,
+    REQUEUE,
+    SchedulerIndex,
+    acceptance_key,
+    executor_key,
+    heartbeat_key,
+    job_key,
+)
 from tests.kit.scheduler import delta, executor, holding, running, tick
 
 
@@ -51,10 +62,11 @@ def test_stale_deltas_after_a_lease_are_skipped_until_the_confirming_one() -> No
     assert index.apply(replace(queued, priority=5.0)) == []
     assert index.jobs["j1"].delta == decided and index.jobs["j1"].expect == LEASE
 
-    # the fold's lease says what the decision recorded: its run is now the fold's, stale deltas still skipped
+    # the fold's lease says what the decision recorded: its run is now the fold's, stale deltas still
+    # skipped; the entry is not written again (its acceptance goes in the batch's acceptance record)
     assert index.jobs["j1"].fold_run is None
     confirming = replace(decided, state="leased")
-    assert index.apply(confirming) == [job_key("j1")]
+    assert index.apply(confirming) == []
     assert index.jobs["j1"].delta == decided and index.jobs["j1"].fold_run == "r1"
     assert index.apply(queued) == [] and index.apply(confirming) == []
     # later deltas apply as they come
@@ -351,3 +363,139 @@ def test_any_history_reloads_equal(ops) -> None:
         else:
             index.apply(replace(d, state="succeeded"))
     assert snapshot(reloaded(index)) == snapshot(index)
+
+
+# -- the take-over rule: a lease is written once, its confirmation goes in the batch's acceptance record --
+
+
+class Table:
+    """The `scheduler-index` table as the agent writes it: each batch's keys (`SchedulerIndex.writes`),
+    then its acceptance keys and its offset (`close_batch`), and the job entries it was given."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, bytes] = {}
+        self.job_writes = 0
+
+    def write(self, index: SchedulerIndex, keys: list[str]) -> None:
+        for key, value in index.writes(keys):
+            self.job_writes += key.startswith("j:")
+            if value is None:
+                self.rows.pop(key, None)
+            else:
+                self.rows[key] = value
+
+    def end_batch(self, index: SchedulerIndex, offset: int) -> None:
+        index.offset = offset
+        self.write(index, [*index.close_batch(), OFFSET_KEY])
+
+    def rebuilt(self) -> SchedulerIndex:
+        other = SchedulerIndex()
+        other.load(sorted(self.rows.items()))
+        return other
+
+
+def taken_over(index: SchedulerIndex):
+    """Everything of the index a cycle depends on, with the bookkeeping of the acceptance records."""
+    jobs = {j: (*snapshot_entry(e), e.accepted_in) for j, e in index.jobs.items()}
+    return jobs, {at: sorted(held) for at, held in index.acceptances.items()}, snapshot(index)[1:], index.busy
+
+
+def snapshot_entry(e):
+    return e.delta, e.expect, e.expect_runs, e.announce_priority, e.cancel_reason, e.fold_run, e.fold_run_at
+
+
+def test_a_lease_writes_its_entry_once_and_a_worker_taking_over_has_the_fold_s_acceptance() -> None:
+    index, table = SchedulerIndex(), Table()
+    table.write(index, [k for i in range(4) for k in index.apply(delta(f"j{i}", cpu=12, submitted=100 + i))])
+    table.write(index, index.apply(executor("ex1", 1_000)))
+    table.end_batch(index, 4)
+    table.job_writes = 0
+
+    outcome = run_cycle(index, tick(2_000), 5, CycleConfig())
+    assert outcome.leased == 4
+    table.write(index, outcome.changed)
+    table.end_batch(index, 5)
+    assert table.job_writes == 4  # one per lease
+
+    # the fold's confirmations, after a later report: nothing of the entries to write, one acceptance record
+    table.write(index, index.apply(Heartbeat("ex1", 9_000)))
+    confirmations = Changes(tuple(index.jobs[f"j{i}"].delta for i in range(4)))
+    assert index.apply(confirmations) == []
+    table.end_batch(index, 9)
+    assert table.job_writes == 4 and acceptance_key(9) in table.rows
+    assert {j: (e.fold_run, e.fold_run_at) for j, e in index.jobs.items()} == {f"j{i}": (f"j{i}-1", 9_000) for i in range(4)}
+    assert taken_over(table.rebuilt()) == taken_over(index)
+    # the stored entries alone do not say it: the rule applies the record
+    assert all(json.loads(table.rows[job_key(f"j{i}")])[5] is None for i in range(4))
+
+    # one job ends, another is written for a change: the record keeps speaking for the other two
+    table.write(index, index.apply(replace(index.jobs["j0"].delta, state="succeeded")))
+    table.write(index, index.apply(replace(index.jobs["j1"].delta, priority=3.0)))
+    table.end_batch(index, 12)
+    assert index.acceptances == {9: {"j2", "j3"}}
+    assert taken_over(table.rebuilt()) == taken_over(index)
+    # once none relies on it, the record is deleted
+    for job_id in ("j2", "j3"):
+        table.write(index, index.apply(replace(index.jobs[job_id].delta, state="succeeded")))
+    table.end_batch(index, 14)
+    assert acceptance_key(9) not in table.rows and index.acceptances == {}
+    assert taken_over(table.rebuilt()) == taken_over(index)
+
+
+def test_a_confirmation_in_the_batch_of_a_later_decision_is_written_with_it() -> None:
+    index, table = SchedulerIndex(), Table()
+    table.write(index, index.apply(running(delta("j1"), "r1", "ex1", "n0", 500)))
+    table.write(index, index.apply(executor("ex1", 1_000)))
+    index.decide("j1", LEASE, leased(index.jobs["j1"].delta, run_id="r2"))
+    table.end_batch(index, 3)
+    assert index.apply(index.jobs["j1"].delta) == []  # confirmed
+    table.write(index, [index.decide("j1", END, index.jobs["j1"].delta)])  # and ended by a cycle of the same batch
+    table.end_batch(index, 5)
+    assert not any(key.startswith("a:") for key in table.rows)
+    assert json.loads(table.rows[job_key("j1")])[5] == "r2"
+    assert taken_over(table.rebuilt()) == taken_over(index)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["j1", "j2", "j3"]),
+            st.sampled_from(["delta", "lease", "confirm", "requeue", "end", "cancel", "terminal", "heartbeat", "batch"]),
+        ),
+        max_size=30,
+    )
+)
+def test_a_worker_rebuilding_from_the_table_at_any_batch_end_has_the_same_index(ops) -> None:
+    index, table = SchedulerIndex(), Table()
+    table.write(index, index.apply(executor("ex1", 1_000)))
+    decided: dict[str, feed.JobDelta] = {}
+    clock = 1_000
+    offset = 0
+    for job_id, op in ops:
+        offset += 1
+        entry = index.jobs.get(job_id)
+        d = entry.delta if entry else delta(job_id)
+        if op == "batch":
+            table.end_batch(index, offset)
+            assert taken_over(table.rebuilt()) == taken_over(index)
+        elif op == "delta" or entry is None:
+            table.write(index, index.apply(d))
+        elif op == "lease":
+            decided[job_id] = leased(d, run_id=f"{job_id}-{d.runs + 1}")
+            table.write(index, [index.decide(job_id, LEASE, decided[job_id])])
+        elif op == "confirm" and job_id in decided:
+            table.write(index, index.apply(decided.pop(job_id)))
+        elif op == "requeue":
+            table.write(index, [index.decide(job_id, REQUEUE, replace(d, state="queued"))])
+        elif op == "end":
+            table.write(index, [index.decide(job_id, END, d)])
+        elif op == "cancel":
+            table.write(index, index.apply(JobSetAction("a", "s", "cancel")))
+        elif op == "heartbeat":
+            clock += 1_000
+            table.write(index, index.apply(Heartbeat("ex1", clock)))
+        elif op == "terminal":
+            table.write(index, index.apply(replace(d, state="succeeded")))
+    table.end_batch(index, offset + 1)
+    assert taken_over(table.rebuilt()) == taken_over(index)
