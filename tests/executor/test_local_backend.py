@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 
 from executor.backend import Lease, RunStatus
 from executor.backends.local.backend import LocalBackend
-from executor.backends.local.rundir import CHILD_PID, FORGOTTEN, SUPERVISOR_PID, RunDir
+from executor.backends.local.rundir import CHILD_PID, FORGOTTEN, LAUNCH, LEASE, OUTPUT, SUPERVISOR_PID, RunDir
 from executor.cluster import uniform_nodes
 from tests.executor.builders import job_spec, lease
 
@@ -277,6 +279,27 @@ def test_forgotten_runs_are_marked_and_stay_forgotten(tmp_path: Path) -> None:
     run(first_life)
     run(second_life)
     assert (tmp_path / "runs" / leased.run_id / "output.log").read_text() == "done\n"
+
+
+def test_a_run_whose_supervisor_died_before_starting_the_job_is_returned_for_a_retry(tmp_path: Path) -> None:
+    """Found after a restart: the lease and launch plan are on disk, the supervisor's pid names a process
+    that is gone, and no job was ever started (no child pid, no result)."""
+    leased = shell("echo never")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    run_dir = RunDir(tmp_path / "runs" / leased.run_id)
+    run_dir.path.mkdir(parents=True)
+    run_dir.write_json(LEASE, dataclasses.asdict(leased))
+    run_dir.write_json(LAUNCH, {"argv": ["echo", "never"], "env": {}, "cwd": str(run_dir.path), "deadline_s": None, "grace_period_s": 1.0})
+    run_dir.write_text(SUPERVISOR_PID, str(gone.pid))
+
+    async def scenario() -> list[RunStatus]:
+        async with Harness(tmp_path) as h:
+            return h.found
+
+    [found] = run(scenario)
+    assert (found.run_id, found.state, found.reason) == (leased.run_id, "returned", "supervisor_lost")
+    assert not run_dir.has(OUTPUT)
 
 
 def test_a_run_whose_supervisor_died_fails_and_its_job_is_killed(tmp_path: Path) -> None:

@@ -277,6 +277,11 @@ def _lost(run: _Run) -> RunStatus:
     if isinstance(stop, dict) and stop.get("outcome") in ("cancelled", "preempted"):
         # a kill that reached the supervisor before it could start the job
         return _status(run.lease, stop["outcome"], reason=stop["outcome"], message="stopped before the job started")
+    if not run.dir.has(CHILD_PID):
+        # The job never ran: like a pod lost before its container started, the lease goes back and the
+        # job is retried under its retry policy, rather than failed for something it did not do.
+        message = f"the run's supervisor exited before starting the job (see {run.dir.file(SUPERVISOR_LOG)})"
+        return _status(run.lease, "returned", reason="supervisor_lost", message=message)
     return _status(
         run.lease,
         "failed",
