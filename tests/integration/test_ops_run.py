@@ -105,6 +105,15 @@ class Output:
         return "\n".join(self.lines)
 
 
+def status_of(pid: int) -> str:
+    """What the process is doing (state, signals pending, blocked, ignored and caught), for a failure's message."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError as exc:
+        return str(exc)
+    return ", ".join(line for line in lines if line.split(":")[0] in ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))
+
+
 def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     assert FLOTILLA.exists(), f"the flotilla command is not installed next to {sys.executable}"
     web_port, grpc_port = free_port(), free_port()
@@ -218,7 +227,12 @@ def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
 
         # Ctrl-C: `flotilla up` stops its children itself
         process.send_signal(signal.SIGINT)
-        assert process.wait(60) == 0, output.text
+        try:
+            code = process.wait(60)
+        except subprocess.TimeoutExpired:
+            status = status_of(process.pid)
+            raise AssertionError(f"ops/run did not stop within 60 s of Ctrl-C ({status}):\n{output.text}") from None
+        assert code == 0, output.text
         poll(lambda: not any(alive(p) for p in started), 20, f"every process ops/run started to exit: {[p for p in started if alive(p)]}")
         assert not listening(broker_port), "the broker port still accepts connections"
         assert not listening(web_port), "the REST API still accepts connections"
