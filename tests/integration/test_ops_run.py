@@ -105,6 +105,15 @@ class Output:
         return "\n".join(self.lines)
 
 
+def in_the_foreground(argv: list[str]) -> list[str]:
+    """``argv`` run with SIGINT at its default, as a terminal runs its foreground job, whatever this process
+    inherited: a shell starting a job in the background (``&``, no job control) makes it ignore SIGINT,
+    Python keeps an ignored SIGINT ignored, and a Ctrl-C test would then test nothing (seen: ops/test run
+    from a background job; `flotilla up` never saw the SIGINT)."""
+    restore = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+    return [sys.executable, "-c", restore, *argv]
+
+
 def status_of(pid: int) -> str:
     """What the process is doing (state, signals pending, blocked, ignored and caught), for a failure's message."""
     try:
@@ -122,19 +131,21 @@ def test_ops_run_serves_the_cli_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     config = tmp_path / "scheduler.yaml"
     config.write_text("scheduling:\n  maxRetries: 2\n")
     process = subprocess.Popen(
-        [
-            str(ROOT / "ops" / "run"),
-            "--config",
-            str(config),
-            "--web-port",
-            str(web_port),
-            "--grpc-port",
-            str(grpc_port),
-            "--broker-port",
-            "0",
-            "--state-dir",
-            str(state),
-        ],
+        in_the_foreground(
+            [
+                str(ROOT / "ops" / "run"),
+                "--config",
+                str(config),
+                "--web-port",
+                str(web_port),
+                "--grpc-port",
+                str(grpc_port),
+                "--broker-port",
+                "0",
+                "--state-dir",
+                str(state),
+            ]
+        ),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

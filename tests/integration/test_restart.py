@@ -31,7 +31,7 @@ from streams.archive.segments import index_path, read_index, segments_in
 from streams.client.rest import Client
 from tests.archive.builders import EVENTS, written
 from tests.integration.helpers import create_queue, get_job, submit
-from tests.integration.test_ops_run import FLOTILLA, READY_LINE, Output, cli
+from tests.integration.test_ops_run import FLOTILLA, READY_LINE, Output, cli, in_the_foreground
 from tests.integration.workers import ROOT, poll
 
 pytestmark = pytest.mark.integration
@@ -59,8 +59,10 @@ class Up:
     def __init__(self, state: Path, web_port: int, grpc_port: int) -> None:
         self.url = f"http://127.0.0.1:{web_port}"
         self.process = subprocess.Popen(
-            [str(FLOTILLA), "up", "--state-dir", str(state), "--broker-port", "0"]
-            + ["--web-port", str(web_port), "--grpc-port", str(grpc_port)],
+            in_the_foreground(
+                [str(FLOTILLA), "up", "--state-dir", str(state), "--broker-port", "0"]
+                + ["--web-port", str(web_port), "--grpc-port", str(grpc_port)]
+            ),
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
