@@ -29,7 +29,7 @@ from streams.replay.diff import differences
 from streams.replay.jobs import Refold, RocksTable, refold
 from streams.replay.source import LogSource
 from streams.scheduler import feed
-from streams.scheduler.index import SchedulerIndex
+from streams.scheduler.index import JOB_KEY_PREFIX, SchedulerIndex
 
 JOBS, SPECS, INDEX, LIVE = "jobs", "job-specs", "scheduler-index", "live-job-states"
 SHOWN_DIFFERENCES = 8  # fields shown per differing job
@@ -100,7 +100,8 @@ def rebuild(source: LogSource, into: Path, live: LiveTables | None = None, progr
                 index.apply(feed.job_delta(job))
         report.jobs, report.by_state = sum(states.values()), dict(sorted(states.items()))
         report.index_jobs = len(index.jobs)
-        index_table.write((key, value) for key in sorted(index.keys()) if key.startswith("j:") and (value := index.dump(key)) is not None)
+        job_keys = (key for key in sorted(index.keys()) if key.startswith(JOB_KEY_PREFIX))
+        index_table.write((key, value) for key in job_keys if (value := index.dump(key)) is not None)
         if live is not None and live_table is not None:
             report.live = live.where
             live_table.write((key.decode(), value) for key, value in live.job_states)
