@@ -201,6 +201,33 @@ def test_a_batch_of_many_job_events_is_folded_in_parts_each_given_before_the_nex
     assert sum((part.outcomes for part in [first, *rest]), Counter()) == {"applied": 10}
 
 
+def test_the_next_part_is_folded_on_the_jobs_of_the_part_being_written() -> None:
+    """The agent writes a part while it folds the next: the store's handed-over jobs are read until written,
+    and a job created in the part being written does not have its spec stored again with the next."""
+    jobs, ev = dict_jobs(), Events("job-1")
+    folding = job_state.PartFold(jobs, part_max=1)
+    first = folding.add(message(0, 0, encode("event_sequence", sequence(ev.submitted(), ev.leased("run-1")))))
+    assert first is not None
+    writes = jobs.hand_over()
+
+    second = folding.add(message(0, 1, encode("event_sequence", sequence(ev("JobRunPending", run_id="run-1")))))
+
+    assert second is not None and second.outcomes == {"applied": 1}
+    assert (jobs.latest("job-1") or {}).get("state") == "pending"
+    assert jobs.new_specs() == []
+    assert [job_id for _, job_id, _ in jobs.new_specs(writes)] == ["job-1"]
+    for _, job_id, raw in jobs.new_specs(writes):
+        jobs.specs[job_id] = raw
+    for _, job_id, raw in jobs.encoded(writes):
+        jobs.table[job_id] = raw
+    jobs.written(writes)
+    assert decode("job_state", jobs.table["job-1"])["state"] == "leased"
+    assert (jobs.latest("job-1") or {}).get("state") == "pending"  # the next part's, still pending
+    settle(jobs)
+    assert decode("job_state", jobs.table["job-1"])["state"] == "pending"
+    assert jobs.get("job-1")["spec"] == decode("job_submitted", jobs.specs["job-1"], keep=SPEC_TYPE)  # type: ignore[index]
+
+
 def test_a_lease_command_carries_the_spec_job_specs_stored_as_encode_writes_it() -> None:
     """Its spec's encoding is copied from where the spec was read (the event, or job-specs): for a job
     just submitted in the same batch, and for one read back from the tables."""
