@@ -168,7 +168,7 @@ class PartFold:
 class FoldedPart:
     """What folding some of a batch's messages gave, to be sent and written together: how their
     events went, what they forward, in order (each changed job's last state between job-set actions
-    once `done`, none of a job it created and ended, `feed.latest_changes`), the executor commands, and where each job's events and each
+    once `done`, `feed.latest_changes`), the executor commands, and where each job's events and each
     job set's requests are on `events` (a job's page reads those records only).
 
     A batch is written in parts so that the event loop is never held for long: the fold, the
@@ -182,7 +182,6 @@ class FoldedPart:
     commands: list[dict[str, Any]] = field(default_factory=list)
     events: dict[str, list[Position]] = field(default_factory=dict)
     requests: dict[tuple[str, str], list[Position]] = field(default_factory=dict)
-    created: dict[str, None] = field(default_factory=dict)
     job_events: int = 0
 
     def add(self, message: Message, sequence: dict[str, Any], folded: Folded) -> None:
@@ -193,12 +192,11 @@ class FoldedPart:
             self.requests.setdefault((sequence["queue"], sequence["job_set_id"]), []).append(position)
         self.outcomes.update(folded.outcomes)
         self.changes += folded.changes
-        self.created.update(folded.created)
         self.commands += folded.commands
         self.job_events += len(sequence["events"])
 
     def done(self) -> FoldedPart:
-        self.changes = feed.latest_changes(self.changes, self.created)
+        self.changes = feed.latest_changes(self.changes)
         return self
 
 

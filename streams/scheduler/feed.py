@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import operator
 import struct
-from collections import Counter, OrderedDict
-from collections.abc import Container, Sequence
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from sys import intern
 from typing import Any
@@ -238,39 +238,25 @@ def feed_change(before: dict[str, Any] | None, after: dict[str, Any]) -> JobDelt
 Change = dict[str, Any] | JobSetAction
 
 
-def latest_changes(changes: list[Change], created: Container[str] = ()) -> list[Change]:
-    """``changes`` with each job's changes between two job-set actions reduced to the last one, in its place,
-    and none left of a job in ``created`` (submitted by the same changes) whose one change left is its end.
+def latest_changes(changes: list[Change]) -> list[Change]:
+    """``changes`` with each job's changes between two job-set actions reduced to the last one, in its place.
 
     A delta is a complete statement of the job, so the last one says all the earlier ones did: a
     batch of a restored log holds most of each job's life, whose queued, leased and ended deltas
-    become one. The end of a job the scheduler never heard of changes nothing in its index, so it
-    is not sent at all (most jobs of a refold's part: their deltas were ~7% of a refold's worker).
-    A job-set action acts on the jobs the index holds when it comes, so no delta moves across one,
-    and a job with a change before an action keeps its end after it."""
+    become one (and the scheduler never indexes a job it already knows to be over). A job-set
+    action acts on the jobs the index holds when it comes, so no delta moves across one."""
     kept: list[Change | None] = []
     at: dict[str, int] = {}
-    seen: Counter[str] = Counter()
     for change in changes:
         if isinstance(change, dict):
-            job_id = change["job_id"]
-            earlier = at.get(job_id)
+            earlier = at.get(change["job_id"])
             if earlier is not None:
                 kept[earlier] = None
-            else:
-                seen[job_id] += 1
-            at[job_id] = len(kept)
+            at[change["job_id"]] = len(kept)
         else:
             at = {}
         kept.append(change)
-    return [
-        change
-        for change in kept
-        if change is not None
-        and not (
-            isinstance(change, dict) and change["state"] in JOB_TERMINAL and seen[change["job_id"]] == 1 and change["job_id"] in created
-        )
-    ]
+    return [change for change in kept if change is not None]
 
 
 def _view(job: dict[str, Any]) -> tuple[Any, ...]:

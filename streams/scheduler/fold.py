@@ -50,14 +50,13 @@ def deltas(changes: list[feed.Change]) -> list[feed.JobDelta | feed.JobSetAction
 class Folded:
     """A fold of one sequence or a batch: how many events were applied, unchanged, refused...; what to
     forward (``changes``: each job whose scheduling view changed, as the change left it, and each
-    job-set action; `feed` gives them as deltas) and the executor commands; which known jobs it
-    has events of (applied or not), which jobs it created, and whether it has job-set requests (the
-    job index keeps where each job's events are, for its page)."""
+    job-set action; `feed` gives them as deltas) and the executor commands; and which known jobs it
+    has events of (applied or not) and whether it has job-set requests (the job index keeps where
+    each job's events are, for its page)."""
 
     outcomes: Counter[str] = field(default_factory=Counter)
     changes: list[feed.Change] = field(default_factory=list)
     named: dict[str, None] = field(default_factory=dict)
-    created: dict[str, None] = field(default_factory=dict)  # the jobs it submitted
     requests: bool = False
     commands: list[dict[str, Any]] = field(default_factory=list)
 
@@ -98,8 +97,6 @@ def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random
             log.warning("event %s (%s) for unknown job %s ignored", event["event_id"], kind, job_id, extra=_about(envelope, job_id))
             continue
         folded.named[job_id] = None
-        if before is None:
-            folded.created[job_id] = None
         if after is before:
             outcomes["unchanged"] += 1
             continue

@@ -181,6 +181,21 @@ def test_a_batch_folds_its_messages_in_order_skipping_what_does_not_decode() -> 
     assert elsewhere["command_id"] != lease["command_id"]
 
 
+def test_a_job_folded_again_after_a_crash_forwards_its_end_even_when_its_whole_life_is_in_one_part() -> None:
+    """A part's deltas are sent before its job states are written: a worker killed in between leaves
+    the scheduler knowing the job while the table does not. Folded again, the job is created anew by
+    the same part that ends it, and its end must still be forwarded, or the scheduler keeps it
+    leased and leases it again after its success (test_chaos, seed 21, on restore2)."""
+    ev = Events("job-1")
+    life = [ev.submitted(), ev.leased("run-1"), ev("JobRunRunning", run_id="run-1", node="node-1")]
+    life += [ev("JobRunSucceeded", run_id="run-1"), ev("JobSucceeded", run_id="run-1")]
+    batch = [message(0, n, encode("event_sequence", sequence(event))) for n, event in enumerate(life)]
+
+    [part] = fold_batch(dict_jobs(), batch)  # the table lost the first fold's writes
+
+    assert [(d.job_id, d.state) for d in deltas(part)] == [("job-1", "succeeded")]
+
+
 def test_a_batch_of_many_job_events_is_folded_in_parts_each_given_before_the_next_is_folded(monkeypatch: pytest.MonkeyPatch) -> None:
     """The agent writes a part, and lets the event loop turn, before the next is folded."""
     monkeypatch.setattr(job_state, "PART_MAX_EVENTS", 3)

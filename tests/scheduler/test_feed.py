@@ -168,21 +168,6 @@ def test_a_batch_forwards_each_jobs_last_change_between_job_set_actions() -> Non
     assert feed.latest_changes([]) == []
 
 
-def test_a_job_created_and_ended_by_the_same_changes_is_not_forwarded_unless_an_action_came_between() -> None:
-    """The scheduler never heard of it: its end would change nothing in the index."""
-    queued: dict[str, Any] = {"job_id": "j1", "state": "queued"}
-    ended = {**queued, "state": "succeeded"}
-    other = {**queued, "job_id": "j2"}
-    cancel = JobSetAction("q", "s", "cancel", reason="r")
-    assert feed.latest_changes([queued, other, ended], created={"j1", "j2"}) == [other]
-    # created earlier: the index holds it, and hears of its end
-    assert feed.latest_changes([queued, other, ended], created={"j2"}) == [other, ended]
-    # the action saw the job queued, so the index held it then, and must hear of its end
-    assert feed.latest_changes([queued, cancel, ended], created={"j1"}) == [queued, cancel, ended]
-    # a job created and still queued is forwarded
-    assert feed.latest_changes([queued], created={"j1"}) == [queued]
-
-
 # -- job_delta ---------------------------------------------------------------------------------
 
 GANG = {"armadaproject.io/gangId": "g-1", "armadaproject.io/gangCardinality": "2", "armadaproject.io/gangNodeUniformityLabel": "zone"}
