@@ -13,8 +13,8 @@ It works in batches (DESIGN.md, "The hot path works in batches"): `streams.agent
 waiting, up to `BATCH_MAX_MESSAGES` or what arrived within `BATCH_WITHIN_S`; the pure fold runs
 over all of them, then the batch's changed jobs (each one's last between job-set actions, written
 straight as feed rows) go to the feed as few `Changes` records, in order, and its commands in one
-produce batch per partition, and once the broker has them all, the batch's job index rows, new
-specs and job states (each job's last) go to their tables in one `TableBatch` each; a batch of
+produce batch per partition, with the batch's job index rows and new specs, each table in one
+`TableBatch`; once the broker has them all, its job states (each job's last) go to `jobs`; a batch of
 more than `PART_MAX_EVENTS` job events does so in parts, with a turn of the event loop between them
 (`REFOLD_PART_MAX_EVENTS` while a restored log is refolded).
 A per-message Faust write and send cost 90-230 us each; a batched one about 3 us.
@@ -39,7 +39,7 @@ from streams.domain.job_index import Position
 from streams.scheduler import feed
 from streams.scheduler.fold import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, message_rng
 from streams.tables.batched import Outbox
-from streams.tables.jobs import SPEC_TYPE
+from streams.tables.jobs import SPEC_TYPE, PendingWrites
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -70,56 +70,98 @@ def register(plane: ControlPlane) -> None:
     feed_topic = plane.topics.scheduler_feed.get_topic_name()
     commands_topic = plane.topics.executor_commands.get_topic_name()
 
-    async def write(part: FoldedPart) -> None:
-        """Send what the part forwards, then write its jobs' rows, specs and states.
+    async def write(part: FoldedPart, writes: PendingWrites) -> None:
+        """Send what the part forwards and write its jobs' index rows and new specs, then write their
+        states (``writes``: the part's jobs, handed over by the store).
 
         What it forwards is acknowledged before its job states are written: were the table written
         first, a worker killed in between would find the jobs folded after its restart, forward
-        nothing, and the scheduler would never hear that a job was leased or had ended. Faust
-        acknowledges the batch's messages after the agent's loop body and flushes the producer
-        before it commits their offsets, so a batch written in parts is acknowledged whole."""
+        nothing, and the scheduler would never hear that a job was leased or had ended. The rows and
+        specs need only come before the states (a row or spec stored without its state is written
+        again, the same, when the part is folded again), so they share the forwarded messages' round
+        trip to the broker: two round trips a part, not four. Faust acknowledges the batch's messages
+        after the agent's loop body and flushes the producer before it commits their offsets, so a
+        batch written in parts is acknowledged whole."""
         records, commands = sent(part)
         outbox = Outbox(producer)
         await outbox.partition(feed_topic, 0, [(None, record) for record in records])
         await outbox.keyed(commands_topic, commands)
-        await outbox.delivered()
         # The rows before the jobs: see streams/tables/job_index.py.
-        await plane.job_index.write_pending(jobs, producer, part.events, part.requests, listed=plane.refold.caught_up)
-        await jobs.write_pending(producer)
+        rows = plane.job_index.write_pending(writes.listed(), producer, part.events, part.requests, listed=plane.refold.caught_up)
+        await asyncio.gather(outbox.delivered(), rows, jobs.write_specs(producer, writes))
+        await jobs.write_states(producer, writes)
         for outcome, count in part.outcomes.items():
             plane.metrics.events.labels(outcome).inc(count)
         plane.refold.folded_batch(part.messages, part.changes)
 
+    async def written_then(writing: asyncio.Future[None] | None, part: FoldedPart) -> asyncio.Future[None]:
+        """Start writing ``part`` once the part before it is written (parts are written in order, one at a time)."""
+        if writing is not None:
+            await writing
+        return asyncio.ensure_future(write(part, jobs.hand_over()))
+
     @plane.app.agent(plane.topics.events, name="job-state", concurrency=1)
     async def fold(stream: Any) -> None:
+        """Each part is written while the next one is folded: the fold lets the event loop turn after each
+        message while a write is under way, so its round trips to the broker overlap the fold instead of
+        holding it (a refold's worker waited on the broker ~11% of the time, bench/restore.py)."""
+        jobs.forget_pending()  # a restarted agent folds again what its failed run had not written
         async for events in batches(stream, BATCH_MAX_MESSAGES, BATCH_WITHIN_S):
-            part_max = PART_MAX_EVENTS if plane.refold.caught_up else REFOLD_PART_MAX_EVENTS
-            for part in fold_batch(jobs, [event.message for event in events], part_max):
-                await write(part)
-                await asyncio.sleep(0)  # a turn of the event loop for everything else
+            folding = PartFold(jobs, PART_MAX_EVENTS if plane.refold.caught_up else REFOLD_PART_MAX_EVENTS)
+            writing: asyncio.Future[None] | None = None
+            for event in events:
+                part = folding.add(event.message)
+                if part is not None:
+                    writing = await written_then(writing, part)
+                if writing is not None and not writing.done():
+                    await asyncio.sleep(0)  # the write goes on; so does everything else waiting on the loop
+            part = folding.rest()
+            if part is not None:
+                writing = await written_then(writing, part)
+            if writing is not None:
+                await writing
 
 
 def fold_batch(jobs: JobStore, messages: Sequence[Message], part_max: int | None = None) -> Iterator[FoldedPart]:
     """Fold a batch of `events` messages into ``jobs``, where the job states wait as pending writes
-    until the agent writes them, in parts of about ``part_max`` (`PART_MAX_EVENTS`) job events: each part is given
-    before the next one is folded, so the agent writes it, and lets the event loop turn, in between."""
-    part_max = part_max or PART_MAX_EVENTS
-    part = FoldedPart()
+    until the agent writes them, in parts of about ``part_max`` (`PART_MAX_EVENTS`) job events (`PartFold`):
+    each part is given before the next one is folded."""
+    folding = PartFold(jobs, part_max or PART_MAX_EVENTS)
     for message in messages:
+        part = folding.add(message)
+        if part is not None:
+            yield part
+    part = folding.rest()
+    if part is not None:
+        yield part
+
+
+@dataclass
+class PartFold:
+    """A batch's messages folded one at a time into ``jobs``, given back in parts of about ``part_max`` job events."""
+
+    jobs: JobStore
+    part_max: int
+    part: FoldedPart = field(default_factory=lambda: FoldedPart())
+
+    def add(self, message: Message) -> FoldedPart | None:
+        """Fold ``message``; the part, once it holds ``part_max`` job events or more."""
+        part = self.part
         part.messages.append(message)
         try:
             sequence = decode("event_sequence", message.value, keep=SPEC_TYPE)
         except SchemaError as exc:
             part.outcomes["undecodable"] += 1
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
-            continue
+            return None
         rng = message_rng(message.topic, message.partition, message.offset)
-        part.add(message, sequence, apply_sequence(jobs, sequence, rng, message.partition))
-        if part.job_events >= part_max:
-            yield part.done()
-            part = FoldedPart()
-    if part.messages:
-        yield part.done()
+        part.add(message, sequence, apply_sequence(self.jobs, sequence, rng, message.partition))
+        return self.rest() if part.job_events >= self.part_max else None
+
+    def rest(self) -> FoldedPart | None:
+        """The part folded so far, if it holds any message."""
+        part, self.part = self.part, FoldedPart()
+        return part.done() if part.messages else None
 
 
 @dataclass

@@ -124,7 +124,7 @@ class Refold:
         return folded
 
     def flush(self) -> None:
-        """Write the specs of the jobs created, then the jobs, as the agent does (`JobStore.write_pending`)."""
+        """Write the specs of the jobs created, then the jobs, as the agent does (`JobStore.write_specs`, `write_states`)."""
         self.specs.write((job_id, raw) for _, job_id, raw in self.jobs.new_specs())
         self.table.write((job_id, raw) for _, job_id, raw in self.jobs.encoded())
         self.jobs.mark_written()

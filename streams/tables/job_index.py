@@ -19,7 +19,7 @@ index is next read, which costs a refold about a third of moving each row as it 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,6 @@ from streams.domain.job_index import (
     with_events,
 )
 from streams.tables.batched import BatchProducer, TableBatch
-from streams.tables.jobs import JobStore
 from streams.tables.store import store_options
 from streams.tables.types import TextKey
 
@@ -82,13 +81,13 @@ class JobIndexStore:
 
     async def write_pending(
         self,
-        jobs: JobStore,
+        jobs: Iterable[tuple[int, str, dict[str, Any]]],
         producer: BatchProducer,
         events: Mapping[str, list[Position]],
         requests: Mapping[tuple[str, str], list[Position]],
         listed: bool = True,
     ) -> None:
-        """Write the rows of the jobs the fold changed in this batch (``jobs``' pending writes), or whose
+        """Write the rows of the jobs the fold changed in this batch (``jobs``: (partition, job id, job), `JobStore.pending`), or whose
         ``events`` it read (a refused event is shown on the job's page too), that differ from the
         index's; and the positions of job sets' ``requests``. ``listed``: move the rows between the
         held index's lists now (False while a restored log is refolded: once when next read).
@@ -97,7 +96,7 @@ class JobIndexStore:
         index = self._index if not listed and self._index is not None else self.current()
         batch = TableBatch(self.table, producer)
         changed: dict[str, tuple[int, JobRow]] = {}
-        for partition, job_id, job in jobs.pending():
+        for partition, job_id, job in jobs:
             held = index.rows.get(job_id)
             changed[job_id] = (partition, row_of(job, merged_events(() if held is None else held.events, events.get(job_id, ()))))
         for job_id, positions in events.items():

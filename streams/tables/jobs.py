@@ -19,6 +19,7 @@ from faust.types import TableT
 
 from schemas.codec import Encoded, decode, decode_as_written, encode, encode_body, framed, writer_of
 from streams.config import Settings
+from streams.domain.states import JOB_TERMINAL
 from streams.tables.batched import BatchProducer, TableBatch
 from streams.tables.store import read, store_options
 from streams.tables.types import TEXT_CODEC, TextKey
@@ -71,7 +72,7 @@ class JobStore:
 
     The fold writes a batch of jobs at once: `put` keeps each job's latest state pending (the fold
     reads it back with `latest`) until the agent writes them with one `TableBatch` per table
-    (`write_pending`), once what the batch sends is acknowledged; readers (`get`, `in`) see the
+    (`write_specs`, then `write_states` once what the batch sends is acknowledged); readers (`get`, `in`) see the
     tables only. A job is encoded then, once per batch whatever number of its events the batch
     folded, without its spec; a job created in the batch has its spec stored first, as the bytes
     its event carried (`spec_encoding`), so that a state is never stored without its spec.
@@ -91,12 +92,12 @@ class JobStore:
     cache_size: int = 20_000
     # job id -> (stored state bytes, the job they encode, with its spec)
     _decoded: OrderedDict[str, tuple[bytes, dict[str, Any]]] = field(default_factory=OrderedDict, repr=False)
-    # job id -> (partition of the event that changed it last, the job): folded, not yet in the table.
-    _pending: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict, repr=False)
+    # What the fold folded since the last `hand_over` (or `mark_written`), not yet in the tables.
+    _pending: PendingWrites = field(default_factory=lambda: PendingWrites(), repr=False)
+    # What was handed over and is being written: the fold of the next part builds on it meanwhile.
+    _handed: PendingWrites = field(default_factory=lambda: PendingWrites(), repr=False)
     # Jobs whose spec `job-specs` lacks: created (or read from a state of before v5) by the batch.
     _unstored: set[str] = field(default_factory=set, repr=False)
-    # job id -> partition, for the pending jobs whose spec is to be stored with them.
-    _new_specs: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.table
@@ -125,7 +126,7 @@ class JobStore:
 
     def latest(self, job_id: str) -> dict[str, Any] | None:
         """The job as the fold left it, its batch's pending write included: what the fold builds on."""
-        pending = self._pending.get(job_id)
+        pending = self._pending.jobs.get(job_id) or self._handed.jobs.get(job_id)
         if pending is not None:
             return pending[1]
         raw = read(self.table, job_id)
@@ -159,40 +160,53 @@ class JobStore:
     def put(self, job: dict[str, Any], partition: int) -> None:
         """Keep the job's new state for the batch's write (``partition``: its event's)."""
         job_id = job["job_id"]
-        if job_id in self._unstored or (job_id not in self._pending and job_id not in self._decoded and job_id not in self.specs):
+        pending = self._pending
+        if job_id in self._unstored or (
+            job_id not in pending.jobs and job_id not in self._handed.jobs and job_id not in self._decoded and job_id not in self.specs
+        ):
             self._unstored.discard(job_id)
-            self._new_specs[job_id] = partition
-        self._pending.pop(job_id, None)  # the table gets the batch's jobs in the order they last changed
-        self._pending[job_id] = (partition, job)
+            pending.specs[job_id] = partition
+        pending.jobs.pop(job_id, None)  # the table gets the batch's jobs in the order they last changed
+        pending.jobs[job_id] = (partition, job)
 
     def pending(self) -> list[tuple[int, str, dict[str, Any]]]:
         """(partition, job id, job) of every pending write, in order. They stay pending, and
         readable, until `mark_written` says the table holds them."""
-        return [(partition, job_id, job) for job_id, (partition, job) in self._pending.items()]
+        return self._pending.listed()
 
-    def encoded(self) -> list[tuple[int, str, bytes]]:
-        """(partition, job id, bytes) of every pending write, in order, each job encoded now (no
-        re-validation: the fold built it), without its spec."""
+    def hand_over(self) -> PendingWrites:
+        """The pending writes, taken for writing (`write_specs`, `write_states`) while the fold goes on:
+        it reads them (`latest`) until they are written. One part at a time: the last one handed over
+        must be written before the next is."""
+        writes, self._handed = self._pending, self._pending
+        self._pending, self._unstored = PendingWrites(), set()
+        return writes
+
+    def encoded(self, writes: PendingWrites | None = None) -> list[tuple[int, str, bytes]]:
+        """(partition, job id, bytes) of every pending write (of ``writes`` when given), in order, each
+        job encoded now (no re-validation: the fold built it), without its spec."""
         found = []
-        for job_id, (partition, job) in self._pending.items():
+        for job_id, (partition, job) in (writes or self._pending).jobs.items():
             raw = encode("job_state", job, validate_record=False)
             self._remember(job_id, raw, job)
             found.append((partition, job_id, raw))
         return found
 
-    def new_specs(self) -> list[tuple[int, str, bytes]]:
-        """(partition, job id, job_submitted message) of the specs to store with the pending jobs."""
+    def new_specs(self, writes: PendingWrites | None = None) -> list[tuple[int, str, bytes]]:
+        """(partition, job id, job_submitted message) of the specs to store with the pending jobs (``writes``' when given)."""
+        writes = writes or self._pending
         return [
-            (partition, job_id, framed("job_submitted", spec_encoding(self._pending[job_id][1]["spec"])))
-            for job_id, partition in self._new_specs.items()
+            (partition, job_id, framed("job_submitted", spec_encoding(writes.jobs[job_id][1]["spec"])))
+            for job_id, partition in writes.specs.items()
         ]
 
     def _remember(self, job_id: str, raw: bytes, job: dict[str, Any]) -> None:
         """Keep the job decoded if it has a run: its run's events come close together, while a job
         not yet leased waits for the scheduler, often for long. Decoded with its spec a job holds
         about 5 KiB, and a cache full of jobs just submitted held ~100 MiB of a worker's peak
-        memory in bench/ingest.py, for no fold that read them again."""
-        if not job["runs"]:
+        memory in bench/ingest.py, for no fold that read them again. A finished job is not kept either:
+        no event changes it any more (most jobs of a refold end within its part)."""
+        if not job["runs"] or job["state"] in JOB_TERMINAL:
             self._decoded.pop(job_id, None)
             return
         self._decoded[job_id] = (raw, job)
@@ -201,17 +215,41 @@ class JobStore:
             self._decoded.popitem(last=False)
 
     def mark_written(self) -> None:
-        self._pending, self._new_specs, self._unstored = {}, {}, set()
+        self._pending, self._unstored = PendingWrites(), set()
 
-    async def write_pending(self, producer: BatchProducer) -> None:
-        """Write the specs of the jobs created, then the pending jobs, each table and its changelog
-        (`job-specs`, `job-states`) in one batch: a job's state is never stored before its spec."""
+    def forget_pending(self) -> None:
+        """Drop what was folded and not written (an agent that failed before writing it folds its input again)."""
+        self._pending, self._handed, self._unstored = PendingWrites(), PendingWrites(), set()
+
+    async def write_specs(self, producer: BatchProducer, writes: PendingWrites) -> None:
+        """Write the specs of the jobs ``writes`` created (`hand_over`), `job-specs` and its changelog in one
+        batch; before `write_states`, so that a job's state is never stored before its spec."""
         specs = TableBatch(self.specs, producer)
-        for partition, job_id, raw in self.new_specs():
+        for partition, job_id, raw in self.new_specs(writes):
             specs.put(partition, job_id, raw)
         await specs.write()
+
+    async def write_states(self, producer: BatchProducer, writes: PendingWrites) -> None:
+        """Write the jobs of ``writes``, the table and its changelog (`job-states`) in one batch, once their specs are written."""
         batch = TableBatch(self.table, producer)
-        for partition, job_id, raw in self.encoded():
+        for partition, job_id, raw in self.encoded(writes):
             batch.put(partition, job_id, raw)
         await batch.write()
-        self.mark_written()
+        self.written(writes)
+
+    def written(self, writes: PendingWrites) -> None:
+        """The tables hold ``writes`` (handed over): the fold reads their jobs from there again."""
+        if self._handed is writes:
+            self._handed = PendingWrites()
+
+
+@dataclass
+class PendingWrites:
+    """Jobs folded and not yet in the tables: job id -> (partition of the event that changed it last, the
+    job), in the order they last changed, and job id -> partition of the new jobs whose spec is stored with them."""
+
+    jobs: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    specs: dict[str, int] = field(default_factory=dict)
+
+    def listed(self) -> list[tuple[int, str, dict[str, Any]]]:
+        return [(partition, job_id, job) for job_id, (partition, job) in self.jobs.items()]

@@ -181,6 +181,21 @@ def test_a_batch_folds_its_messages_in_order_skipping_what_does_not_decode() -> 
     assert elsewhere["command_id"] != lease["command_id"]
 
 
+def test_a_job_folded_again_after_a_crash_forwards_its_end_even_when_its_whole_life_is_in_one_part() -> None:
+    """A part's deltas are sent before its job states are written: a worker killed in between leaves
+    the scheduler knowing the job while the table does not. Folded again, the job is created anew by
+    the same part that ends it, and its end must still be forwarded, or the scheduler keeps it
+    leased and leases it again after its success (test_chaos, seed 21, on restore2)."""
+    ev = Events("job-1")
+    life = [ev.submitted(), ev.leased("run-1"), ev("JobRunRunning", run_id="run-1", node="node-1")]
+    life += [ev("JobRunSucceeded", run_id="run-1"), ev("JobSucceeded", run_id="run-1")]
+    batch = [message(0, n, encode("event_sequence", sequence(event))) for n, event in enumerate(life)]
+
+    [part] = fold_batch(dict_jobs(), batch)  # the table lost the first fold's writes
+
+    assert [(d.job_id, d.state) for d in deltas(part)] == [("job-1", "succeeded")]
+
+
 def test_a_batch_of_many_job_events_is_folded_in_parts_each_given_before_the_next_is_folded(monkeypatch: pytest.MonkeyPatch) -> None:
     """The agent writes a part, and lets the event loop turn, before the next is folded."""
     monkeypatch.setattr(job_state, "PART_MAX_EVENTS", 3)
@@ -199,6 +214,33 @@ def test_a_batch_of_many_job_events_is_folded_in_parts_each_given_before_the_nex
     assert [part.messages for part in rest] == [batch[2:4], batch[4:]]
     assert [[d.job_id for d in deltas(part)] for part in rest] == [["job-2a", "job-2b", "job-3a", "job-3b"], ["job-4a", "job-4b"]]
     assert sum((part.outcomes for part in [first, *rest]), Counter()) == {"applied": 10}
+
+
+def test_the_next_part_is_folded_on_the_jobs_of_the_part_being_written() -> None:
+    """The agent writes a part while it folds the next: the store's handed-over jobs are read until written,
+    and a job created in the part being written does not have its spec stored again with the next."""
+    jobs, ev = dict_jobs(), Events("job-1")
+    folding = job_state.PartFold(jobs, part_max=1)
+    first = folding.add(message(0, 0, encode("event_sequence", sequence(ev.submitted(), ev.leased("run-1")))))
+    assert first is not None
+    writes = jobs.hand_over()
+
+    second = folding.add(message(0, 1, encode("event_sequence", sequence(ev("JobRunPending", run_id="run-1")))))
+
+    assert second is not None and second.outcomes == {"applied": 1}
+    assert (jobs.latest("job-1") or {}).get("state") == "pending"
+    assert jobs.new_specs() == []
+    assert [job_id for _, job_id, _ in jobs.new_specs(writes)] == ["job-1"]
+    for _, job_id, raw in jobs.new_specs(writes):
+        jobs.specs[job_id] = raw
+    for _, job_id, raw in jobs.encoded(writes):
+        jobs.table[job_id] = raw
+    jobs.written(writes)
+    assert decode("job_state", jobs.table["job-1"])["state"] == "leased"
+    assert (jobs.latest("job-1") or {}).get("state") == "pending"  # the next part's, still pending
+    settle(jobs)
+    assert decode("job_state", jobs.table["job-1"])["state"] == "pending"
+    assert jobs.get("job-1")["spec"] == decode("job_submitted", jobs.specs["job-1"], keep=SPEC_TYPE)  # type: ignore[index]
 
 
 def test_a_lease_command_carries_the_spec_job_specs_stored_as_encode_writes_it() -> None:

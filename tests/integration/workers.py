@@ -93,7 +93,8 @@ class Worker:
             from streams.plane import build_plane
 
             plane = build_plane(Settings(broker=self.broker.url, app_id=self.app_id, topic_prefix=self.prefix))
-            found = {"jobs": plane.jobs.table, "client-ids": plane.client_ids, "scheduler-index": plane.scheduler_index}[table]
+            tables = {"jobs": plane.jobs.table, "client-ids": plane.client_ids, "scheduler-index": plane.scheduler_index}
+            found = {**tables, "job-index": plane.job_index.table}[table]
             self._changelogs[table] = found.changelog_topic.get_topic_name()
         return self._changelogs[table]
 
