@@ -12,6 +12,7 @@ job index and scheduler index take 17-35 MB each) with 16 MiB memtables, and hol
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from faust.stores.base import SerializedStore
@@ -37,3 +38,24 @@ def read(table: Any, key: Any) -> Any:
         raw = store._get(store._encode_key(key))
         return None if raw is None else store._decode_value(raw)
     return table.get(key)
+
+
+def read_many(table: Any, keys: Sequence[Any]) -> list[Any]:
+    """Each of ``keys``' values in ``table`` (as `read` gives it), in order, or None.
+
+    On a RocksDB store, one multi-get per partition database the store holds, as Faust's lookup of a
+    key it has not seen searches them all: looking up a request's client ids one by one cost a tenth of
+    the ingest agent's time, most of it Faust's search for a key not there (a KeyError raised and caught)."""
+    store = getattr(table, "data", None)
+    databases = getattr(store, "_dbs", None)
+    if not isinstance(store, SerializedStore) or not isinstance(databases, dict):
+        return [read(table, key) for key in keys]
+    encoded = [store._encode_key(key) for key in keys]
+    found: list[bytes | None] = [None] * len(keys)
+    for database in list(databases.values()):
+        missing = [number for number, value in enumerate(found) if value is None]
+        if not missing:
+            break
+        for number, value in zip(missing, database.get([encoded[number] for number in missing]), strict=True):
+            found[number] = value
+    return [None if value is None else store._decode_value(value) for value in found]
