@@ -17,6 +17,8 @@ from typing import Any
 
 from faust.stores.base import SerializedStore
 
+from streams.tables.batched import is_rocksdb
+
 MIB = 1024 * 1024
 
 
@@ -46,13 +48,12 @@ def read_many(table: Any, keys: Sequence[Any]) -> list[Any]:
     On a RocksDB store, one multi-get per partition database the store holds, as Faust's lookup of a
     key it has not seen searches them all: looking up a request's client ids one by one cost a tenth of
     the ingest agent's time, most of it Faust's search for a key not there (a KeyError raised and caught)."""
-    store = getattr(table, "data", None)
-    databases = getattr(store, "_dbs", None)
-    if not isinstance(store, SerializedStore) or not isinstance(databases, dict):
+    store: Any = getattr(table, "data", None)
+    if not is_rocksdb(store):
         return [read(table, key) for key in keys]
     encoded = [store._encode_key(key) for key in keys]
     found: list[bytes | None] = [None] * len(keys)
-    for database in list(databases.values()):
+    for database in list(store._dbs.values()):
         missing = [number for number, value in enumerate(found) if value is None]
         if not missing:
             break
