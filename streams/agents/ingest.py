@@ -228,7 +228,7 @@ class Ingest:
                 self._client_ids[key] = (message.partition, job_id)
             assert result.job is not None  # an accepted item has its job
             item = request["items"][result.index]
-            job = SUBMITTED.encoded(result.job, item) if type(item) is Encoded else result.job
+            job = SUBMITTED.encoded(result.job, item) if type(item) is Encoded and item.schema is SUBMITTED.source else result.job
             submitted.append(events.event(event_id, now_ms, job_id, events.payload("JobSubmitted", job)))
             answers.append({"job_id": job_id})
 
