@@ -168,7 +168,7 @@ class Registry:
         self._headers: dict[str, bytes] = {}
         self._union_paths: dict[str, tuple[tuple[_PathStep, ...], ...]] = {}
         self._taggers: dict[str, _Tagger] = {}
-        self._compiled: dict[tuple[str, str | tuple[str, ...] | None], Compiled] = {}
+        self._compiled: dict[tuple[str, str | None], Compiled] = {}
 
     def schema(self, name: str) -> dict:
         """The current parsed schema of top-level record ``name``."""
@@ -329,7 +329,7 @@ class Registry:
             self._taggers[name] = _compile_tagger(parsed, parsed["__named_schemas"], {}) or _unchanged
         return self._taggers[name]
 
-    def compiled(self, name: str, keep: str | tuple[str, ...] | None = None) -> Compiled:
+    def compiled(self, name: str, keep: str | None = None) -> Compiled:
         """The current schema ``name``'s reader and writer (see `schemas.compiled`), compiled once."""
         key = (name, keep)
         found = self._compiled.get(key)
@@ -375,12 +375,12 @@ class Registry:
         _write(name, self.compiled(name).write, out, record)
         return bytes(out)
 
-    def decode(self, name: str, data: bytes | None, *, keep: str | tuple[str, ...] | None = None) -> dict:
+    def decode(self, name: str, data: bytes | None, *, keep: str | None = None) -> dict:
         """Deserialise a message in any of the three framings, resolving its writer's schema
         against the current one.
 
         Unions of several records decode to ``(full_name, record)`` tuples (see ``encode``).
-        Records of type ``keep`` (a full name, or several) in a message of the current schema come as `Encoded`,
+        Records of type ``keep`` (a full name) in a message of the current schema come as `Encoded`,
         with the bytes they were read from (from an older schema, as plain dicts).
         """
         reader = self.schema(name)

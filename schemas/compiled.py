@@ -38,13 +38,11 @@ class Encoded(dict[str, Any]):
     ``schema``, the parsed record type that read them), so that whoever only needs to copy it (a job's
     spec, into its store and its lease command) does not write it again: a compiled writer of the same
     record type writes an Encoded as its encoding. So an Encoded is never changed in place (copy it
-    into a plain dict to change it). ``starts``: where each field's bytes begin in ``encoding``, in
-    the schema's order, so that a record sharing some of its fields can copy them (`schemas.splice`)."""
+    into a plain dict to change it)."""
 
-    __slots__ = ("encoding", "schema", "starts")
+    __slots__ = ("encoding", "schema")
     encoding: bytes
     schema: dict[str, Any]
-    starts: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -90,9 +88,9 @@ _GLOBALS: dict[str, Any] = {
 class _Source:
     """Python source being generated: lines, fresh local names, constants and per-record functions."""
 
-    def __init__(self, named: Mapping[str, Any], keep: str | tuple[str, ...] | None = None) -> None:
+    def __init__(self, named: Mapping[str, Any], keep: str | None = None) -> None:
         self.named = named
-        self.keep = (keep,) if isinstance(keep, str) else keep or ()
+        self.keep = keep
         self.functions: list[str] = []
         self.records: dict[str, str] = {}  # full name -> function name (reader or writer)
         self.constants: dict[str, Any] = {}
@@ -221,20 +219,16 @@ def _record_reader(schema: dict[str, Any], source: _Source) -> str:
     function = source.records[name] = f"_r{len(source.records)}"
     lines = [f"def {function}(b, p):"]
     values = []
-    kept = name in source.keep
     for number, field in enumerate(schema["fields"]):
         target = f"f{number}"
-        if kept:
-            lines.append(f"    a{number} = p")
         _read(field["type"], target, lines, "    ", source)
         values.append(f"{field['name']!r}: {target}")
-    if kept:
-        starts = "".join(f"a{number} - a0, " for number in range(len(schema["fields"])))
+    if name == source.keep:
+        lines.insert(1, "    s = p")
         lines += [
             f"    r = _Encoded({{{', '.join(values)}}})",
-            "    r.encoding = b[a0:p]",
+            "    r.encoding = b[s:p]",
             f"    r.schema = {source.identity(schema)}",
-            f"    r.starts = ({starts})",
             "    return r, p",
         ]
     else:
@@ -408,7 +402,7 @@ def _nullable(schema: Any, source: _Source) -> bool:
 # ------------------------------------------------------------------------------------------ compiling
 
 
-def _build(kind: str, schema: Any, named: Mapping[str, Any], keep: str | tuple[str, ...] | None = None) -> Callable[..., Any]:
+def _build(kind: str, schema: Any, named: Mapping[str, Any], keep: str | None = None) -> Callable[..., Any]:
     source = _Source(named, keep)
     lines: list[str] = []
     if kind == "read":
@@ -422,11 +416,9 @@ def _build(kind: str, schema: Any, named: Mapping[str, Any], keep: str | tuple[s
     return namespace["_entry"]
 
 
-def compile_schema(parsed: Any, keep: str | tuple[str, ...] | None = None, named: Mapping[str, Any] | None = None) -> Compiled:
+def compile_schema(parsed: Any, keep: str | None = None) -> Compiled:
     """The reader and writer of ``parsed`` (fastavro's `parse_schema` form, its named types in
-    ``__named_schemas``, or ``named`` for a type within a schema); the reader gives each record of type
-    ``keep`` (a full name, or several) as an `Encoded`. Raises `Unsupported` for constructs not handled
-    (logical types...)."""
-    if named is None:
-        named = parsed.get("__named_schemas", {}) if isinstance(parsed, dict) else {}
+    ``__named_schemas``); the reader gives each record of type ``keep`` (a full name) as an `Encoded`.
+    Raises `Unsupported` for constructs not handled (logical types...)."""
+    named = parsed.get("__named_schemas", {}) if isinstance(parsed, dict) else {}
     return Compiled(_build("read", parsed, named, keep), _build("write", parsed, named))

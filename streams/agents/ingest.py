@@ -13,8 +13,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from schemas.codec import Encoded, SchemaError, decode, encode, schema
-from schemas.splice import Splicer
+from schemas.codec import SchemaError, decode, encode
 from streams.agents.batches import batches
 from streams.archive.durable import ArchiveUnavailable, Durability, NotArchived
 from streams.domain import events
@@ -43,12 +42,8 @@ BATCH_WITHIN_S = 0.005
 # Jobs judged before what they give is sent and written: a batch of 500 requests of 100 jobs held the
 # event loop for seconds, and its events, answers and client ids (~40 MiB) in memory at once.
 PART_MAX_JOBS = 5_000
-# The Avro types of a submit request's items and their pod specs, read with their encodings: a valid
-# item's JobSubmitted payload is written by copying the bytes of what validation left as it was.
+# The Avro type of a submit request's items.
 ITEM_TYPE = "flotilla.JobItem"
-KEPT_TYPES = (ITEM_TYPE, "flotilla.PodSpec")
-_NAMED = {**schema("submit_request")["__named_schemas"], **schema("event_sequence")["__named_schemas"]}
-SUBMITTED = Splicer(_NAMED["flotilla.JobSubmitted"], _NAMED[ITEM_TYPE], _NAMED)
 # A request's id, its answer per item, and the address its record asked the answer to go to.
 Answer = tuple[str, list[dict[str, Any]], str | None]
 # What the rejection of a message over the size limit keeps of it: enough to tell whose it was.
@@ -172,7 +167,7 @@ class Ingest:
             await self.reject(message, None, kept, payload=bytes(value[:OVERSIZED_KEPT_BYTES]))
             return
         try:
-            request = decode("submit_request", message.value, keep=KEPT_TYPES)
+            request = decode("submit_request", message.value, keep=ITEM_TYPE)  # items with their size (validation)
         except SchemaError as exc:
             self.metrics.submissions.labels("malformed").inc()
             await self.reject(message, None, f"malformed submission: {exc}")
@@ -227,9 +222,7 @@ class Ingest:
                     continue
                 self._client_ids[key] = (message.partition, job_id)
             assert result.job is not None  # an accepted item has its job
-            item = request["items"][result.index]
-            job = SUBMITTED.encoded(result.job, item) if type(item) is Encoded and item.schema is SUBMITTED.source else result.job
-            submitted.append(events.event(event_id, now_ms, job_id, events.payload("JobSubmitted", job)))
+            submitted.append(events.event(event_id, now_ms, job_id, events.payload("JobSubmitted", result.job)))
             answers.append({"job_id": job_id})
 
         for sequence in events.sequences(queue, request["job_set_id"], request["user"], request["groups"], submitted):

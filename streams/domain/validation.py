@@ -123,7 +123,7 @@ class _Check:
 
 def _check_item(raw: Any, policy: SubmitPolicy) -> _Check:
     if isinstance(raw, Encoded) and jobspec.is_complete(raw):
-        item: dict[str, Any] = raw  # read from the log whole: its fields, not copies, go into the job, so they can be spliced
+        item: dict[str, Any] = raw  # read from the log whole: completing it would copy it field by field for nothing
     else:
         # The one place where shapes are not trusted: REST and CLI items are not schema-checked.
         try:

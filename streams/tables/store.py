@@ -18,6 +18,7 @@ from typing import Any
 from faust.stores.base import SerializedStore
 
 from streams.tables.batched import is_rocksdb
+from streams.tables.types import TEXT_CODEC
 
 MIB = 1024 * 1024
 
@@ -51,7 +52,8 @@ def read_many(table: Any, keys: Sequence[Any]) -> list[Any]:
     store: Any = getattr(table, "data", None)
     if not is_rocksdb(store):
         return [read(table, key) for key in keys]
-    encoded = [store._encode_key(key) for key in keys]
+    text = table.key_serializer == TEXT_CODEC  # UTF-8, as Faust's serializer makes it without its lookups (~5 us a key)
+    encoded = [key.encode() if text and type(key) is str else store._encode_key(key) for key in keys]
     found: list[bytes | None] = [None] * len(keys)
     for database in list(store._dbs.values()):
         missing = [number for number, value in enumerate(found) if value is None]

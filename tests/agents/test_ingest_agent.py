@@ -72,8 +72,8 @@ def test_a_valid_request_becomes_one_sequence_of_submitted_jobs_and_is_answered(
 
 
 def test_the_submitted_events_are_the_bytes_their_validated_jobs_encode_to(tmp_path: Path) -> None:
-    """The agent copies what validation left as it was from the request's bytes (schemas/splice.py):
-    what it sends is byte for byte what writing the validated jobs gives."""
+    """Items read from the log are judged as they were read (`jobspec.is_complete`): what the agent sends
+    is byte for byte what writing the jobs validated from the same request as plain dicts gives."""
     items = [item(client_id="a", labels={"team": "x"}), gang("g", "1"), item(pod_spec__termination_grace_period_seconds=30)]
 
     async def scenario() -> None:

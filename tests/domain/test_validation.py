@@ -417,7 +417,7 @@ def test_true_is_not_a_quantity_even_once_1_0_was_one() -> None:
         to_milli(True)
 
 
-KEPT = ("flotilla.JobItem", "flotilla.PodSpec")  # as the ingest agent reads a request
+KEPT = "flotilla.JobItem"  # as the ingest agent reads a request
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
