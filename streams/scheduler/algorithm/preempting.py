@@ -34,6 +34,7 @@ from streams.scheduler.algorithm.model import (
     PreemptedJob,
     PriorityClass,
     QueueShare,
+    RunningJob,
     ScheduledJob,
     SchedulingConfig,
     Toleration,
@@ -102,6 +103,8 @@ class _PreemptingScheduler:
         self.allocation: dict[str, list[int]] = {name: [0] * len(names) for name in self.queues}
         self.class_allocation: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * len(names))
         self.running: list[JobState] = []
+        # Running jobs taken off their nodes this cycle, by id: only these may end up preempted.
+        self.evicted_running: dict[str, JobState] = {}
         self.lost: list[PreemptedJob] = []
         self.unknown: dict[str, list[str]] = defaultdict(list)
         self.shapes: dict[tuple[object, ...], Shape] = {}
@@ -142,6 +145,9 @@ class _PreemptingScheduler:
         classes = self.config.priority_classes
         gang_members: dict[str, list[JobState]] = defaultdict(list)
         index_of, shape, running = self.nodedb.index_of, self._shape, self.running
+        carried, names = inputs.carried, tuple(self.names)
+        kept = carried.states if carried is not None and carried.names == names else {}
+        made: dict[str, tuple[RunningJob, JobState]] = {}
         for run in sorted(inputs.running, key=_BY_JOB_ID):
             job = run.job
             node = index_of.get(run.node)
@@ -149,12 +155,22 @@ class _PreemptingScheduler:
             if node is None or pc is None:
                 self.lost.append(PreemptedJob(job.id, run.node, reasons.node_or_class_gone(run.node, job.priority_class)))
                 continue
-            js = JobState(job, shape(job, pc), True, run.started_at, node, run.scheduled_priority)
+            last = kept.get(job.id)
+            if last is not None and last[0] is run and last[1].pc is pc:
+                js = last[1]
+                js.reset(node, run.scheduled_priority)
+            else:
+                js = JobState(job, shape(job, pc), True, run.started_at, node, run.scheduled_priority)
+            made[job.id] = (run, js)
             running.append(js)
             if js.gang_id:
                 gang_members[js.gang_id].append(js)
+        if carried is not None:
+            carried.names, carried.states = names, made
         self.nodedb.bind_all(self.running)
         self._account_all(self.running)
+        # What the running jobs hold per queue and class is also their part of the queues' demand.
+        self.running_demand = {key: list(held) for key, held in self.class_allocation.items()}
         for members in gang_members.values():
             for js in members:
                 js.gang_size = len(members)
@@ -226,12 +242,7 @@ class _PreemptingScheduler:
         if inputs.demand is not None:
             capped = {q: list(self._vector(inputs.demand.get(q, {}).items())) for q in self.queues}
         else:
-            by_class: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * len(self.names))
-            for js in self.running:
-                if js.queue in self.queues:
-                    demand = by_class[(js.queue, js.pc.name)]
-                    for i, amount in js.pairs:
-                        demand[i] += amount
+            by_class: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * len(self.names), self.running_demand)
             for group in self.groups:
                 demand = by_class[(group.queue, group.shape.pc.name)]
                 for i, amount in group.shape.pairs:
@@ -295,6 +306,8 @@ class _PreemptingScheduler:
             if js.gang_id:
                 counts[js.gang_id] += 1
         for js in evicted:
+            if js.running:
+                self.evicted_running[js.id] = js
             self.nodedb.evict(js)
             if js.queue in self.queues:
                 self._account(js, -1)
@@ -548,7 +561,7 @@ class _PreemptingScheduler:
         )
         preempted = [
             PreemptedJob(js.id, nodes[js.node].id, js.reason or reasons.FAIR_SHARE_PREEMPTED)  # type: ignore[index]
-            for js in self.running
+            for js in self.evicted_running.values()
             if not js.bound or js.evicted
         ] + self.lost
         incomplete = self._incomplete_gangs()
