@@ -62,8 +62,8 @@ def test_kept_jobs_equal_jobs_gathered_afresh_after_any_changes(changes) -> None
             index.apply(replace(entry.delta, state="succeeded", run_state="succeeded"))
         elif kind == "lease" and entry is not None and entry.expect is None:
             d = entry.delta
-            lease = {"run_id": f"{job_id}-x", "executor": "ex1", "node": f"n{k % 3}", "leased_at": 5}
-            index.decide(job_id, LEASE, replace(d, state="leased", run_state="leased", runs=d.runs + 1, **lease))
+            leased = running(d, f"{job_id}-x", "ex1", f"n{k % 3}", 5)
+            index.decide(job_id, LEASE, replace(leased, state="leased", run_state="leased"))
         elif kind == "requeue" and entry is not None and entry.expect is None:
             index.decide(job_id, REQUEUE, replace(entry.delta, state="queued", run_state="lease_returned"))
         elif kind == "decide_end" and entry is not None:
