@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,10 +30,10 @@ from streams.scheduler.algorithm.model import CycleInput, CycleResult
 from streams.scheduler.algorithm.preempting import schedule
 from streams.scheduler.commands import command
 from streams.scheduler.config import CycleConfig
-from streams.scheduler.convert import node_taints, scheduling_node, scheduling_queue
+from streams.scheduler.convert import scheduling_queue
 from streams.scheduler.feed import ExecutorState, JobDelta, Tick, node_id, updated
 from streams.scheduler.index import END, LEASE, REQUEUE, Entry, SchedulerIndex, job_key
-from streams.scheduler.pool_jobs import Gathered, PoolContext, gather
+from streams.scheduler.pool_jobs import Gathered, PoolContext, executor_nodes, gather
 
 SCHEDULER_USER = "scheduler"
 CYCLES_QUEUE, CYCLES_JOB_SET = "_scheduler", "cycles"
@@ -212,18 +211,19 @@ class Cycle:
             self.outcome.left_waiting = any(entry.delta.state == "queued" and entry.expect != END for entry in self.index.jobs.values())
             return
         self.index.keep_pools(pools)
+        held = max((pc.priority for pc in self.config.scheduling.priority_classes.values()), default=0)
         leased: set[str] = set()
         for pool in pools:
             config = self.config.for_pool(pool)
-            executors = [state for state in self.schedulable if state.pool == pool]
-            where = {node_id(s.executor, n.name): (s.executor, n.name) for s in executors for n in s.nodes}
-            taints = {node_id(s.executor, n.name): node_taints(n) for s in executors for n in s.nodes}
+            executors = [executor_nodes(self.index, state, held) for state in self.schedulable if state.pool == pool]
+            where = {ident: place for executor in executors for ident, place in executor.where.items()}
+            taints = {ident: taints for executor in executors for ident, taints in executor.taints.items()}
             context = PoolContext(where, taints, frozenset(queues), config.priority_classes, config.well_known_node_types)
             gathered = gather(self.index, pool, context)
             active = sorted(gathered.queued_per_queue.keys() | gathered.running_per_queue.keys())
             inputs = CycleInput(
                 queues=tuple(scheduling_queue(queues[name], pool) for name in active),
-                nodes=tuple(self.nodes(executors, gathered.unmanaged)),
+                nodes=tuple(node for executor in executors for node in executor.scheduling_nodes(gathered.unmanaged)),
                 running=tuple(gathered.running),
                 queued=tuple(gathered.queued),
                 now=self.now / 1000.0,
@@ -239,17 +239,6 @@ class Cycle:
             # The result holds the buckets of the pool's active queues only: the others keep theirs.
             limiters = replace(result.limiters, per_queue={**self.index.limiters.per_queue, **result.limiters.per_queue})
             self.outcome.changed += self.index.set_limiters(limiters)
-
-    def nodes(self, executors: Iterable[ExecutorState], unmanaged: dict[str, dict[str, int]]) -> Iterable[Any]:
-        """``unmanaged``: per node, what runs the cycle cannot schedule around hold, counted as
-        used by pods Flotilla did not start."""
-        held = max((pc.priority for pc in self.config.scheduling.priority_classes.values()), default=0)
-        for state in executors:
-            for node in state.nodes:
-                extra = unmanaged.get(node_id(state.executor, node.name))
-                if extra:
-                    node = replace(node, used={k: node.used.get(k, 0) + extra.get(k, 0) for k in {*node.used, *extra}})
-                yield scheduling_node(state, node, held)
 
     def apply(self, pool: str, result: CycleResult, where: dict[str, tuple[str, str]], leased: set[str]) -> None:
         for placed in result.scheduled:

@@ -35,7 +35,7 @@ from streams.scheduler.convert import limiters_from_json, limiters_to_json, sche
 from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction, updated
 
 if TYPE_CHECKING:
-    from streams.scheduler.pool_jobs import PoolJobs
+    from streams.scheduler.pool_jobs import ExecutorNodes, PoolJobs
 
 LEASE, REQUEUE, END = "lease", "requeue", "end"
 LIMITERS_KEY = "x:limiters"
@@ -135,6 +135,8 @@ class SchedulerIndex:
         # and the jobs whose entries changed since (noted only while some pool's are kept).
         self.pool_jobs: dict[str, PoolJobs] = {}
         self._changed: set[str] = set()
+        # Each executor's nodes as a cycle uses them, made from its latest report (`pool_jobs.executor_nodes`).
+        self.executor_nodes: dict[str, ExecutorNodes] = {}
         self.executors: dict[str, ExecutorState] = {}
         # Per executor the time of its latest report, full or heartbeat: its liveness. The
         # state's own time is when its runs were listed.

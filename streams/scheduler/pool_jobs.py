@@ -11,13 +11,14 @@ them equal).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 
 from streams.scheduler.algorithm.matching import held_priority
-from streams.scheduler.algorithm.model import Job, PriorityClass, RunningJob, Taint, WellKnownNodeType
+from streams.scheduler.algorithm.model import Job, Node, PriorityClass, RunningJob, Taint, WellKnownNodeType
 from streams.scheduler.algorithm.state import RunningStates
-from streams.scheduler.feed import node_id
+from streams.scheduler.convert import node_taints, scheduling_node
+from streams.scheduler.feed import ExecutorState, node_id
 from streams.scheduler.index import END, Entry, SchedulerIndex
 
 
@@ -132,3 +133,44 @@ def gather(index: SchedulerIndex, pool: str, context: PoolContext) -> Gathered:
         kept.refresh(index.jobs, kept.pending)
     kept.pending = set()
     return kept.gathered()
+
+
+@dataclass(frozen=True)
+class ExecutorNodes:
+    """What an executor's report gives a cycle: its node ids (-> (executor, node name)), their taints
+    and scheduling nodes (with ``held``: the level at which pods Flotilla did not start hold their
+    resources). Made once per report (`executor_nodes`), not at every cycle."""
+
+    state: ExecutorState
+    held: int
+    where: dict[str, tuple[str, str]]
+    taints: dict[str, tuple[Taint, ...]]
+    nodes: tuple[Node, ...]
+
+    def scheduling_nodes(self, unmanaged: Mapping[str, Mapping[str, int]]) -> Iterator[Node]:
+        """The nodes, where ``unmanaged`` (per node) says runs the cycle cannot schedule around
+        hold resources counted as used by pods Flotilla did not start."""
+        for state_node, node in zip(self.state.nodes, self.nodes, strict=True):
+            extra = unmanaged.get(node.id)
+            if extra:
+                used = state_node.used
+                yield scheduling_node(
+                    self.state, replace(state_node, used={k: used.get(k, 0) + extra.get(k, 0) for k in {*used, *extra}}), self.held
+                )
+            else:
+                yield node
+
+
+def executor_nodes(index: SchedulerIndex, state: ExecutorState, held: int) -> ExecutorNodes:
+    """The executor's `ExecutorNodes` for its latest report, kept by the index from cycle to cycle."""
+    kept = index.executor_nodes.get(state.executor)
+    if kept is None or kept.state is not state or kept.held != held:
+        ids = [node_id(state.executor, node.name) for node in state.nodes]
+        kept = index.executor_nodes[state.executor] = ExecutorNodes(
+            state,
+            held,
+            {ident: (state.executor, node.name) for ident, node in zip(ids, state.nodes, strict=True)},
+            {ident: node_taints(node) for ident, node in zip(ids, state.nodes, strict=True)},
+            tuple(scheduling_node(state, node, held) for node in state.nodes),
+        )
+    return kept
