@@ -9,10 +9,11 @@ from hypothesis import strategies as st
 
 from streams.scheduler.algorithm.model import Taint
 from streams.scheduler.config import CycleConfig
+from streams.scheduler.convert import scheduling_node
 from streams.scheduler.cycle import run_cycle
 from streams.scheduler.feed import JobSetAction, node_id
 from streams.scheduler.index import END, LEASE, REQUEUE, SchedulerIndex
-from streams.scheduler.pool_jobs import Gathered, PoolContext, PoolJobs, gather
+from streams.scheduler.pool_jobs import Gathered, PoolContext, PoolJobs, executor_nodes, gather
 from tests.kit.scheduler import DEFAULT, PREEMPTIBLE, delta, executor, nodes, running, tick
 
 CLASSES = CycleConfig().scheduling.priority_classes
@@ -103,3 +104,21 @@ def test_cycles_keep_each_pools_jobs_in_the_index_and_a_reload_starts_afresh() -
     reloaded = SchedulerIndex()
     reloaded.load((key, value) for key, value in ((key, index.dump(key)) for key in index.keys()) if value is not None)
     assert reloaded.pool_jobs == {}
+
+
+def test_an_executors_nodes_are_made_once_per_report_and_equal_nodes_made_anew() -> None:
+    index = SchedulerIndex()
+    report = executor("ex1", 1_000, nodes(3))
+    made = executor_nodes(index, report, 1000)
+    assert executor_nodes(index, report, 1000) is made
+    assert list(made.scheduling_nodes({})) == [scheduling_node(report, node, 1000) for node in report.nodes]
+    assert made.where == {f"ex1/n{i}": ("ex1", f"n{i}") for i in range(3)}
+    # Runs the cycle does not know count as used by other pods, on their node only.
+    extra = {"ex1/n1": {"cpu": 2_000}}
+    with_extra = list(made.scheduling_nodes(extra))
+    assert with_extra[1] == scheduling_node(report, replace(report.nodes[1], used={"cpu": 2_000}), 1000)
+    assert with_extra[0] is made.nodes[0] and with_extra[2] is made.nodes[2]
+    later = executor("ex1", 2_000, nodes(2))
+    remade = executor_nodes(index, later, 1000)
+    assert remade is not made and [node.id for node in remade.nodes] == ["ex1/n0", "ex1/n1"]
+    assert executor_nodes(index, later, 2000) is not remade  # another held priority: made anew
