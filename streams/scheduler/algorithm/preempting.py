@@ -42,12 +42,15 @@ from streams.scheduler.algorithm.model import (
 )
 from streams.scheduler.algorithm.nodedb import NO_PREEMPTION, NodeDb
 from streams.scheduler.algorithm.queue_order import CandidateGangs, rescheduling_order
-from streams.scheduler.algorithm.state import JobState, Shape, order_key
+from streams.scheduler.algorithm.state import JobState, RunningStates, Shape, order_key
 from streams.scheduler.algorithm.submission import SUBMISSION, in_submission_order
 
 _BY_ID = attrgetter("id")
 _BY_NODE_AND_ID = attrgetter("node", "id")
 _BY_JOB_ID = attrgetter("job.id")
+# Running jobs counted per (node, levels they take, request pairs) and per (queue, class, request pairs).
+_BindKey = tuple[int, int, tuple[tuple[int, int], ...]]
+_HoldKey = tuple[str, str, tuple[tuple[int, int], ...]]
 _REQUESTS = attrgetter("job.requests")
 _SCHEDULED_PRIORITY = attrgetter("scheduled_priority")
 # Compares above every queued job's order key: the queue was walked to its end.
@@ -148,9 +151,13 @@ class _PreemptingScheduler:
         classes = self.config.priority_classes
         gang_members: dict[str, list[JobState]] = defaultdict(list)
         index_of, shape, running = self.nodedb.index_of, self._shape, self.running
-        carried, names = inputs.carried, tuple(self.names)
-        kept = carried.states if carried is not None and carried.names == names else {}
-        made: dict[str, tuple[RunningJob, JobState]] = {}
+        carried = inputs.carried if inputs.carried is not None else RunningStates()
+        # What a kept state's counts depend on besides its job: resource positions, node positions, levels, active queues.
+        key = (tuple(self.names), tuple(node.id for node in self.nodedb.nodes), tuple(self.nodedb.priorities), tuple(self.queues))
+        if carried.key != key:
+            carried.key, carried.states, carried.bound, carried.held = key, {}, defaultdict(int), defaultdict(int)
+        kept, bound, holding, bind_cut, active = carried.states, carried.bound, carried.held, self.nodedb.bind_cut, self.queues
+        made: dict[str, tuple[RunningJob, JobState, _BindKey, _HoldKey | None]] = {}
         for run in sorted(inputs.running, key=_BY_JOB_ID):
             job = run.job
             node = index_of.get(run.node)
@@ -162,16 +169,24 @@ class _PreemptingScheduler:
             if last is not None and last[0] is run and last[1].pc is pc:
                 js = last[1]
                 js.reset(node, run.scheduled_priority)
+                made[job.id] = last
             else:
+                if last is not None:
+                    _uncount(last, bound, holding)
                 js = JobState(job, shape(job, pc), True, run.started_at, node, run.scheduled_priority)
-            made[job.id] = (run, js)
+                hold_key = (js.queue, pc.name, js.pairs) if js.queue in active else None
+                counted = made[job.id] = (run, js, (node, bind_cut(js), js.pairs), hold_key)
+                bound[counted[2]] += 1
+                if hold_key is not None:
+                    holding[hold_key] += 1
             running.append(js)
             if js.gang_id:
                 gang_members[js.gang_id].append(js)
-        if carried is not None:
-            carried.names, carried.states = names, made
-        self.nodedb.bind_all(self.running)
-        self._account_all(self.running)
+        for job_id in kept.keys() - made.keys():
+            _uncount(kept[job_id], bound, holding)
+        carried.states = made
+        self.nodedb.bind_counted(bound)
+        self._account_counted(holding)
         # What the running jobs hold per queue and class is also their part of the queues' demand.
         self.running_demand = {key: list(held) for key, held in self.class_allocation.items()}
         for members in gang_members.values():
@@ -222,13 +237,9 @@ class _PreemptingScheduler:
             queue_alloc[i] += sign * amount
             class_alloc[i] += sign * amount
 
-    def _account_all(self, running: list[JobState]) -> None:
-        """`_account` (+1) of every running job of an active queue, summed per queue and class first."""
-        counts: dict[tuple[str, str, tuple[tuple[int, int], ...]], int] = defaultdict(int)
-        for js in running:
-            if js.queue in self.queues:
-                counts[(js.queue, js.pc.name, js.pairs)] += 1
-        for (queue, class_name, pairs), count in counts.items():
+    def _account_counted(self, held: dict[_HoldKey, int]) -> None:
+        """`_account` (+1) of every running job of an active queue, given as counts per (queue, class, request)."""
+        for (queue, class_name, pairs), count in held.items():
             queue_alloc = self.allocation[queue]
             class_alloc = self.class_allocation[(queue, class_name)]
             for i, amount in pairs:
@@ -664,6 +675,18 @@ def _group_queued(queued: Iterable[Job]) -> tuple[dict[_GroupKey, list[Job]], se
             )
         ].append(job)
     return grouped, {name for key in grouped for name, _ in key[3]}
+
+
+def _uncount(kept: tuple[RunningJob, JobState, _BindKey, _HoldKey | None], bound: dict[_BindKey, int], held: dict[_HoldKey, int]) -> None:
+    """Take a kept running job's state out of the kept counts (it no longer runs, or runs anew)."""
+    _, _, bind_key, hold_key = kept
+    bound[bind_key] -= 1
+    if not bound[bind_key]:
+        del bound[bind_key]
+    if hold_key is not None:
+        held[hold_key] -= 1
+        if not held[hold_key]:
+            del held[hold_key]
 
 
 def _chain(first: Iterable[JobState], rest: Iterator[JobState]) -> Iterator[JobState]:

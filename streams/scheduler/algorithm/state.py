@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from streams.scheduler.algorithm.model import Job, PriorityClass, RunningJob
+
+Pairs = tuple[tuple[int, int], ...]
 
 
 class Shape:
@@ -111,11 +115,19 @@ def order_key(job: Job, pc: PriorityClass, running: bool, started_at: float) -> 
 class RunningStates:
     """A pool's running jobs' states as its last cycle made them, for its next cycle to reuse
     (`CycleInput.carried`): most running jobs go on unchanged for many cycles, and making their
-    states anew was much of a cycle's set-up. A state is reused for the same `RunningJob` object,
-    priority class and resource names only, reset as if made anew (`JobState.reset`)."""
+    states anew, binding them to their nodes and adding up their queues' allocations was much of a
+    cycle's set-up. A state is reused for the same `RunningJob` object and priority class, under the
+    same resource names, nodes, levels and active queues, reset as if made anew (`JobState.reset`);
+    the counts change by the jobs that came and went only."""
 
-    __slots__ = ("names", "states")
+    __slots__ = ("key", "states", "bound", "held")
 
     def __init__(self) -> None:
-        self.names: tuple[str, ...] = ()
-        self.states: dict[str, tuple[RunningJob, JobState]] = {}
+        # What the states and counts were made for: resource names, node ids, priority levels, active queues.
+        self.key: tuple[object, ...] = ()
+        # Per job id: its run, its state, and what it was counted under in ``bound`` and ``held``.
+        self.states: dict[str, tuple[RunningJob, JobState, tuple[int, int, Pairs], tuple[str, str, Pairs] | None]] = {}
+        # The states counted per (node, levels taken, request pairs), for the node db (`NodeDb.bind_counted`),
+        # and those of active queues per (queue, class, request pairs), for the queues' allocations.
+        self.bound: dict[tuple[int, int, Pairs], int] = defaultdict(int)
+        self.held: dict[tuple[str, str, Pairs], int] = defaultdict(int)

@@ -1,5 +1,6 @@
 """Running jobs' states carried from cycle to cycle (`RunningStates`) decide exactly as states made anew."""
 
+from collections import Counter
 from dataclasses import replace
 
 from hypothesis import given, settings
@@ -24,31 +25,48 @@ def next_running(inputs: CycleInput, result: CycleResult, kept: dict[str, Runnin
     return running
 
 
-@settings(max_examples=60, deadline=None)
+def recounted(carried: RunningStates) -> tuple[Counter, Counter]:
+    """The kept states' counts made afresh from the states themselves."""
+    bound: Counter = Counter()
+    held: Counter = Counter()
+    for _, _, bind_key, hold_key in carried.states.values():
+        bound[bind_key] += 1
+        if hold_key is not None:
+            held[hold_key] += 1
+    return bound, held
+
+
+@settings(max_examples=80, deadline=None)
 @given(
     st.lists(st.integers(2, 8), min_size=1, max_size=4),
-    st.lists(st.lists(job_spec, max_size=10), min_size=2, max_size=5),
+    st.lists(
+        st.tuples(st.lists(job_spec, max_size=10), st.sets(st.sampled_from(QUEUES), min_size=1), st.booleans()), min_size=2, max_size=6
+    ),
     st.sampled_from([0.0, 0.5, 1.0]),
 )
 def test_cycles_with_carried_states_decide_as_cycles_with_states_made_anew(cpus, arrivals, protected) -> None:
     """Queues arrive one after another onto full nodes, so that carried states are evicted,
-    preempted, put back and rescheduled; each cycle's result must equal the uncarried one."""
-    nodes = [node(f"n{i}", cpu=cpu, mem=64) for i, cpu in enumerate(cpus)]
+    preempted, put back and rescheduled; queues go quiet and come back, the last node goes and
+    comes back. Each cycle's result must equal the uncarried one, and the kept counts a recount."""
+    all_nodes = [node(f"n{i}", cpu=cpu, mem=64) for i, cpu in enumerate(cpus)]
     cfg = config(protected_fraction_of_fair_share=protected, enable_prefer_large_job_ordering=True)
     carried = RunningStates()
     running: list[RunningJob] = []
     queued: list = []
     kept: dict[str, RunningJob] = {}
-    for n, specs in enumerate(arrivals):
+    for n, (specs, active, drop_node) in enumerate(arrivals):
+        nodes = all_nodes[:-1] if drop_node and len(all_nodes) > 1 else all_nodes
         queued = [*queued, *make_jobs(specs, f"c{n}-", 100 * n)]
-        inputs = cycle(QUEUES, nodes, queued, running, now=float(n))
+        inputs = cycle(sorted(active), nodes, queued, running, now=float(n))
         fresh = schedule(inputs, cfg)
         reused = schedule(replace(inputs, carried=carried), cfg)
         assert reused == fresh
-        assert set(carried.states) == {run.job.id for run in running}
+        lost = {p.job_id for p in fresh.preempted}
+        assert set(carried.states) == {run.job.id for run in running if run.node in {n.id for n in nodes}}
+        assert (Counter(carried.bound), Counter(carried.held)) == recounted(carried)
         scheduled = {s.job_id for s in fresh.scheduled}
         queued = [j for j in queued if j.id not in scheduled]
-        running = next_running(inputs, fresh, kept, float(n))
+        running = [run for run in next_running(inputs, fresh, kept, float(n)) if run.job.id not in lost]
 
 
 def test_a_reset_state_is_the_state_made_anew() -> None:
@@ -75,7 +93,7 @@ def test_a_state_is_made_anew_for_another_run_of_the_job() -> None:
     carried = RunningStates()
     first = RunningJob(j, "n0", 0, 0.0)
     schedule(cycle(QUEUES, nodes, running_jobs=[first], carried=carried), config())
-    (_, state) = carried.states["j1"]
+    state = carried.states["j1"][1]
     schedule(cycle(QUEUES, nodes, running_jobs=[first], carried=carried), config())
     assert carried.states["j1"][1] is state
     moved = RunningJob(j, "n1", 0, 1.0)
