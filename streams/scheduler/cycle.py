@@ -206,11 +206,11 @@ class Cycle:
     def place(self) -> None:
         queues = {q.name: q for q in self.tick.queues}
         pools = sorted({state.pool for state in self.schedulable})
+        self.index.keep_pools(pools)
         if not pools:
             # No executor can take a job: a queued one waits (and a tick before the period would change nothing).
             self.outcome.left_waiting = any(entry.delta.state == "queued" and entry.expect != END for entry in self.index.jobs.values())
             return
-        self.index.keep_pools(pools)
         held = max((pc.priority for pc in self.config.scheduling.priority_classes.values()), default=0)
         leased: set[str] = set()
         for pool in pools:

@@ -101,6 +101,12 @@ def test_cycles_keep_each_pools_jobs_in_the_index_and_a_reload_starts_afresh() -
     index.apply(delta("j3"))
     run_cycle(index, tick(2_000, "a"), 2, config)
     assert index.pool_jobs["default"] is kept and sorted(kept.running) == ["j0", "j1", "j2"] and sorted(kept.queued) == ["j3"]
+    # A cycle with no executor to schedule on forgets the kept jobs, and the index stops noting changes.
+    for offset in range(3, 3 + config.missed_cycles + 2):  # silent for long and for more cycles than allowed
+        run_cycle(index, tick(200_000 + offset, "a"), offset, config)
+    assert index.pool_jobs == {}
+    index.apply(delta("j4"))
+    assert index.take_changed() == set()
     reloaded = SchedulerIndex()
     reloaded.load((key, value) for key, value in ((key, index.dump(key)) for key in index.keys()) if value is not None)
     assert reloaded.pool_jobs == {}
