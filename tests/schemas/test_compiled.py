@@ -142,6 +142,10 @@ def test_records_read_shared_are_one_value_per_distinct_encoding() -> None:
     assert decoded == codec.decode("event_sequence", data)
     pods = [event["payload"][1]["pod_spec"] for event in decoded["events"]]
     assert pods[0] is pods[1] is pods[3] and pods[2] is not pods[0]
+    read_shared = codec.decode("event_sequence", data, keep="flotilla.JobSubmitted", shared=frozenset({"flotilla.JobSubmitted", *SHARED}))
+    specs_read = [event["payload"][1] for event in read_shared["events"]]
+    assert specs_read[0] is specs_read[3] and specs_read[1] is not specs_read[0] and specs_read[1]["pod_spec"] is specs_read[0]["pod_spec"]
+    assert read_shared == decoded
     assert pods[2]["node_selector"] == {"zone": "b"} and pods[0]["node_selector"] == spec["pod_spec"]["node_selector"]
     read = [event["payload"][1] for event in decoded["events"]]
     assert [each.encoding for each in read] == [codec.encode_body("job_submitted", each) for each in specs]  # type: ignore[attr-defined]
