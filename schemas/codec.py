@@ -329,7 +329,9 @@ class Registry:
             self._taggers[name] = _compile_tagger(parsed, parsed["__named_schemas"], {}) or _unchanged
         return self._taggers[name]
 
-    def compiled(self, name: str, keep: str | None = None, skip: frozenset[str] = frozenset(), shared: frozenset[str] = frozenset()) -> Compiled:
+    def compiled(
+        self, name: str, keep: str | None = None, skip: frozenset[str] = frozenset(), shared: frozenset[str] = frozenset()
+    ) -> Compiled:
         """The current schema ``name``'s reader and writer (see `schemas.compiled`), compiled once."""
         key = (name, keep, skip, shared)
         found = self._compiled.get(key)
@@ -376,7 +378,13 @@ class Registry:
         return bytes(out)
 
     def decode(
-        self, name: str, data: bytes | None, *, keep: str | None = None, skip: frozenset[str] = frozenset(), shared: frozenset[str] = frozenset()
+        self,
+        name: str,
+        data: bytes | None,
+        *,
+        keep: str | None = None,
+        skip: frozenset[str] = frozenset(),
+        shared: frozenset[str] = frozenset(),
     ) -> dict:
         """Deserialise a message in any of the three framings, resolving its writer's schema
         against the current one.

@@ -524,7 +524,12 @@ def _nullable(schema: Any, source: _Source) -> bool:
 
 
 def _build(
-    kind: str, schema: Any, named: Mapping[str, Any], keep: str | None = None, skip: frozenset[str] = frozenset(), shared: frozenset[str] = frozenset()
+    kind: str,
+    schema: Any,
+    named: Mapping[str, Any],
+    keep: str | None = None,
+    skip: frozenset[str] = frozenset(),
+    shared: frozenset[str] = frozenset(),
 ) -> Callable[..., Any]:
     source = _Source(named, keep, skip, shared)
     lines: list[str] = []
@@ -539,7 +544,9 @@ def _build(
     return namespace["_entry"]
 
 
-def compile_schema(parsed: Any, keep: str | None = None, skip: frozenset[str] = frozenset(), shared: frozenset[str] = frozenset()) -> Compiled:
+def compile_schema(
+    parsed: Any, keep: str | None = None, skip: frozenset[str] = frozenset(), shared: frozenset[str] = frozenset()
+) -> Compiled:
     """The reader and writer of ``parsed`` (fastavro's `parse_schema` form, its named types in
     ``__named_schemas``); the reader gives each record of type ``keep`` (a full name) as an `Encoded`,
     each record of a type in ``skip`` as None, and those of a type in ``shared`` read once per distinct

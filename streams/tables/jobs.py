@@ -174,7 +174,10 @@ class JobStore:
         job_id = job["job_id"]
         pending = self._pending
         if job_id in self._unstored or (
-            job_id not in pending.jobs and job_id not in self._handed.jobs and job_id not in self._decoded and read(self.specs, job_id) is None
+            job_id not in pending.jobs
+            and job_id not in self._handed.jobs
+            and job_id not in self._decoded
+            and read(self.specs, job_id) is None
         ):
             self._unstored.discard(job_id)
             pending.specs[job_id] = partition

@@ -148,7 +148,7 @@ def test_records_read_shared_are_one_value_per_distinct_encoding() -> None:
     assert read_shared == decoded
     assert pods[2]["node_selector"] == {"zone": "b"} and pods[0]["node_selector"] == spec["pod_spec"]["node_selector"]
     read = [event["payload"][1] for event in decoded["events"]]
-    assert [each.encoding for each in read] == [codec.encode_body("job_submitted", each) for each in specs]  # type: ignore[attr-defined]
+    assert [each.encoding for each in read] == [codec.encode_body("job_submitted", each) for each in specs]
 
 
 @pytest.mark.parametrize("cut", [1, 5, 40])
