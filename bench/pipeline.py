@@ -85,7 +85,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -540,13 +540,17 @@ class CpuMeter:
 
 @contextmanager
 def profiled(session: Session, phase: str) -> Iterator[None]:
-    """py-spy on the worker during a phase, when asked for: `--format raw` (folded stacks)."""
+    """py-spy on every worker during a phase, when asked for: `--format raw` (folded stacks), one file
+    per worker (``-w0``, ``-w1``... after the phase's name when there are several)."""
     args = session.args
     if not args.py_spy:
         yield
         return
-    # with several workers, the first (profile one at a time)
-    with py_spy_recording(session.children, args.py_spy, session.worker_pids[0], f"{args.profile_out}-{phase}.txt", log=log):
+    pids = session.worker_pids
+    with ExitStack() as recordings:
+        for n, pid in enumerate(pids):
+            out = f"{args.profile_out}-{phase}" + (f"-w{n}" if len(pids) > 1 else "") + ".txt"
+            recordings.enter_context(py_spy_recording(session.children, args.py_spy, pid, out, log=log))
         yield
 
 
@@ -1096,7 +1100,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--settle", type=float, default=30.0, help="s to keep watching after each throughput phase for leases taken back (default 30)"
     )
-    parser.add_argument("--py-spy", metavar="BIN", help="profile the worker during both throughput phases")
+    parser.add_argument("--py-spy", metavar="BIN", help="profile every worker during both throughput phases")
     parser.add_argument(
         "--profile-out", default="/tmp/pipeline-profile", help="py-spy output prefix; -stream.txt / -queued-first.txt are appended"
     )

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import os
+import signal
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +71,22 @@ def wait_until_ready(bootstrap: str, timeout: float = 20.0, process: subprocess.
     raise BrokerError(f"broker at {bootstrap} did not answer metadata requests within {timeout:.0f}s")
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _stopped_with(parent: int) -> Callable[[], None]:
+    """What the broker's process runs before it starts Tansu: ask the kernel for SIGTERM when the thread that
+    started it ends (Linux), and end at once if that parent is already gone."""
+
+    def preexec() -> None:
+        if sys.platform == "linux":
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
 @dataclass
 class EmbeddedBroker:
     """A Tansu process on 127.0.0.1; use as a context manager or call start()/stop()."""
@@ -73,7 +94,10 @@ class EmbeddedBroker:
     host: str = "127.0.0.1"
     port: int = 0
     log_path: Path | None = None
-    new_session: bool = False  # True: a session (and process group) of its own; Ctrl-C reaches only the parent, which stops us
+    # True: a session (and process group) of its own, so a terminal's Ctrl-C reaches only the parent, which
+    # stops the broker after the processes using it (Tansu exits at once on SIGINT, whatever is ignored);
+    # and it is stopped by the kernel if the parent dies, which a kill of the parent's group no longer does.
+    new_session: bool = False
     # The port told to clients in metadata when something else fronts the broker (0: its own port).
     advertised_port: int = 0
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
@@ -109,6 +133,7 @@ class EmbeddedBroker:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=self.new_session,
+            preexec_fn=_stopped_with(os.getpid()) if self.new_session else None,
         )
         try:
             wait_until_ready(self.bootstrap, timeout, self._process)

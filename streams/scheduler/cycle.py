@@ -116,7 +116,7 @@ class Cycle:
             d = entry.delta
             if entry.announce_priority is not None:
                 self.emit(d, "JobReprioritised", {"new_priority": entry.announce_priority})
-                entry.announce_priority = None
+                entry.announce_priority = entry.announce_from = None
                 self.index.touch(job_id)
                 self.outcome.changed.append(job_key(job_id))
             active = d.run_active  # asked once: most busy jobs are running, and nothing is to be done for them

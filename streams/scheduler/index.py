@@ -60,6 +60,11 @@ class Entry:
     # since under load the fold accepts a lease long after the cycle made it.
     fold_run: str | None = None
     fold_run_at: int = 0
+    # The job's priority as the fold had it when ``announce_priority`` was set (None: not known, a row
+    # stored before it was kept). A delta that brings the announced priority from another one is the
+    # fold of the announcement itself: a refold of a restored log forwards the job-set action again,
+    # then the JobReprioritised events the cycles emitted for it, which announce nothing new.
+    announce_from: float | None = None
     # The acceptance record (its feed offset) that holds ``fold_run`` for the table, while the stored
     # entry does not (see the module's docstring).
     accepted_in: int | None = None
@@ -201,6 +206,7 @@ class SchedulerIndex:
             entry = self.jobs[delta.job_id] = Entry(delta)
             self._fold_run(entry)
             return [key]
+        announced = self._announced(entry, delta)
         # Requests are sticky, and a job-set cancel is known here only (the fold does not mark
         # the jobs), so neither a newer nor an older delta takes one away.
         flags = (entry.delta.cancel_requested or delta.cancel_requested, entry.delta.preempt_requested or delta.preempt_requested)
@@ -219,13 +225,21 @@ class SchedulerIndex:
                 # The confirmation of a decision: recorded with the batch's acceptances, not by writing the entry again.
                 self._release(delta.job_id, entry)
                 self._accepting[delta.job_id] = entry
-            return []
+            return [key] if announced else []
         else:
             # Older than our decision: only the requests are taken from it.
             if flags == (entry.delta.cancel_requested, entry.delta.preempt_requested):
-                return []
+                return [key] if announced else []
             entry.set(updated(entry.delta, cancel_requested=flags[0], preempt_requested=flags[1]))
         return [key]
+
+    @staticmethod
+    def _announced(entry: Entry, delta: JobDelta) -> bool:
+        """Whether ``delta`` is the fold of the entry's announcement (`Entry.announce_from`), which is then made."""
+        if entry.announce_priority is None or delta.priority != entry.announce_priority or entry.announce_from in (None, delta.priority):
+            return False
+        entry.announce_priority = entry.announce_from = None
+        return True
 
     def _fold_run(self, entry: Entry) -> bool:
         """Note the entry's active run as accepted by the fold, if it is new; whether it was."""
@@ -245,6 +259,8 @@ class SchedulerIndex:
                 entry.set(updated(entry.delta, cancel_requested=True))
                 entry.cancel_reason = action.reason or None
             elif action.action == "reprioritise" and action.new_priority is not None:
+                if entry.announce_priority is None:
+                    entry.announce_from = entry.delta.priority
                 entry.set(updated(entry.delta, priority=action.new_priority))
                 entry.announce_priority = action.new_priority
             else:
@@ -331,6 +347,7 @@ class SchedulerIndex:
                 entry.cancel_reason,
                 entry.fold_run,
                 entry.fold_run_at,
+                entry.announce_from,
             ]
             return feed.compact_json(row).encode()
         if kind == "a":

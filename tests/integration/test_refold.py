@@ -12,6 +12,7 @@ what the test produced.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.integration
 QUEUE, USER = "team-a", "alice"
 NO_CYCLES = {"FLOTILLA_SCHEDULE_PERIOD_S": "3600", "FLOTILLA_EARLY_TICKS": "false"}
 JOB_SETS = ("set-1", "set-2")
+ANNOUNCED = "set-1"  # its reprioritisation was announced to each job by a cycle; set-2's is still to announce
 JOBS_PER_SET = 120
 SUBMITS_PER_RECORD = 40
 
@@ -68,6 +70,9 @@ def the_log() -> tuple[list[tuple[bytes, bytes]], dict[str, str]]:
         records.append(sequence(job_set, *(jobs[i]("JobCancelled", run_id=None, reason="not needed") for i in cancelled)))
         action = {"event_id": f"{job_set}-reprioritised", "created": 99_000, "job_id": None, "payload": {"new_priority": 7.0}}
         records.append(sequence(job_set, ("JobReprioritised", action)))
+        if job_set == ANNOUNCED:  # a cycle announced it to each of the job set's queued jobs
+            queued = [i for i in ids if i not in runs and i not in cancelled]
+            records.append(sequence(job_set, *(jobs[i]("JobReprioritised", new_priority=7.0) for i in queued)))
         ends.update({i: "succeeded" if i in runs else "cancelled" if i in cancelled else "queued" for i in ids})
     return records, ends
 
@@ -135,3 +140,7 @@ def test_a_restored_log_refolds_into_the_tables_its_live_fold_left(tmp_path: Pat
     assert len(folded_live["scheduler-index"]) == len(ends) // 3
     for table, values in folded_live.items():
         assert folded_again[table] == values, f"{table} after the restore differs from the live fold's"
+    # The refold forwards the reprioritisation again: only the job set whose jobs have no JobReprioritised
+    # event yet is left to announce (the other's announcements were made, and would be made twice).
+    announcing = {key[2:].rsplit("-job-", 1)[0] for key, value in folded_again["scheduler-index"].items() if json.loads(value or b"")[3]}
+    assert announcing == set(JOB_SETS) - {ANNOUNCED}

@@ -31,7 +31,7 @@ from streams.archive.segments import index_path, read_index, segments_in
 from streams.client.rest import Client
 from tests.archive.builders import EVENTS, written
 from tests.integration.helpers import create_queue, get_job, submit
-from tests.integration.test_ops_run import FLOTILLA, READY_LINE, Output, cli, in_the_foreground
+from tests.integration.test_ops_run import FLOTILLA, READY_LINE, Output, cli, in_the_foreground, listening
 from tests.integration.workers import ROOT, poll
 
 pytestmark = pytest.mark.integration
@@ -78,6 +78,13 @@ class Up:
             return READY_LINE in self.output.lines
 
         poll(ready, 300, f"{READY_LINE!r} from flotilla up")
+
+    @property
+    def broker_port(self) -> int:
+        """The embedded broker's port, from the banner."""
+        found = re.search(r"broker +tansu://127\.0\.0\.1:(\d+)", self.output.text)
+        assert found, self.output.text
+        return int(found.group(1))
 
     def signal_group(self, signum: int) -> None:
         os.killpg(self.process.pid, signum)
@@ -172,6 +179,12 @@ def restarted_with_everything(tmp_path: Path, stop: int) -> None:
             assert second.returncode == 1 and f"is in use by pid {first.process.pid} (flotilla up)" in second.stderr, second.stderr
     finally:
         first.signal_group(stop)
+    # Neither way of stopping leaves the broker running (it has a process group of its own, out of the
+    # terminal's reach, so that it stops after the processes using it: they stop without errors).
+    poll(lambda: not listening(first.broker_port), 10, "the embedded broker to stop with flotilla up")
+    if stop == signal.SIGINT:
+        executor_log = (state / "executor.log").read_text()
+        assert "Traceback" not in executor_log and "ERROR" not in executor_log, executor_log
     assert sum(len(job_ids) for job_ids in jobs.values()) == 1000
     assert len(before) == 1000, "every acknowledged submission is in the archive"
 

@@ -204,6 +204,33 @@ def test_job_set_reprioritise_sets_the_priority_and_an_announcement() -> None:
     assert index.apply(JobSetAction("a", "s", "reprioritise", new_priority=None)) == []
 
 
+def test_the_fold_of_an_announced_reprioritisation_makes_the_announcement() -> None:
+    """A refold of a restored log forwards a job-set action again, then the deltas of the JobReprioritised
+    events the cycles emitted for it: the index must not announce them a second time."""
+    index = SchedulerIndex()
+    index.apply(delta("j1", priority=1.0))
+    index.apply(JobSetAction("a", "s", "reprioritise", new_priority=4.0))
+    # a delta the fold sent before it folded the announcement: still to announce
+    assert index.apply(replace(delta("j1", priority=1.0), state="queued")) == [job_key("j1")]
+    assert index.jobs["j1"].announce_priority == 4.0 and "j1" in index.busy
+    # the fold of the announcement: the job's priority moves to the announced one
+    assert index.apply(delta("j1", priority=4.0)) == [job_key("j1")]
+    assert index.jobs["j1"].announce_priority is None and "j1" not in index.busy
+    assert reloaded(index).jobs["j1"].announce_priority is None
+
+
+def test_a_reprioritisation_to_the_priority_a_job_has_is_announced_whatever_deltas_come() -> None:
+    index = SchedulerIndex()
+    index.apply(delta("j1", priority=4.0))
+    index.apply(JobSetAction("a", "s", "reprioritise", new_priority=4.0))
+    index.apply(delta("j1", priority=4.0))
+    assert index.jobs["j1"].announce_priority == 4.0
+    # and the stored entry keeps what the rule needs
+    again = reloaded(index)
+    again.apply(delta("j1", priority=4.0))
+    assert again.jobs["j1"].announce_priority == 4.0
+
+
 def test_executor_reports_replace_each_other() -> None:
     index = SchedulerIndex()
     assert index.apply(executor("ex1", 1_000)) == [executor_key("ex1")]

@@ -131,7 +131,7 @@ def _up(args: argparse.Namespace) -> int:
     if args.broker_port and not _port_free(port):
         port = free_port()
         print(f"port {args.broker_port} is busy; the embedded broker uses {port} instead", flush=True)
-    broker = EmbeddedBroker(port=port, log_path=state / "broker.log")
+    broker = EmbeddedBroker(port=port, log_path=state / "broker.log", new_session=True)
     try:
         broker.start()
     except BrokerError as exc:
