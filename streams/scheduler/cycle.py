@@ -20,22 +20,20 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any
 
 from streams.domain import events
 from streams.domain.gangs import FAIL_FAST
 from streams.domain.ids import new_id, run_id_for
-from streams.scheduler.algorithm.matching import held_priority
-from streams.scheduler.algorithm.model import CycleInput, CycleResult, Job, RunningJob, SchedulingConfig, Taint
+from streams.scheduler.algorithm.model import CycleInput, CycleResult
 from streams.scheduler.algorithm.preempting import schedule
 from streams.scheduler.commands import command
 from streams.scheduler.config import CycleConfig
-from streams.scheduler.convert import node_taints, scheduling_node, scheduling_queue
+from streams.scheduler.convert import scheduling_queue
 from streams.scheduler.feed import ExecutorState, JobDelta, Tick, node_id, updated
 from streams.scheduler.index import END, LEASE, REQUEUE, Entry, SchedulerIndex, job_key
+from streams.scheduler.pool_jobs import Gathered, PoolContext, executor_nodes, gather
 
 SCHEDULER_USER = "scheduler"
 CYCLES_QUEUE, CYCLES_JOB_SET = "_scheduler", "cycles"
@@ -100,12 +98,6 @@ class Cycle:
         self.emit(entry.delta, kind, payload)
         self.decide(entry, END, entry.delta)
         self.outcome.ended += 1
-
-    @cached_property
-    def job_ids(self) -> list[str]:
-        """Every indexed job, in id order. Decisions change entries, never which jobs the index
-        holds: one sort serves the cycle, made only when a pool is to be placed."""
-        return sorted(self.index.jobs)
 
     # -- 1 and 2: requests and the lease lifecycle -------------------------------------------
     def lifecycle(self) -> None:
@@ -181,7 +173,8 @@ class Cycle:
     # -- 3: orphans ---------------------------------------------------------------------------
     def orphans(self) -> None:
         # Forget runs no executor reports any more, so the set stays as small as the orphans.
-        self.index.orphans_cancelled &= {run_id for state in self.index.executors.values() for run_id in state.active}
+        if self.index.orphans_cancelled:
+            self.index.orphans_cancelled &= self.index.active_runs()
         for name, state in self.live.items():
             for run_id in state.active:
                 if run_id in self.index.orphans_cancelled:
@@ -213,85 +206,39 @@ class Cycle:
     def place(self) -> None:
         queues = {q.name: q for q in self.tick.queues}
         pools = sorted({state.pool for state in self.schedulable})
+        self.index.keep_pools(pools)
         if not pools:
             # No executor can take a job: a queued one waits (and a tick before the period would change nothing).
             self.outcome.left_waiting = any(entry.delta.state == "queued" and entry.expect != END for entry in self.index.jobs.values())
             return
+        held = max((pc.priority for pc in self.config.scheduling.priority_classes.values()), default=0)
         leased: set[str] = set()
         for pool in pools:
             config = self.config.for_pool(pool)
-            executors = [state for state in self.schedulable if state.pool == pool]
-            where = {node_id(s.executor, n.name): (s.executor, n.name) for s in executors for n in s.nodes}
-            taints = {node_id(s.executor, n.name): node_taints(n) for s in executors for n in s.nodes}
-            running, queued, unmanaged = self.pool_jobs(where, leased, queues, taints, config)
-            active = sorted({job.queue for job in queued} | {r.job.queue for r in running})
+            executors = [executor_nodes(self.index, state, held) for state in self.schedulable if state.pool == pool]
+            where = {ident: place for executor in executors for ident, place in executor.where.items()}
+            taints = {ident: taints for executor in executors for ident, taints in executor.taints.items()}
+            context = PoolContext(where, taints, frozenset(queues), config.priority_classes, config.well_known_node_types)
+            gathered = gather(self.index, pool, context)
+            active = sorted(gathered.queued_per_queue.keys() | gathered.running_per_queue.keys())
             inputs = CycleInput(
                 queues=tuple(scheduling_queue(queues[name], pool) for name in active),
-                nodes=tuple(self.nodes(executors, unmanaged)),
-                running=tuple(running),
-                queued=tuple(queued),
+                nodes=tuple(node for executor in executors for node in executor.scheduling_nodes(gathered.unmanaged)),
+                running=tuple(gathered.running),
+                queued=tuple(gathered.queued),
                 now=self.now / 1000.0,
                 seed=self.outcome.seed,
                 limiters=self.index.limiters,
+                carried=gathered.carried,
             )
             result = schedule(inputs, config)
             if self.config.observe is not None:
                 self.config.observe(pool, inputs, result)
             self.apply(pool, result, where, leased)
-            self.pools.append(self.pool_summary(pool, inputs, result))
+            self.pools.append(self.pool_summary(pool, inputs, result, gathered))
             # The result holds the buckets of the pool's active queues only: the others keep theirs.
             limiters = replace(result.limiters, per_queue={**self.index.limiters.per_queue, **result.limiters.per_queue})
             self.outcome.changed += self.index.set_limiters(limiters)
-
-    def nodes(self, executors: Iterable[ExecutorState], unmanaged: dict[str, dict[str, int]]) -> Iterable[Any]:
-        """``unmanaged``: per node, what runs the cycle cannot schedule around hold, counted as
-        used by pods Flotilla did not start."""
-        held = max((pc.priority for pc in self.config.scheduling.priority_classes.values()), default=0)
-        for state in executors:
-            for node in state.nodes:
-                extra = unmanaged.get(node_id(state.executor, node.name))
-                if extra:
-                    node = replace(node, used={k: node.used.get(k, 0) + extra.get(k, 0) for k in {*node.used, *extra}})
-                yield scheduling_node(state, node, held)
-
-    def pool_jobs(
-        self,
-        where: dict[str, tuple[str, str]],
-        leased: set[str],
-        queues: dict[str, Any],
-        taints: dict[str, tuple[Taint, ...]],
-        config: SchedulingConfig,
-    ) -> tuple[list[RunningJob], list[Job], dict[str, dict[str, int]]]:
-        """Running and queued jobs of the pool, and per node the resources of runs whose queue
-        (not in the tick) or priority class (not configured) the cycle does not know: they are
-        neither scheduled nor preempted, but their resources stay taken. A running job holds its
-        node at its class's priority, or at a lower one where it runs away (on a node type its
-        class may use but whose taints it does not tolerate itself)."""
-        classes = config.priority_classes
-        running: list[RunningJob] = []
-        queued: list[Job] = []
-        unmanaged: dict[str, dict[str, int]] = defaultdict(dict)
-        # Each node's id as one string, held by every run on it (`Entry.running` keeps them from cycle to cycle).
-        node_ids = {node: node for node in where}
-        for job_id in self.job_ids:
-            entry = self.index.jobs[job_id]
-            d = entry.delta
-            if entry.expect == END:
-                continue
-            known = d.queue in queues and d.priority_class in classes
-            if d.run_active:
-                node = node_id(d.executor or "", d.node or "")
-                node = node_ids.get(node, node)
-                if node in where and known:
-                    pc, node_taints_ = classes[d.priority_class], taints[node]
-                    priority = held_priority(entry.job, node_taints_, pc, config.well_known_node_types) if node_taints_ else pc.priority
-                    running.append(entry.running(node, priority))
-                elif node in where:
-                    for name, amount in d.requests.items():
-                        unmanaged[node][name] = unmanaged[node].get(name, 0) + amount
-            elif known and d.state == "queued" and job_id not in leased:
-                queued.append(entry.job)
-        return running, queued, unmanaged
 
     def apply(self, pool: str, result: CycleResult, where: dict[str, tuple[str, str]], leased: set[str]) -> None:
         for placed in result.scheduled:
@@ -345,11 +292,10 @@ class Cycle:
         recorded = self.config.max_unschedulable_recorded - budget
         self.unschedulable_omitted += sum(len(group.job_ids) for group in result.unscheduled) - recorded
 
-    def pool_summary(self, pool: str, inputs: CycleInput, result: CycleResult) -> dict[str, Any]:
+    def pool_summary(self, pool: str, inputs: CycleInput, result: CycleResult, gathered: Gathered) -> dict[str, Any]:
         """The pool's capacity and, per active queue, the shares the cycle decided with."""
         weights = {queue.name: queue.weight for queue in inputs.queues}
-        queued = Counter(job.queue for job in inputs.queued)
-        running = Counter(run.job.queue for run in inputs.running)
+        queued, running = gathered.queued_per_queue, gathered.running_per_queue
         jobs = self.index.jobs
         scheduled = Counter(jobs[placed.job_id].delta.queue for placed in result.scheduled)
         preempted = Counter(jobs[victim.job_id].delta.queue for victim in result.preempted)

@@ -27,12 +27,15 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import Job, LimiterState, RunningJob
 from streams.scheduler.convert import limiters_from_json, limiters_to_json, scheduling_job
 from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction, updated
+
+if TYPE_CHECKING:
+    from streams.scheduler.pool_jobs import ExecutorNodes, PoolJobs
 
 LEASE, REQUEUE, END = "lease", "requeue", "end"
 LIMITERS_KEY = "x:limiters"
@@ -133,6 +136,12 @@ class SchedulerIndex:
         # The jobs whose entry is busy (see `Entry.busy`), kept with every change of an entry
         # (`touch`): a cycle's lifecycle walks these, not every queued job.
         self.busy: set[str] = set()
+        # Each pool's running and queued jobs as its last cycle gathered them (`streams.scheduler.pool_jobs`),
+        # and the jobs whose entries changed since (noted only while some pool's are kept).
+        self.pool_jobs: dict[str, PoolJobs] = {}
+        self._changed: set[str] = set()
+        # Each executor's nodes as a cycle uses them, made from its latest report (`pool_jobs.executor_nodes`).
+        self.executor_nodes: dict[str, ExecutorNodes] = {}
         self.executors: dict[str, ExecutorState] = {}
         # Per executor the time of its latest report, full or heartbeat: its liveness. The
         # state's own time is when its runs were listed.
@@ -144,6 +153,8 @@ class SchedulerIndex:
         self.reported_in_cycle: dict[str, int] = {}
         # Orphan runs already told to stop; in memory only, so a take-over may ask once more.
         self.orphans_cancelled: set[str] = set()
+        # The runs some executor lists as active, made when asked after an executor's report changed them.
+        self._active_runs: set[str] | None = None
         # The feed offset of the last record folded in, stored with the rest in the same batch: a
         # worker that rebuilds the index skips what it already holds, so no record is folded twice
         # and no cycle runs twice over an index that has moved on. And the offset of the last tick
@@ -167,6 +178,7 @@ class SchedulerIndex:
             return [key for change in record.records for key in self.apply(change)]
         if isinstance(record, ExecutorState):
             self.executors[record.executor] = record
+            self._active_runs = None
             self._heard(record.executor, record.time)
             return [executor_key(record.executor)]
         if isinstance(record, Heartbeat):
@@ -187,6 +199,25 @@ class SchedulerIndex:
             self.busy.add(job_id)
         else:
             self.busy.discard(job_id)
+        if self.pool_jobs:
+            self._changed.add(job_id)
+
+    def active_runs(self) -> set[str]:
+        """Every run some executor lists as active (most cycles ask with no report between them)."""
+        if self._active_runs is None:
+            self._active_runs = {run_id for state in self.executors.values() for run_id in state.active}
+        return self._active_runs
+
+    def take_changed(self) -> set[str]:
+        """The jobs whose entries changed since the last call (`touch`)."""
+        changed, self._changed = self._changed, set()
+        return changed
+
+    def keep_pools(self, pools: Iterable[str]) -> None:
+        """Forget the kept jobs of other pools: no cycle gathers them, and their pending changes would only grow."""
+        self.pool_jobs = {pool: kept for pool, kept in self.pool_jobs.items() if pool in pools}
+        if not self.pool_jobs:
+            self._changed = set()
 
     def _apply_job(self, delta: JobDelta) -> list[str]:
         changed = self._fold_job(delta)

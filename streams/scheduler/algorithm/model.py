@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streams.scheduler.algorithm.state import RunningStates
 
 Resources = Mapping[str, int]
 
@@ -219,6 +223,9 @@ class CycleInput:
     limiters: LimiterState = field(default_factory=LimiterState)
     demand: Mapping[str, Resources] | None = None
     allocated: Mapping[str, Mapping[str, Resources]] = field(default_factory=dict)
+    # The states of the pool's running jobs kept from its last cycle (`state.RunningStates`), which
+    # this cycle reuses and replaces with its own; the result does not depend on it.
+    carried: RunningStates | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,6 @@ so a fit at level 0 needs no preemption at all.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -106,7 +105,8 @@ class NodeDb:
     def level(self, priority: int) -> int:
         return bisect_right(self.priorities, priority)
 
-    def _bind_cut(self, js: JobState) -> int:
+    def bind_cut(self, js: JobState) -> int:
+        """Number of levels the job takes where it is in place."""
         # Non-preemptible jobs hold their capacity at every level: nothing may displace them.
         return self.n_levels if not js.pc.preemptible else self.cut(js.sched_priority)
 
@@ -142,7 +142,7 @@ class NodeDb:
             self._mark(js.node, 0, 1, js.pairs, sign)  # type: ignore[arg-type]
             self._hold(js, -sign)
         else:
-            cut = self._bind_cut(js)
+            cut = self.bind_cut(js)
             self._mark(js.node, 0, cut, js.pairs, sign)  # type: ignore[arg-type]
             self.tops[js.node * self.n_levels + cut - 1] -= sign  # type: ignore[operator]
 
@@ -160,7 +160,7 @@ class NodeDb:
         if self.held is None:
             return
         rows = self.held[js.node]  # type: ignore[index]
-        for lvl in range(1, self._bind_cut(js)):
+        for lvl in range(1, self.bind_cut(js)):
             for i, amount in js.pairs:
                 rows[lvl][i] += sign * amount
 
@@ -170,31 +170,21 @@ class NodeDb:
         if js.bound and js.evicted:
             self._hold(js, -1)
             js.sched_priority, js.evicted = placement.priority, False
-            cut = self._bind_cut(js)
+            cut = self.bind_cut(js)
             self._mark(placement.node, 1, cut, js.pairs, -1)
         else:
             js.node, js.sched_priority, js.evicted, js.bound = placement.node, placement.priority, False, True
-            cut = self._bind_cut(js)
+            cut = self.bind_cut(js)
             self._mark(placement.node, 0, cut, js.pairs, -1)
         self.tops[placement.node * self.n_levels + cut - 1] += 1
 
-    def bind_all(self, placed: Sequence[JobState]) -> None:
-        """Bind jobs already placed (`JobState.node` set, at `sched_priority`), as `bind` each
-        would, outside any transaction: the running jobs at a cycle's start, often thousands.
-        Their capacity is summed per node and level first, so each node's rows change once."""
+    def bind_counted(self, counts: Mapping[tuple[int, int, tuple[tuple[int, int], ...]], int]) -> None:
+        """Bind jobs already placed, as `bind` each would, outside any transaction: the running jobs at
+        a cycle's start, often thousands, given as counts per (node, cut, request pairs) (most of a
+        node's jobs share a few of each; a pool's counts are kept from cycle to cycle, `RunningStates`).
+        The jobs' states are bound already; their capacity is summed per node and cut first, so
+        each node's rows change once."""
         assert self._journal is None
-        # Jobs per node, cut and request: most of a node's jobs share a few of each.
-        counts: dict[tuple[int, int, tuple[tuple[int, int], ...]], int] = defaultdict(int)
-        cuts: dict[tuple[bool, int], int] = {}  # per (preemptible, priority): a handful
-        for js in placed:
-            node = js.node
-            assert node is not None
-            js.bound, js.evicted = True, False
-            level = (js.pc.preemptible, js.sched_priority)
-            cut = cuts.get(level)
-            if cut is None:
-                cut = cuts[level] = self._bind_cut(js)
-            counts[(node, cut, js.pairs)] += 1
         taken: dict[tuple[int, int], list[int]] = {}
         tops, n_levels = self.tops, self.n_levels
         for (node, cut, pairs), count in counts.items():
@@ -209,7 +199,7 @@ class NodeDb:
 
     def evict(self, js: JobState) -> None:
         self._record(js)
-        cut = self._bind_cut(js)
+        cut = self.bind_cut(js)
         self._mark(js.node, 1, cut, js.pairs, +1)  # type: ignore[arg-type]
         self.tops[js.node * self.n_levels + cut - 1] -= 1  # type: ignore[operator]
         js.evicted = True

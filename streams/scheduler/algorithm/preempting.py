@@ -34,6 +34,7 @@ from streams.scheduler.algorithm.model import (
     PreemptedJob,
     PriorityClass,
     QueueShare,
+    RunningJob,
     ScheduledJob,
     SchedulingConfig,
     Toleration,
@@ -41,12 +42,17 @@ from streams.scheduler.algorithm.model import (
 )
 from streams.scheduler.algorithm.nodedb import NO_PREEMPTION, NodeDb
 from streams.scheduler.algorithm.queue_order import CandidateGangs, rescheduling_order
-from streams.scheduler.algorithm.state import JobState, Shape, order_key
+from streams.scheduler.algorithm.state import JobState, RunningStates, Shape, order_key
 from streams.scheduler.algorithm.submission import SUBMISSION, in_submission_order
 
 _BY_ID = attrgetter("id")
 _BY_NODE_AND_ID = attrgetter("node", "id")
 _BY_JOB_ID = attrgetter("job.id")
+# Running jobs counted per (node, levels they take, request pairs) and per (queue, class, request pairs).
+_BindKey = tuple[int, int, tuple[tuple[int, int], ...]]
+_HoldKey = tuple[str, str, tuple[tuple[int, int], ...]]
+_REQUESTS = attrgetter("job.requests")
+_SCHEDULED_PRIORITY = attrgetter("scheduled_priority")
 # Compares above every queued job's order key: the queue was walked to its end.
 _PAST_EVERY_KEY: tuple[object, ...] = (2,)
 
@@ -88,7 +94,8 @@ class _PreemptingScheduler:
         self.queues = {q.name: q for q in sorted(inputs.queues, key=lambda q: q.name)}
         nodes = sorted(inputs.nodes, key=lambda n: n.id)
         grouped, queued_names = _group_queued(inputs.queued)
-        names = sorted({*(r for n in nodes for r in n.resources), *(r for run in inputs.running for r in run.job.requests), *queued_names})
+        # Over the running jobs with C-level walks (map, set.union): a thousand or more of them at every cycle.
+        names = sorted(set(queued_names).union(*(n.resources for n in nodes), *map(_REQUESTS, inputs.running)))
         self.names = names
         self.pos = {name: i for i, name in enumerate(names)}
         self.totals = [sum(n.resources.get(name, 0) for n in nodes) for name in names]
@@ -97,11 +104,13 @@ class _PreemptingScheduler:
         self.cost = DrfCost(self.totals, [self.pos[r] for r in drf], multipliers)
         priorities = {pc.priority for pc in config.priority_classes.values()}
         priorities |= {a.priority for pc in config.priority_classes.values() for a in pc.away_node_types}
-        priorities |= {a.priority for n in nodes for a in n.allocated} | {r.scheduled_priority for r in inputs.running}
+        priorities |= {a.priority for n in nodes for a in n.allocated} | set(map(_SCHEDULED_PRIORITY, inputs.running))
         self.nodedb = NodeDb(nodes, names, sorted(priorities), config, config.fairshare_preemption_rate is not None)
         self.allocation: dict[str, list[int]] = {name: [0] * len(names) for name in self.queues}
         self.class_allocation: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * len(names))
         self.running: list[JobState] = []
+        # Running jobs taken off their nodes this cycle, by id: only these may end up preempted.
+        self.evicted_running: dict[str, JobState] = {}
         self.lost: list[PreemptedJob] = []
         self.unknown: dict[str, list[str]] = defaultdict(list)
         self.shapes: dict[tuple[object, ...], Shape] = {}
@@ -142,6 +151,13 @@ class _PreemptingScheduler:
         classes = self.config.priority_classes
         gang_members: dict[str, list[JobState]] = defaultdict(list)
         index_of, shape, running = self.nodedb.index_of, self._shape, self.running
+        carried = inputs.carried if inputs.carried is not None else RunningStates()
+        # What a kept state's counts depend on besides its job: resource positions, node positions, levels, active queues.
+        key = (tuple(self.names), tuple(node.id for node in self.nodedb.nodes), tuple(self.nodedb.priorities), tuple(self.queues))
+        if carried.key != key:
+            carried.key, carried.states, carried.bound, carried.held = key, {}, defaultdict(int), defaultdict(int)
+        kept, bound, holding, bind_cut, active = carried.states, carried.bound, carried.held, self.nodedb.bind_cut, self.queues
+        made: dict[str, tuple[RunningJob, JobState, _BindKey, _HoldKey | None]] = {}
         for run in sorted(inputs.running, key=_BY_JOB_ID):
             job = run.job
             node = index_of.get(run.node)
@@ -149,12 +165,30 @@ class _PreemptingScheduler:
             if node is None or pc is None:
                 self.lost.append(PreemptedJob(job.id, run.node, reasons.node_or_class_gone(run.node, job.priority_class)))
                 continue
-            js = JobState(job, shape(job, pc), True, run.started_at, node, run.scheduled_priority)
+            last = kept.get(job.id)
+            if last is not None and last[0] is run and last[1].pc is pc:
+                js = last[1]
+                js.reset(node, run.scheduled_priority)
+                made[job.id] = last
+            else:
+                if last is not None:
+                    _uncount(last, bound, holding)
+                js = JobState(job, shape(job, pc), True, run.started_at, node, run.scheduled_priority)
+                hold_key = (js.queue, pc.name, js.pairs) if js.queue in active else None
+                counted = made[job.id] = (run, js, (node, bind_cut(js), js.pairs), hold_key)
+                bound[counted[2]] += 1
+                if hold_key is not None:
+                    holding[hold_key] += 1
             running.append(js)
             if js.gang_id:
                 gang_members[js.gang_id].append(js)
-        self.nodedb.bind_all(self.running)
-        self._account_all(self.running)
+        for job_id in kept.keys() - made.keys():
+            _uncount(kept[job_id], bound, holding)
+        carried.states = made
+        self.nodedb.bind_counted(bound)
+        self._account_counted(holding)
+        # What the running jobs hold per queue and class is also their part of the queues' demand.
+        self.running_demand = {key: list(held) for key, held in self.class_allocation.items()}
         for members in gang_members.values():
             for js in members:
                 js.gang_size = len(members)
@@ -203,13 +237,9 @@ class _PreemptingScheduler:
             queue_alloc[i] += sign * amount
             class_alloc[i] += sign * amount
 
-    def _account_all(self, running: list[JobState]) -> None:
-        """`_account` (+1) of every running job of an active queue, summed per queue and class first."""
-        counts: dict[tuple[str, str, tuple[tuple[int, int], ...]], int] = defaultdict(int)
-        for js in running:
-            if js.queue in self.queues:
-                counts[(js.queue, js.pc.name, js.pairs)] += 1
-        for (queue, class_name, pairs), count in counts.items():
+    def _account_counted(self, held: dict[_HoldKey, int]) -> None:
+        """`_account` (+1) of every running job of an active queue, given as counts per (queue, class, request)."""
+        for (queue, class_name, pairs), count in held.items():
             queue_alloc = self.allocation[queue]
             class_alloc = self.class_allocation[(queue, class_name)]
             for i, amount in pairs:
@@ -226,12 +256,7 @@ class _PreemptingScheduler:
         if inputs.demand is not None:
             capped = {q: list(self._vector(inputs.demand.get(q, {}).items())) for q in self.queues}
         else:
-            by_class: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * len(self.names))
-            for js in self.running:
-                if js.queue in self.queues:
-                    demand = by_class[(js.queue, js.pc.name)]
-                    for i, amount in js.pairs:
-                        demand[i] += amount
+            by_class: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * len(self.names), self.running_demand)
             for group in self.groups:
                 demand = by_class[(group.queue, group.shape.pc.name)]
                 for i, amount in group.shape.pairs:
@@ -295,6 +320,8 @@ class _PreemptingScheduler:
             if js.gang_id:
                 counts[js.gang_id] += 1
         for js in evicted:
+            if js.running:
+                self.evicted_running[js.id] = js
             self.nodedb.evict(js)
             if js.queue in self.queues:
                 self._account(js, -1)
@@ -548,7 +575,7 @@ class _PreemptingScheduler:
         )
         preempted = [
             PreemptedJob(js.id, nodes[js.node].id, js.reason or reasons.FAIR_SHARE_PREEMPTED)  # type: ignore[index]
-            for js in self.running
+            for js in self.evicted_running.values()
             if not js.bound or js.evicted
         ] + self.lost
         incomplete = self._incomplete_gangs()
@@ -648,6 +675,18 @@ def _group_queued(queued: Iterable[Job]) -> tuple[dict[_GroupKey, list[Job]], se
             )
         ].append(job)
     return grouped, {name for key in grouped for name, _ in key[3]}
+
+
+def _uncount(kept: tuple[RunningJob, JobState, _BindKey, _HoldKey | None], bound: dict[_BindKey, int], held: dict[_HoldKey, int]) -> None:
+    """Take a kept running job's state out of the kept counts (it no longer runs, or runs anew)."""
+    _, _, bind_key, hold_key = kept
+    bound[bind_key] -= 1
+    if not bound[bind_key]:
+        del bound[bind_key]
+    if hold_key is not None:
+        held[hold_key] -= 1
+        if not held[hold_key]:
+            del held[hold_key]
 
 
 def _chain(first: Iterable[JobState], rest: Iterator[JobState]) -> Iterator[JobState]:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from streams.scheduler.algorithm.model import Job, PriorityClass
+from collections import defaultdict
+
+from streams.scheduler.algorithm.model import Job, PriorityClass, RunningJob
+
+Pairs = tuple[tuple[int, int], ...]
 
 
 class Shape:
@@ -85,6 +89,14 @@ class JobState:
         self.reason = ""
         self._order_key = key
 
+    def reset(self, node: int, sched_priority: int) -> None:
+        """Back to how a running job's state starts a cycle (as made by `__init__`, before binding),
+        for the next cycle of a job that runs on unchanged (`RunningStates`)."""
+        self.node, self.sched_priority = node, sched_priority
+        self.bound, self.evicted, self.attempted, self.reason = True, False, False, ""
+        if not self.gang_id:
+            self.gang_size = 1
+
     @property
     def order_key(self) -> tuple[object, ...]:
         """Made when first asked: only jobs put back after an eviction are ordered by it, and most
@@ -98,3 +110,24 @@ def order_key(job: Job, pc: PriorityClass, running: bool, started_at: float) -> 
     """Running jobs first, then higher class priority, lower job priority, earlier start,
     earlier submission, id: the order in which a queue offers its jobs."""
     return (0 if running else 1, -pc.priority, job.priority, started_at if running else 0.0, job.submit_time, job.id)
+
+
+class RunningStates:
+    """A pool's running jobs' states as its last cycle made them, for its next cycle to reuse
+    (`CycleInput.carried`): most running jobs go on unchanged for many cycles, and making their
+    states anew, binding them to their nodes and adding up their queues' allocations was much of a
+    cycle's set-up. A state is reused for the same `RunningJob` object and priority class, under the
+    same resource names, nodes, levels and active queues, reset as if made anew (`JobState.reset`);
+    the counts change by the jobs that came and went only."""
+
+    __slots__ = ("key", "states", "bound", "held")
+
+    def __init__(self) -> None:
+        # What the states and counts were made for: resource names, node ids, priority levels, active queues.
+        self.key: tuple[object, ...] = ()
+        # Per job id: its run, its state, and what it was counted under in ``bound`` and ``held``.
+        self.states: dict[str, tuple[RunningJob, JobState, tuple[int, int, Pairs], tuple[str, str, Pairs] | None]] = {}
+        # The states counted per (node, levels taken, request pairs), for the node db (`NodeDb.bind_counted`),
+        # and those of active queues per (queue, class, request pairs), for the queues' allocations.
+        self.bound: dict[tuple[int, int, Pairs], int] = defaultdict(int)
+        self.held: dict[tuple[str, str, Pairs], int] = defaultdict(int)
