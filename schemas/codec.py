@@ -168,7 +168,7 @@ class Registry:
         self._headers: dict[str, bytes] = {}
         self._union_paths: dict[str, tuple[tuple[_PathStep, ...], ...]] = {}
         self._taggers: dict[str, _Tagger] = {}
-        self._compiled: dict[tuple[str, str | None], Compiled] = {}
+        self._compiled: dict[tuple[str, str | None, frozenset[str], frozenset[str]], Compiled] = {}
 
     def schema(self, name: str) -> dict:
         """The current parsed schema of top-level record ``name``."""
@@ -329,12 +329,14 @@ class Registry:
             self._taggers[name] = _compile_tagger(parsed, parsed["__named_schemas"], {}) or _unchanged
         return self._taggers[name]
 
-    def compiled(self, name: str, keep: str | None = None) -> Compiled:
+    def compiled(
+        self, name: str, keep: str | None = None, skip: frozenset[str] = frozenset(), shared: frozenset[str] = frozenset()
+    ) -> Compiled:
         """The current schema ``name``'s reader and writer (see `schemas.compiled`), compiled once."""
-        key = (name, keep)
+        key = (name, keep, skip, shared)
         found = self._compiled.get(key)
         if found is None:
-            found = self._compiled[key] = compile_schema(self.schema(name), keep=keep)
+            found = self._compiled[key] = compile_schema(self.schema(name), keep=keep, skip=skip, shared=shared)
         return found
 
     def encode(self, name: str, record: Mapping[str, Any], *, validate_record: bool = True) -> bytes:
@@ -375,13 +377,23 @@ class Registry:
         _write(name, self.compiled(name).write, out, record)
         return bytes(out)
 
-    def decode(self, name: str, data: bytes | None, *, keep: str | None = None) -> dict:
+    def decode(
+        self,
+        name: str,
+        data: bytes | None,
+        *,
+        keep: str | None = None,
+        skip: frozenset[str] = frozenset(),
+        shared: frozenset[str] = frozenset(),
+    ) -> dict:
         """Deserialise a message in any of the three framings, resolving its writer's schema
         against the current one.
 
         Unions of several records decode to ``(full_name, record)`` tuples (see ``encode``).
         Records of type ``keep`` (a full name) in a message of the current schema come as `Encoded`,
-        with the bytes they were read from (from an older schema, as plain dicts).
+        with the bytes they were read from (from an older schema, as plain dicts). In a message of
+        the current schema, records of a type in ``skip`` come as None, and records of a type in
+        ``shared`` are one value for each distinct encoding, never to be changed (`schemas.compiled`).
         """
         reader = self.schema(name)
         if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -390,7 +402,7 @@ class Registry:
         if writer.parsed is reader:
             body = bytes(data)
             try:
-                record, end = self.compiled(name, keep).read(body, start)
+                record, end = self.compiled(name, keep, skip, shared).read(body, start)
             except (IndexError, ValueError, struct.error) as exc:  # UnicodeDecodeError is a ValueError
                 raise SchemaError(
                     f"cannot decode {name} ({writer.origin}): truncated or corrupt body ({type(exc).__name__}: {exc})"

@@ -9,7 +9,11 @@ They read exactly what fastavro's `schemaless_reader` gives for data written wit
 (multi-record union values as ``(full name, record)``, as the codec asks of fastavro; a union of
 null and one record gives the record alone), and write exactly the bytes its `schemaless_writer`
 writes for a valid record: one block per non-empty array or map, defaults for missing fields. A
-record read as an `Encoded` is written back as the bytes it was read from (a splice). They
+record read as an `Encoded` is written back as the bytes it was read from (a splice). A reader may
+also skip records of some types (read as None: the job-state fold has no use for a scheduling
+cycle's decisions) and share records of others (each distinct encoding read once and the same
+value given for every record with those bytes: the jobs of a submission share a few pod specs,
+whose reading was most of the fold's decoding); values read shared must never be changed. They
 do not validate: as with ``encode(..., validate_record=False)``, a record of the wrong shape may fail
 with any exception (the codec turns each into a `SchemaError`). A value for a union of several
 records must be given as ``(full name, record)``. Schema resolution (data of an older writer
@@ -65,12 +69,25 @@ def _varint(data: bytes, position: int, first: int) -> tuple[int, int]:
         shift += 7
 
 
+# Varints written, by value: most are times (epoch ms), which the records of a batch share
+# (a job's submission, its run's lease, start and end), and a lookup costs a quarter of the loop.
+_VARINTS: dict[int, bytes] = {}
+_VARINTS_MAX = 4_096
+
+
 def _write_varint(out: bytearray, value: int) -> None:
     """A non-negative ``value`` of at least 128 as a varint."""
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+    found = _VARINTS.get(value)
+    if found is None:
+        if len(_VARINTS) >= _VARINTS_MAX:
+            _VARINTS.clear()
+        written, rest = bytearray(), value
+        while rest >= 0x80:
+            written.append((rest & 0x7F) | 0x80)
+            rest >>= 7
+        written.append(rest)
+        found = _VARINTS[value] = bytes(written)
+    out += found
 
 
 _GLOBALS: dict[str, Any] = {
@@ -88,11 +105,17 @@ _GLOBALS: dict[str, Any] = {
 class _Source:
     """Python source being generated: lines, fresh local names, constants and per-record functions."""
 
-    def __init__(self, named: Mapping[str, Any], keep: str | None = None) -> None:
+    def __init__(
+        self, named: Mapping[str, Any], keep: str | None = None, skip: frozenset[str] = frozenset(), shared: frozenset[str] = frozenset()
+    ) -> None:
         self.named = named
         self.keep = keep
+        self.skip = skip
+        self.shared = shared
         self.functions: list[str] = []
         self.records: dict[str, str] = {}  # full name -> function name (reader or writer)
+        self.skippers: dict[str, str] = {}  # full name -> the function moving past such a record
+        self.sharers: dict[str, str] = {}  # full name -> the function reading such a record shared
         self.constants: dict[str, Any] = {}
         self._count = 0
 
@@ -195,8 +218,12 @@ def _read(schema: Any, target: str, lines: list[str], indent: str, source: _Sour
             _read("string", key, lines, body, source)
             _read(schema["values"], item, lines, body, source)
             lines.append(f"{body}{target}[{key}] = {item}")
+    elif kind in ("record", "error") and schema["name"] in source.skip:
+        lines += [f"{indent}p = {_record_skipper(schema, source)}(b, p)", f"{indent}{target} = None"]
+        if tagged:
+            lines.append(f"{indent}{target} = ({schema['name']!r}, None)")
     elif kind in ("record", "error"):
-        function = _record_reader(schema, source)
+        function = _shared_reader(schema, source) if schema["name"] in source.shared else _record_reader(schema, source)
         lines.append(f"{indent}{target}, p = {function}(b, p)")
         if tagged:
             lines.append(f"{indent}{target} = ({schema['name']!r}, {target})")
@@ -233,6 +260,100 @@ def _record_reader(schema: dict[str, Any], source: _Source) -> str:
         ]
     else:
         lines.append(f"    return {{{', '.join(values)}}}, p")
+    source.functions.append("\n".join(lines))
+    return function
+
+
+# The encodings a shared reader compares a record with: the last ones it read.
+SHARED_RECENT = 8
+
+
+def _shared_reader(schema: dict[str, Any], source: _Source) -> str:
+    """A reader giving the same value for every record of ``schema``'s type with the same bytes as one
+    of the last `SHARED_RECENT` it read: an encoding is self-delimiting, so bytes that start with a
+    known record's encoding hold that record, and comparing them costs a fraction of reading it."""
+    name = schema["name"]
+    if name in source.sharers:
+        return source.sharers[name]
+    function = source.sharers[name] = f"_h{len(source.sharers)}"
+    read, recent = _record_reader(schema, source), source.constant([])
+    source.functions.append(
+        "\n".join(
+            [
+                f"def {function}(b, p):",
+                f"    for k, v in {recent}:",
+                "        if b.startswith(k, p):",
+                "            return v, p + len(k)",
+                f"    v, e = {read}(b, p)",
+                f"    {recent}.insert(0, (b[p:e], v))",
+                f"    del {recent}[{SHARED_RECENT}:]",
+                "    return v, e",
+            ]
+        )
+    )
+    return function
+
+
+# ------------------------------------------------------------------------------------------ skippers
+
+
+def _skip_long(lines: list[str], indent: str) -> None:
+    lines += [f"{indent}while b[p] & 128:", f"{indent}    p += 1", f"{indent}p += 1"]
+
+
+def _skip(schema: Any, lines: list[str], indent: str, source: _Source) -> None:
+    """Lines moving ``p`` past a value of ``schema`` without building it (strings are not decoded)."""
+    schema = source.resolve(schema)
+    kind = _kind(schema)
+    if kind == "null":
+        lines.append(f"{indent}pass")
+    elif kind == "boolean":
+        lines.append(f"{indent}p += 1")
+    elif kind in ("int", "long", "enum"):
+        _skip_long(lines, indent)
+    elif kind == "double":
+        lines.append(f"{indent}p += 8")
+    elif kind == "float":
+        lines.append(f"{indent}p += 4")
+    elif kind == "fixed":
+        lines.append(f"{indent}p += {int(schema['size'])}")
+    elif kind in ("string", "bytes"):
+        size = source.local("n")
+        _read_long(size, lines, indent)
+        lines.append(f"{indent}p += {size}")
+    elif kind in ("array", "map"):
+        count, size = source.local("c"), source.local("z")
+        lines.append(f"{indent}while True:")
+        inner = indent + "    "
+        _read_long(count, lines, inner)
+        lines += [f"{inner}if not {count}:", f"{inner}    break", f"{inner}if {count} < 0:"]
+        _read_long(size, lines, inner + "    ")  # a block with its size in bytes is jumped over whole
+        lines += [f"{inner}    p += {size}", f"{inner}    continue", f"{inner}for _ in range({count}):"]
+        if kind == "map":
+            _skip("string", lines, inner + "    ", source)
+        _skip(schema["items" if kind == "array" else "values"], lines, inner + "    ", source)
+    elif kind in ("record", "error"):
+        lines.append(f"{indent}p = {_record_skipper(schema, source)}(b, p)")
+    elif kind == "union":
+        index = source.local("u")
+        _read_long(index, lines, indent)
+        for number, branch in enumerate(schema):
+            lines.append(f"{indent}{'if' if number == 0 else 'elif'} {index} == {number}:")
+            _skip(branch, lines, indent + "    ", source)
+        lines += [f"{indent}else:", f"{indent}    raise ValueError('union branch ' + str({index}) + ' out of range')"]
+    else:
+        raise Unsupported(f"type {kind!r}")
+
+
+def _record_skipper(schema: dict[str, Any], source: _Source) -> str:
+    name = schema["name"]
+    if name in source.skippers:
+        return source.skippers[name]
+    function = source.skippers[name] = f"_s{len(source.skippers)}"
+    lines = [f"def {function}(b, p):"]
+    for field in schema["fields"]:
+        _skip(field["type"], lines, "    ", source)
+    lines.append("    return p")
     source.functions.append("\n".join(lines))
     return function
 
@@ -402,8 +523,15 @@ def _nullable(schema: Any, source: _Source) -> bool:
 # ------------------------------------------------------------------------------------------ compiling
 
 
-def _build(kind: str, schema: Any, named: Mapping[str, Any], keep: str | None = None) -> Callable[..., Any]:
-    source = _Source(named, keep)
+def _build(
+    kind: str,
+    schema: Any,
+    named: Mapping[str, Any],
+    keep: str | None = None,
+    skip: frozenset[str] = frozenset(),
+    shared: frozenset[str] = frozenset(),
+) -> Callable[..., Any]:
+    source = _Source(named, keep, skip, shared)
     lines: list[str] = []
     if kind == "read":
         _read(schema, "value", lines, "    ", source)
@@ -416,9 +544,12 @@ def _build(kind: str, schema: Any, named: Mapping[str, Any], keep: str | None = 
     return namespace["_entry"]
 
 
-def compile_schema(parsed: Any, keep: str | None = None) -> Compiled:
+def compile_schema(
+    parsed: Any, keep: str | None = None, skip: frozenset[str] = frozenset(), shared: frozenset[str] = frozenset()
+) -> Compiled:
     """The reader and writer of ``parsed`` (fastavro's `parse_schema` form, its named types in
-    ``__named_schemas``); the reader gives each record of type ``keep`` (a full name) as an `Encoded`.
-    Raises `Unsupported` for constructs not handled (logical types...)."""
+    ``__named_schemas``); the reader gives each record of type ``keep`` (a full name) as an `Encoded`,
+    each record of a type in ``skip`` as None, and those of a type in ``shared`` read once per distinct
+    encoding (see the module's docstring). Raises `Unsupported` for constructs not handled (logical types...)."""
     named = parsed.get("__named_schemas", {}) if isinstance(parsed, dict) else {}
-    return Compiled(_build("read", parsed, named, keep), _build("write", parsed, named))
+    return Compiled(_build("read", parsed, named, keep, skip, shared), _build("write", parsed, named))

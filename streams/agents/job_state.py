@@ -33,13 +33,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from schemas.codec import SchemaError, decode, encode
+from schemas.codec import SchemaError, encode
 from streams.agents.batches import batches
 from streams.domain.job_index import Position
 from streams.scheduler import feed
 from streams.scheduler.fold import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, message_rng
 from streams.tables.batched import Outbox
-from streams.tables.jobs import SPEC_TYPE, PendingWrites
+from streams.tables.jobs import PendingWrites, read_sequence
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -149,7 +149,7 @@ class PartFold:
         part = self.part
         part.messages.append(message)
         try:
-            sequence = decode("event_sequence", message.value, keep=SPEC_TYPE)
+            sequence = read_sequence(message.value)
         except SchemaError as exc:
             part.outcomes["undecodable"] += 1
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)

@@ -102,10 +102,10 @@ class JobRow:
                 self.runs,
                 self.executor,
                 self.node,
-                [list(pair) for pair in self.labels],
+                self.labels,  # tuples are written as JSON arrays
                 self.reason,
                 self.cancel_requested,
-                None if self.events is None else [list(position) for position in self.events],
+                self.events,
             ]
         ).encode()
 

@@ -31,9 +31,18 @@ _RUN_STATE_BY_CATEGORY = {
 }
 
 
+# Event kinds by the names events give them: a few, looked up for every event folded.
+_KINDS: dict[str, str] = {}
+
+
 def event_kind(kind: str) -> str:
     """``flotilla.JobLeased`` and ``JobLeased`` name the same payload."""
-    return kind.rsplit(".", 1)[-1]
+    found = _KINDS.get(kind)
+    if found is None:
+        found = kind.rsplit(".", 1)[-1]
+        if len(_KINDS) < 1_024:  # names no schema has are not kept
+            _KINDS[kind] = found
+    return found
 
 
 def apply_event(job: Job | None, kind: str, event: dict[str, Any], envelope: dict[str, Any]) -> Job | None:

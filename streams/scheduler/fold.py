@@ -72,7 +72,9 @@ def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random
     Without ``forward``, only the job states are folded: no job's change for the scheduler and no
     command is worked out (a refold of the log for the recovery drill or a ``--at`` read sends none)."""
     folded = Folded()
-    outcomes = folded.outcomes
+    outcomes, named, changes, commands = folded.outcomes, folded.named, folded.changes, folded.commands
+    latest, put = jobs.latest, jobs.put  # looked up once: this loop runs for every event of the log
+    applied = 0
     envelope = {key: sequence[key] for key in ("queue", "job_set_id", "user", "groups")}
     for event in sequence["events"]:
         job_id = event["job_id"]
@@ -80,15 +82,15 @@ def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random
             action = job_set_action(envelope, event)
             if action is not None:
                 folded.requests = True
-                folded.changes.append(action)
+                changes.append(action)
                 outcomes["job_set_action"] += 1
             continue
         kind = event["payload"][0]
-        before = jobs.latest(job_id)
+        before = latest(job_id)
         try:
             after = apply_event(before, kind, event, envelope)
         except TransitionRefused as exc:
-            folded.named[job_id] = None
+            named[job_id] = None
             outcomes["refused"] += 1
             log.warning("event %s (%s) refused for job %s: %s", event["event_id"], kind, job_id, exc, extra=_about(envelope, job_id))
             continue
@@ -96,20 +98,22 @@ def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random
             outcomes["unknown_job"] += 1
             log.warning("event %s (%s) for unknown job %s ignored", event["event_id"], kind, job_id, extra=_about(envelope, job_id))
             continue
-        folded.named[job_id] = None
+        named[job_id] = None
         if after is before:
             outcomes["unchanged"] += 1
             continue
-        jobs.put(after, partition)
-        outcomes["applied"] += 1
+        put(after, partition)
+        applied += 1
         if not forward:
             continue
         if feed.changed(before, after):
-            folded.changes.append(after)
+            changes.append(after)
         bits = rng.getrandbits(RANDOM_BITS)
         command = executor_command(before, after, "", event["created"])
         if command is not None:
-            folded.commands.append({**command, "command_id": ulid(event["created"], bits)})
+            commands.append({**command, "command_id": ulid(event["created"], bits)})
+    if applied:
+        outcomes["applied"] += applied
     return folded
 
 

@@ -243,7 +243,11 @@ class TableBatch:
         if is_rocksdb(store):
             for partition, writes in by_partition.items():
                 write_raw(store, partition, [(key_bytes, raw) for key_bytes, _, _, raw in writes])
-                store._key_index.update((key_bytes, partition) for key_bytes, _, _, _ in writes)
+                # Faust's key -> partition cache (as its per-key writes keep it) holds the last `limit` keys
+                # (1,000): a refold part's 10,000 were each added, then dropped one at a time.
+                index = store._key_index
+                kept = writes[-index.limit :] if index.limit else writes
+                index.update((key_bytes, partition) for key_bytes, _, _, _ in kept)
             return
         # Any other store (memory:// in unit tests) through its own mapping interface.
         for writes in by_partition.values():

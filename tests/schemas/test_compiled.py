@@ -91,6 +91,66 @@ def test_the_bytes_of_a_kept_record_are_what_a_writer_copies() -> None:
     assert codec.decode("job_submitted", codec.encode("job_submitted", dict(changed)))["priority"] == 99.0
 
 
+SKIPPED = frozenset({"flotilla.SchedulingCycle"})
+SHARED = frozenset({"flotilla.PodSpec"})
+
+
+def without_cycles(sequence: dict[str, Any]) -> dict[str, Any]:
+    """The sequence as a reader skipping scheduling cycles gives it: their payloads None."""
+    events = [
+        {**event, "payload": (event["payload"][0], None)} if event["payload"][0] == "flotilla.SchedulingCycle" else event
+        for event in sequence["events"]
+    ]
+    return {**sequence, "events": events}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_a_reader_skipping_and_sharing_records_reads_the_rest_as_fastavro_does(data: st.DataObject) -> None:
+    parsed = codec.schema("event_sequence")
+    body = fastavro_bytes("event_sequence", data.draw(values(parsed, parsed["__named_schemas"])))
+    read, end = codec._default.compiled("event_sequence", "flotilla.JobSubmitted", SKIPPED, SHARED).read(body, 0)
+    assert end == len(body)
+    assert read == without_cycles(fastavro_record("event_sequence", body))
+
+
+def test_a_skipped_record_is_passed_over_block_sizes_and_all() -> None:
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [
+            {"name": "s", "type": {"type": "record", "name": "S", "fields": [{"name": "xs", "type": {"type": "array", "items": "long"}}]}},
+            {"name": "after", "type": "long"},
+        ],
+    }
+    reader = compile_schema(schema, skip=frozenset({"S"})).read
+    # xs: count -2 with its size (2 bytes), items 1 and 2, a block of count 1 without, item 3, the end; then after = 5
+    assert reader(bytes([3, 4, 2, 4, 2, 6, 0, 10]), 0) == ({"s": None, "after": 5}, 8)
+
+
+def test_records_read_shared_are_one_value_per_distinct_encoding() -> None:
+    """The jobs of a submission share their pod spec: each distinct one is read once, and a record starting
+    with the bytes of one read before is that record (an encoding is self-delimiting)."""
+    sequence = samples.event_sequence()
+    submitted = next(event for event in sequence["events"] if event["payload"][0] == "flotilla.JobSubmitted")
+    spec = submitted["payload"][1]
+    other = {**spec, "pod_spec": {**spec["pod_spec"], "node_selector": {"zone": "b"}}}
+    specs = [spec, {**spec, "client_id": "another"}, other, spec]
+    events = [{**submitted, "event_id": f"e{n}", "payload": ("flotilla.JobSubmitted", each)} for n, each in enumerate(specs)]
+    data = codec.encode("event_sequence", {**sequence, "events": events})
+    decoded = codec.decode("event_sequence", data, keep="flotilla.JobSubmitted", shared=SHARED)
+    assert decoded == codec.decode("event_sequence", data)
+    pods = [event["payload"][1]["pod_spec"] for event in decoded["events"]]
+    assert pods[0] is pods[1] is pods[3] and pods[2] is not pods[0]
+    read_shared = codec.decode("event_sequence", data, keep="flotilla.JobSubmitted", shared=frozenset({"flotilla.JobSubmitted", *SHARED}))
+    specs_read = [event["payload"][1] for event in read_shared["events"]]
+    assert specs_read[0] is specs_read[3] and specs_read[1] is not specs_read[0] and specs_read[1]["pod_spec"] is specs_read[0]["pod_spec"]
+    assert read_shared == decoded
+    assert pods[2]["node_selector"] == {"zone": "b"} and pods[0]["node_selector"] == spec["pod_spec"]["node_selector"]
+    read = [event["payload"][1] for event in decoded["events"]]
+    assert [each.encoding for each in read] == [codec.encode_body("job_submitted", each) for each in specs]
+
+
 @pytest.mark.parametrize("cut", [1, 5, 40])
 def test_a_truncated_message_is_refused(cut: int) -> None:
     data = codec.encode("job_state", samples.job_state())

@@ -141,3 +141,26 @@ def test_an_empty_batch_sends_nothing(tmp_path: Path) -> None:
         assert send.batches == []
 
     asyncio.run(scenario())
+
+
+def test_a_batch_larger_than_faust_s_key_index_keeps_its_last_keys_indexed(tmp_path: Path) -> None:
+    """Faust's key -> partition cache holds its last `limit` keys: a batch of more adds only its last ones,
+    and every key is read from the store whether indexed or not."""
+
+    async def scenario() -> None:
+        plane = agent_plane(tmp_path, store="rocksdb://", partitions=2)
+        table = plane.jobs.table
+        store = table.data
+        assert isinstance(store, Store)
+        limit = store._key_index.limit
+        assert limit is not None
+        batch = TableBatch(table, Recorded())
+        keys = [f"job-{n}" for n in range(limit + 500)]
+        for key in keys:
+            batch.put(1, key, key.encode())
+        await batch.write()
+        assert len(store._key_index) == limit
+        assert store._key_index.data == {key.encode(): 1 for key in keys[-limit:]}
+        assert [table.data.get(key) for key in (keys[0], keys[-1])] == [b"job-0", keys[-1].encode()]
+
+    asyncio.run(scenario())
