@@ -387,17 +387,23 @@ resource_maps = st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gp
 @given(requests=resource_maps, limits=resource_maps, same=st.booleans())
 @example(requests={"memory": 1}, limits={"memory": True}, same=False)  # equal in Python, but True is no quantity
 @example(requests={"memory": 0}, limits={"memory": -1e-05}, same=False)  # different values, the same quantity
+@example(requests={"cpu": 0, "nvidia.com/gpu": 0}, limits={"cpu": 0, "nvidia.com/gpu": 0.0}, same=False)  # equal, not of one type
 def test_a_containers_resources_pass_the_quick_check_exactly_when_the_full_check_finds_nothing(
     requests: dict[str, object], limits: dict[str, object], same: bool
 ) -> None:
     """The check decided once per distinct set of requests (`_same_valid_quantities`) passes a container only
-    when the full one finds nothing, and agrees with it whenever requests and limits are the same values
-    (limits of other values that parse to the same quantities, 0 and -1e-05, are left to the full check)."""
+    when the full one finds nothing, and agrees with it whenever requests and limits are the same values of
+    the same types (limits of other values that parse to the same quantities, 0 and -1e-05, or 0 and 0.0,
+    are left to the full check)."""
     limits = dict(requests) if same else limits
     quick, problems = _same_valid_quantities(requests, limits), _resource_problems("container 'main'", requests, limits)
     assert not (quick and problems)
-    if requests == limits:
+    if typed(requests) == typed(limits):
         assert quick == (not problems)
+
+
+def typed(resources: dict[str, object]) -> dict[str, tuple[type, object]]:
+    return {name: (type(value), value) for name, value in resources.items()}
 
 
 @pytest.mark.parametrize("resources", [{"cpu": "1"}, {"nvidia.com/gpu": "1", "cpu": "1"}, {"nvidia.com/gpu": "0", "cpu": "1"}])
