@@ -24,7 +24,7 @@ from streams.domain.validation import ItemResult, SubmitPolicy, validate_request
 from streams.replies import reply_to
 from streams.tables.batched import BatchProducer, Outbox, TableBatch
 from streams.tables.client_ids import client_id_key
-from streams.tables.store import read
+from streams.tables.store import read_many
 
 if TYPE_CHECKING:
     import faust
@@ -153,9 +153,10 @@ class Ingest:
         for request_id, items, to in answers:
             self.replies.resolve(request_id, items, to)
 
-    def _known_job(self, key: str) -> str | None:
+    def _known_job(self, key: str, stored: dict[str, str | None]) -> str | None:
+        """The job of client id ``key``: one of this batch's, else the table's (``stored``, read for the request)."""
         pending = self._client_ids.get(key)
-        return pending[1] if pending is not None else read(self.client_ids, key)
+        return pending[1] if pending is not None else stored[key]
 
     async def handle(self, message: Message) -> None:
         value = message.value or b""
@@ -196,6 +197,8 @@ class Ingest:
         job_set_key = events.sequence_key(queue, request["job_set_id"]).encode()
         route = key_hash(job_set_key)  # each job id leads to its job set's partition
 
+        wanted = [client_id_key(queue, result.client_id) for result in results if result.accepted and result.client_id]
+        stored = dict(zip(wanted, read_many(self.client_ids, wanted), strict=True))
         submitted: list[dict[str, Any]] = []
         answers: list[dict[str, Any]] = []
         drawn: set[str] = set()
@@ -212,7 +215,7 @@ class Ingest:
                 continue
             if result.client_id:
                 key = client_id_key(queue, result.client_id)
-                existing = self._known_job(key)
+                existing = self._known_job(key, stored)
                 if existing is not None and existing != job_id:
                     answers.append({"job_id": existing, "duplicate": True})
                     duplicates += 1

@@ -107,3 +107,13 @@ def job_item(raw: dict[str, Any]) -> dict[str, Any]:
         "services": [_service(s) for s in _list(raw, "services")],
         "ingresses": [_ingress(i) for i in _list(raw, "ingresses")],
     }
+
+
+def is_complete(item: dict[str, Any]) -> bool:
+    """Whether ``job_item`` would give back an item equal to ``item``, one read from the log (every
+    field there, of its contract's type): it would only fill in the empty client id, namespace and
+    port protocols, and copy the rest."""
+    spec = item["pod_spec"]
+    if item["client_id"] == "" or not item["namespace"] or spec is None:
+        return False
+    return all(port["protocol"] for container in (*spec["containers"], *spec["init_containers"]) for port in container["ports"])

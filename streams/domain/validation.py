@@ -122,12 +122,15 @@ class _Check:
 
 
 def _check_item(raw: Any, policy: SubmitPolicy) -> _Check:
-    # The one place where shapes are not trusted: REST and CLI items are not schema-checked.
-    try:
-        item = jobspec.job_item(raw)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-        return _Check([f"malformed job item: {detail}"])
+    if isinstance(raw, Encoded) and jobspec.is_complete(raw):
+        item: dict[str, Any] = raw  # read from the log whole: completing it would copy it field by field for nothing
+    else:
+        # The one place where shapes are not trusted: REST and CLI items are not schema-checked.
+        try:
+            item = jobspec.job_item(raw)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            return _Check([f"malformed job item: {detail}"])
     spec = item["pod_spec"]
     if spec is None:
         return _Check(["pod_spec is missing"])
@@ -174,9 +177,9 @@ def _check_item(raw: Any, policy: SubmitPolicy) -> _Check:
 
     if deadline is None:
         deadline = _default_deadline(spec, policy)
-    annotations = dict(item["annotations"])
+    annotations = item["annotations"]
     if gang is not None:
-        annotations[FAIL_FAST] = "true"  # a gang cannot re-run one member alone
+        annotations = {**annotations, FAIL_FAST: "true"}  # a gang cannot re-run one member alone
     job = {
         **item,
         "priority": float(item["priority"]),

@@ -192,9 +192,10 @@ class TableBatch:
     _writes: dict[tuple[int, bytes], tuple[Any, Any, bytes | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # Text keys and raw values are their bytes as Faust's serializers would make them (UTF-8, as
-        # they are), without the serializers' lookups: most of a put's cost for the hot tables.
+        # Text keys and values, and raw values, are their bytes as Faust's serializers would make them
+        # (UTF-8, as they are), without the serializers' lookups: most of a put's cost for the hot tables.
         self._text_keys = self.table.key_serializer == TEXT_CODEC
+        self._text_values = self.table.value_serializer == TEXT_CODEC
         self._raw_values = self.table.value_serializer == "raw"
 
     def put(self, partition: int, key: Any, value: Any) -> None:
@@ -266,5 +267,7 @@ class TableBatch:
     def _value_bytes(self, value: Any) -> bytes | None:
         if self._raw_values and type(value) is bytes:
             return value
+        if self._text_values and type(value) is str:
+            return value.encode()
         raw = self.table.app.serializers.dumps_value(self.table.value_type, value, serializer=self.table.value_serializer)
         return None if raw is None else bytes(raw)

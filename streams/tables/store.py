@@ -12,10 +12,12 @@ job index and scheduler index take 17-35 MB each) with 16 MiB memtables, and hol
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from faust.stores.base import SerializedStore
 
+from streams.tables.batched import is_rocksdb
 from streams.tables.types import TEXT_CODEC
 
 MIB = 1024 * 1024
@@ -44,3 +46,25 @@ def read(table: Any, key: Any) -> Any:
             return raw
         return store._decode_value(raw)
     return table.get(key)
+
+
+def read_many(table: Any, keys: Sequence[Any]) -> list[Any]:
+    """Each of ``keys``' values in ``table`` (as `read` gives it), in order, or None.
+
+    On a RocksDB store, one multi-get per partition database the store holds, as Faust's lookup of a
+    key it has not seen searches them all: looking up a request's client ids one by one cost a tenth of
+    the ingest agent's time, most of it Faust's search for a key not there (a KeyError raised and caught)."""
+    store: Any = getattr(table, "data", None)
+    if not is_rocksdb(store):
+        return [read(table, key) for key in keys]
+    text = table.key_serializer == TEXT_CODEC  # UTF-8, as Faust's serializer makes it without its lookups (~5 us a key)
+    encoded = [key.encode() if text and type(key) is str else store._encode_key(key) for key in keys]
+    found: list[bytes | None] = [None] * len(keys)
+    for database in list(store._dbs.values()):
+        missing = [number for number, value in enumerate(found) if value is None]
+        if not missing:
+            break
+        for number, value in zip(missing, database.get([encoded[number] for number in missing]), strict=True):
+            found[number] = value
+    raw_values = table.value_serializer == "raw"
+    return [value if value is None or raw_values else store._decode_value(value) for value in found]

@@ -13,9 +13,10 @@ from schemas.codec import decode, encode
 from streams.agents import ingest
 from streams.domain.ids import job_partition
 from streams.domain.partitioning import key_hash, partition_for
+from streams.domain.validation import SubmitPolicy, validate_request
 from streams.plane import ControlPlane
 from streams.replies import REPLY_TO, Replies
-from tests.kit.jobs import QUEUE, item, request
+from tests.kit.jobs import QUEUE, gang, item, request
 from tests.kit.plane import agent_plane, running, sent
 
 T = 1_717_000_000.0  # the messages' log time, epoch seconds
@@ -66,6 +67,25 @@ def test_a_valid_request_becomes_one_sequence_of_submitted_jobs_and_is_answered(
         assert (indexed.key, indexed.value) == (b"team-a/train-1", first["job_id"].encode())
         assert rejections(plane) == []
         assert counted(plane, "flotilla_jobs_submitted_total", queue="team-a") == 2
+
+    asyncio.run(scenario())
+
+
+def test_the_submitted_events_are_the_bytes_their_validated_jobs_encode_to(tmp_path: Path) -> None:
+    """Items read from the log are judged as they were read (`jobspec.is_complete`): what the agent sends
+    is byte for byte what writing the jobs validated from the same request as plain dicts gives."""
+    items = [item(client_id="a", labels={"team": "x"}), gang("g", "1"), item(pod_spec__termination_grace_period_seconds=30)]
+
+    async def scenario() -> None:
+        plane = plane_with_queue(tmp_path)
+        async with running(plane, "ingest") as agent:
+            await agent.put(submission(*items), key=b"team-a", timestamp=T)
+
+        [sent_sequence] = sent(plane, plane.topics.events)
+        sequence = decode("event_sequence", sent_sequence.body)
+        assert sent_sequence.body == encode("event_sequence", sequence)
+        judged = validate_request(decode("submit_request", submission(*items)), QUEUE, SubmitPolicy())
+        assert [event["payload"][1] for event in sequence["events"]] == [result.job for result in judged]
 
     asyncio.run(scenario())
 

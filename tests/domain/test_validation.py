@@ -421,3 +421,51 @@ def test_true_is_not_a_quantity_even_once_1_0_was_one() -> None:
     assert to_milli(1.0) == 1000  # True == 1.0: an untyped memo answered True with 1.0's figure
     with pytest.raises(QuantityError):
         to_milli(True)
+
+
+KEPT = "flotilla.JobItem"  # as the ingest agent reads a request
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_a_complete_item_read_from_the_log_is_judged_as_the_same_item_given_as_a_dict(data: st.DataObject) -> None:
+    """An item read from the log that `is_complete` is judged as it is, not completed first: the answer is
+    the one the same item gets as a plain dict (as REST gives it), and completing it changes nothing."""
+    named = codec.schema("submit_request")["__named_schemas"]
+    drawn = data.draw(values("flotilla.JobItem", named))
+    if data.draw(st.booleans()):  # most drawn items are refused: judge valid ones too
+        drawn = {**drawn, "pod_spec": item()["pod_spec"], "priority": 1.0, "annotations": {}, "services": [], "ingresses": []}
+    body = codec.encode("submit_request", request(drawn), validate_record=False)
+    (read,) = codec.decode("submit_request", body, keep=KEPT)["items"]
+    (plain,) = codec.decode("submit_request", body)["items"]
+    if jobspec.is_complete(read):
+        assert jobspec.job_item(read) == read
+    (from_log,) = validate_request(request(read), QUEUE, SubmitPolicy())
+    (from_dict,) = validate_request(request(plain), QUEUE, SubmitPolicy())
+    assert from_log == from_dict
+
+
+@pytest.mark.parametrize("field", ["client_id", "namespace", "protocol"])
+def test_an_item_with_fields_to_complete_is_not_complete(field: str) -> None:
+    """Empty values that completing an item fills in: the item is completed before it is judged."""
+    complete = jobspec.job_item(item(pod_spec__containers=[{**container(), "ports": [{"container_port": 80, "protocol": "TCP"}]}]))
+    if field == "protocol":
+        (main,) = complete["pod_spec"]["containers"]
+        unnamed = {**main, "ports": [{"container_port": 80, "protocol": ""}]}
+        changed = {**complete, "pod_spec": {**complete["pod_spec"], "containers": [unnamed]}}
+    else:
+        changed = {**complete, field: ""}
+    (read,) = codec.decode("submit_request", codec.encode("submit_request", request(changed)), keep=KEPT)["items"]
+    assert not jobspec.is_complete(read) and jobspec.job_item(read) != read
+    (result,) = validate_request(request(read), QUEUE, SubmitPolicy())
+    assert result.job is not None and result.job == validate_request(request(jobspec.job_item(read)), QUEUE, SubmitPolicy())[0].job
+    assert result.job["namespace"] == "default" and result.job["client_id"] is None
+    assert result.job["pod_spec"]["containers"][0]["ports"][0]["protocol"] == "TCP"
+
+
+def test_a_gang_members_annotations_are_added_to_a_copy() -> None:
+    gang = {"armadaproject.io/gangId": "g", "armadaproject.io/gangCardinality": "1"}
+    (read,) = codec.decode("submit_request", codec.encode("submit_request", wire(item(annotations=gang))), keep=KEPT)["items"]
+    (result,) = validate_request(request(read), QUEUE, SubmitPolicy())
+    assert result.job is not None and result.job["annotations"]["armadaproject.io/failFast"] == "true"
+    assert read["annotations"] == gang  # the item read is not changed

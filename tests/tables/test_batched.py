@@ -39,7 +39,7 @@ class Recorded:
 
 
 def per_key_records(
-    plane: ControlPlane, table_name: str, writes: Sequence[tuple[int, str, bytes | None]]
+    plane: ControlPlane, table_name: str, writes: Sequence[tuple[int, str, bytes | str | None]]
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     """What Faust's own per-key changelog path sends for ``writes``."""
     table = plane.app.tables[table_name]
@@ -67,6 +67,20 @@ def test_the_changelog_records_are_byte_for_byte_what_per_key_writes_send(tmp_pa
         # the last write of a key wins, and goes out after the others
         assert records == [(expected[1][1], expected[1][2]), (expected[2][1], expected[2][2])]
         assert [plane.jobs.table.data[key] for key in ("job-1", "jöb-2")] == [b"\x03state-c", b"\x02state-b"]
+
+    asyncio.run(scenario())
+
+
+def test_text_values_are_byte_for_byte_what_per_key_writes_send(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        plane = agent_plane(tmp_path, store="rocksdb://")
+        expected = per_key_records(plane, "client-ids", [(0, "team-a/clïent", "01JÖB")])
+        send = Recorded()
+        batch = TableBatch(plane.client_ids, send)
+        batch.put(0, "team-a/clïent", "01JÖB")
+        await batch.write()
+        assert send.batches[0][2] == [(key, value) for _, key, value in expected]
+        assert plane.client_ids.data.get("team-a/clïent") == "01JÖB"
 
     asyncio.run(scenario())
 
