@@ -998,11 +998,15 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
     queued_rate = queued.rate.per_s if queued.rate else None
     crashes = [crash[:400] for crash in stream.crashes + queued.crashes]
     peak = max(result.worker_peak_mib for result in phases)
+    stream_log = summary(stream.stream_log)
+    # Issue 13's targets, each latency on the log (the lease's record), not at the tick that decided it.
     print(
-        f"targets: idle submit-to-lease p99 <= 1 s: {met(idle['p99'], (idle['p99'] or 0) <= 1)} "
-        f"({fmt(idle['p99'], '.3f')}s at the tick, {fmt(idle_log['p99'], '.3f')}s on the log); >= 5,000 leases/s: "
-        f"stream {met(stream_rate, (stream_rate or 0) >= 5000)}, queued first {met(queued_rate, (queued_rate or 0) >= 5000)}"
-        f"{'; INCOMPLETE: an agent crashed' if crashes else ''}"
+        f"targets: idle submit-to-lease p99 <= 0.25 s on the log: {met(idle_log['p99'], (idle_log['p99'] or 0) <= 0.25)} "
+        f"({fmt(idle_log['p99'], '.3f')}s; {fmt(idle['p99'], '.3f')}s at the tick); "
+        f"stream >= 3,000 leases/s: {met(stream_rate, (stream_rate or 0) >= 3000)} ({fmt(stream_rate, ',.0f')}/s) "
+        f"with submit-to-lease p99 <= 30 s on the log: {met(stream_log['p99'], (stream_log['p99'] or 0) <= 30)} "
+        f"({fmt(stream_log['p99'], '.1f')}s); queued first >= 5,000 leases/s: {met(queued_rate, (queued_rate or 0) >= 5000)} "
+        f"({fmt(queued_rate, ',.0f')}/s){'; INCOMPLETE: an agent crashed' if crashes else ''}"
     )
     print(
         f"worker (scheduling agent) RSS: peak {peak:,.1f} MiB; at the end {stream.phases[-1].worker_rss_mib:,.1f} MiB "
