@@ -228,15 +228,21 @@ def _read(schema: Any, target: str, lines: list[str], indent: str, source: _Sour
         if tagged:
             lines.append(f"{indent}{target} = ({schema['name']!r}, {target})")
     elif kind == "union":
-        index = source.local("u")
-        _read_long(index, lines, indent)
         tag = len(_record_branches(schema, source)) > 1
-        for number, branch in enumerate(schema):
-            lines.append(f"{indent}{'if' if number == 0 else 'elif'} {index} == {number}:")
-            _read(branch, target, lines, indent + "    ", source, tagged=tag)
-        lines += [f"{indent}else:", f"{indent}    raise ValueError('union branch ' + str({index}) + ' out of range')"]
+        _union(schema, lines, indent, source, lambda branch, inner: _read(branch, target, lines, inner, source, tagged=tag))
     else:
         raise Unsupported(f"type {kind!r}")
+
+
+def _union(schema: list[Any], lines: list[str], indent: str, source: _Source, branch_code: Callable[[Any, str], None]) -> None:
+    """The code that reads a union's branch index and goes on with ``branch_code``'s lines for that branch
+    (given the branch's schema and indent): the readers and the skippers dispatch alike."""
+    index = source.local("u")
+    _read_long(index, lines, indent)
+    for number, branch in enumerate(schema):
+        lines.append(f"{indent}{'if' if number == 0 else 'elif'} {index} == {number}:")
+        branch_code(branch, indent + "    ")
+    lines += [f"{indent}else:", f"{indent}    raise ValueError('union branch ' + str({index}) + ' out of range')"]
 
 
 def _record_reader(schema: dict[str, Any], source: _Source) -> str:
@@ -335,12 +341,7 @@ def _skip(schema: Any, lines: list[str], indent: str, source: _Source) -> None:
     elif kind in ("record", "error"):
         lines.append(f"{indent}p = {_record_skipper(schema, source)}(b, p)")
     elif kind == "union":
-        index = source.local("u")
-        _read_long(index, lines, indent)
-        for number, branch in enumerate(schema):
-            lines.append(f"{indent}{'if' if number == 0 else 'elif'} {index} == {number}:")
-            _skip(branch, lines, indent + "    ", source)
-        lines += [f"{indent}else:", f"{indent}    raise ValueError('union branch ' + str({index}) + ' out of range')"]
+        _union(schema, lines, indent, source, lambda branch, inner: _skip(branch, lines, inner, source))
     else:
         raise Unsupported(f"type {kind!r}")
 
