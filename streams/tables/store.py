@@ -40,12 +40,18 @@ def read(table: Any, key: Any) -> Any:
     ~7 us a key to say so, most of a refold's lookup of each new job."""
     store = getattr(table, "data", None)
     if isinstance(store, SerializedStore):
-        text_key = type(key) is str and table.key_serializer == TEXT_CODEC
-        raw = store._get(key.encode() if text_key else store._encode_key(key))
-        if raw is None or table.value_serializer == "raw":
-            return raw
-        return store._decode_value(raw)
+        return _value(table, store, store._get(_stored_key(table, store, key)))
     return table.get(key)
+
+
+def _stored_key(table: Any, store: Any, key: Any) -> bytes:
+    """``key`` as the store holds it: a text key is its UTF-8 bytes, as Faust's serializer makes them without its lookups (~5 us a key)."""
+    return key.encode() if type(key) is str and table.key_serializer == TEXT_CODEC else store._encode_key(key)
+
+
+def _value(table: Any, store: Any, raw: bytes | None) -> Any:
+    """A stored value as the table gives it (a raw value is its bytes), or None."""
+    return raw if raw is None or table.value_serializer == "raw" else store._decode_value(raw)
 
 
 def read_many(table: Any, keys: Sequence[Any]) -> list[Any]:
@@ -57,8 +63,7 @@ def read_many(table: Any, keys: Sequence[Any]) -> list[Any]:
     store: Any = getattr(table, "data", None)
     if not is_rocksdb(store):
         return [read(table, key) for key in keys]
-    text = table.key_serializer == TEXT_CODEC  # UTF-8, as Faust's serializer makes it without its lookups (~5 us a key)
-    encoded = [key.encode() if text and type(key) is str else store._encode_key(key) for key in keys]
+    encoded = [_stored_key(table, store, key) for key in keys]
     found: list[bytes | None] = [None] * len(keys)
     for database in list(store._dbs.values()):
         missing = [number for number, value in enumerate(found) if value is None]
@@ -66,5 +71,4 @@ def read_many(table: Any, keys: Sequence[Any]) -> list[Any]:
             break
         for number, value in zip(missing, database.get([encoded[number] for number in missing]), strict=True):
             found[number] = value
-    raw_values = table.value_serializer == "raw"
-    return [value if value is None or raw_values else store._decode_value(value) for value in found]
+    return [_value(table, store, value) for value in found]
