@@ -154,13 +154,16 @@ def test_a_fake_executor_runs_leases_reports_them_and_ignores_other_executors_co
     assert {key for key, *_ in events} == {"queue-a/set-a"}
     assert {sequence["user"] for *_, sequence in events} == {"executor:fake-1"}
 
-    def report_with_ended_run() -> dict[str, Any] | None:
+    def report_with_ended_runs() -> dict[str, Any] | None:
+        """The latest report made after the runs ended: reports go out every second, so the one made
+        between run-ok's end and the cancel of run-long (sent once it ran) may be the latest for a while."""
         for report in reversed(log.reports()):
-            if {r["run_id"]: r["state"] for r in report["runs"]}.get("run-ok") == "succeeded":
+            states = {r["run_id"]: r["state"] for r in report["runs"]}
+            if states.get("run-ok") == "succeeded" and states.get("run-long") not in (None, "pending", "running"):
                 return report
         return None
 
-    report = poll(report_with_ended_run, 15, "a report listing the ended run")
+    report = poll(report_with_ended_runs, 15, "a report listing the ended runs")
     assert report["executor"] == "fake-1"
     assert report["pool"] == "default"
     assert [node["name"] for node in report["nodes"]] == ["node-0", "node-1", "node-2"]
