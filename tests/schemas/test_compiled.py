@@ -177,7 +177,7 @@ def projected(value: Any) -> Any:
     elif "image" in value and "resources" in value:
         kept = fields["flotilla.Container"]
     else:
-        kept = set(value)
+        kept = frozenset(value)
     return {key: projected(each) for key, each in value.items() if key in kept}
 
 
