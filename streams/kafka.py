@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
+from streams import contiguous_fetch
 from streams.config import Settings
 
 if TYPE_CHECKING:
@@ -112,6 +113,8 @@ def _built(settings: Settings) -> KafkaClients:
     problems = check(settings)
     if problems:
         raise KafkaConfigError("Kafka settings: " + "; ".join(problems))
+    if settings.broker.startswith("tansu://"):
+        contiguous_fetch.require()  # the embedded broker's tail can show a later batch before an earlier one
     protocol = settings.kafka_security_protocol.upper()
     sasl = protocol.startswith("SASL_")
     return KafkaClients(

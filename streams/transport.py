@@ -5,7 +5,8 @@ plus one, not the log end offset. Faust takes that answer as the high watermark 
 table from its changelog and stops there, so the records of the last changelog batch (the latest
 states of the jobs written last) would silently not be restored. This transport corrects the
 answer by reading the partition's tail from the reported offset. Real Kafka needs none of this:
-production brokers use `kafka://`. It also shortens the fetch wait (see `_FETCH_MAX_WAIT_MS`).
+production brokers use `kafka://`. It also shortens the fetch wait (see `_FETCH_MAX_WAIT_MS`), and
+reads every partition without holes (streams/contiguous_fetch.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
+
+from streams import contiguous_fetch
 
 _TAIL_READ_TIMEOUT_S = 10.0
 # Tansu holds a fetch until its wait runs out even when records arrive meanwhile, so Faust's fixed
@@ -56,6 +59,7 @@ async def exact_end_offsets(client_options: Mapping[str, Any], reported: Mapping
 
 class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     def _create_worker_consumer(self, transport: faust_aiokafka.Transport) -> AIOKafkaConsumer:
+        contiguous_fetch.require()  # Faust would otherwise commit past a batch Tansu showed late
         consumer = super()._create_worker_consumer(transport)
         # Faust passes no setting for it; the consumer hands it to its fetcher when it starts.
         consumer._fetch_max_wait_ms = _FETCH_MAX_WAIT_MS

@@ -10,6 +10,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from schemas.codec import decode
+from streams import contiguous_fetch
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,9 @@ async def _read_all(bootstrap: str, topic: str, timeout: float) -> list[Record]:
 
     The end is the high watermark of the fetch responses: Tansu answers ListOffsets(latest) with
     the base offset of the last record batch + 1, not the log end offset (see test_recovery.py).
+    It reads without holes, as Flotilla's own consumers of Tansu do (streams/contiguous_fetch.py).
     """
+    contiguous_fetch.require()
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
