@@ -32,8 +32,9 @@ from fastavro import parse_schema, schemaless_reader
 from fastavro.schema import UnknownType, fingerprint, to_parsing_canonical_form
 from fastavro.validation import ValidationError, validate
 
-from schemas.compiled import Compiled, compile_schema
+from schemas.compiled import Compiled, Projection, compile_schema
 from schemas.compiled import Encoded as Encoded  # a decoded record with its encoding, see decode(keep=...)
+from schemas.compiled import Partial as Partial  # one read with some of its fields, see decode(only=...)
 
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 CONFLUENT_MAGIC = 0x00
@@ -168,7 +169,7 @@ class Registry:
         self._headers: dict[str, bytes] = {}
         self._union_paths: dict[str, tuple[tuple[_PathStep, ...], ...]] = {}
         self._taggers: dict[str, _Tagger] = {}
-        self._compiled: dict[tuple[str, str | None, frozenset[str], frozenset[str]], Compiled] = {}
+        self._compiled: dict[tuple[str, str | None, frozenset[str], frozenset[str], Projection], Compiled] = {}
 
     def schema(self, name: str) -> dict:
         """The current parsed schema of top-level record ``name``."""
@@ -330,13 +331,18 @@ class Registry:
         return self._taggers[name]
 
     def compiled(
-        self, name: str, keep: str | None = None, skip: frozenset[str] = frozenset(), shared: frozenset[str] = frozenset()
+        self,
+        name: str,
+        keep: str | None = None,
+        skip: frozenset[str] = frozenset(),
+        shared: frozenset[str] = frozenset(),
+        only: Projection = frozenset(),
     ) -> Compiled:
         """The current schema ``name``'s reader and writer (see `schemas.compiled`), compiled once."""
-        key = (name, keep, skip, shared)
+        key = (name, keep, skip, shared, only)
         found = self._compiled.get(key)
         if found is None:
-            found = self._compiled[key] = compile_schema(self.schema(name), keep=keep, skip=skip, shared=shared)
+            found = self._compiled[key] = compile_schema(self.schema(name), keep=keep, skip=skip, shared=shared, only=only)
         return found
 
     def encode(self, name: str, record: Mapping[str, Any], *, validate_record: bool = True) -> bytes:
@@ -385,6 +391,7 @@ class Registry:
         keep: str | None = None,
         skip: frozenset[str] = frozenset(),
         shared: frozenset[str] = frozenset(),
+        only: Projection = frozenset(),
     ) -> dict:
         """Deserialise a message in any of the three framings, resolving its writer's schema
         against the current one.
@@ -393,7 +400,9 @@ class Registry:
         Records of type ``keep`` (a full name) in a message of the current schema come as `Encoded`,
         with the bytes they were read from (from an older schema, as plain dicts). In a message of
         the current schema, records of a type in ``skip`` come as None, and records of a type in
-        ``shared`` are one value for each distinct encoding, never to be changed (`schemas.compiled`).
+        ``shared`` are one value for each distinct encoding, never to be changed (`schemas.compiled`), and
+        of the record types ``only`` names only the fields named there are read (a record of type ``keep``
+        comes as a `Partial`).
         """
         reader = self.schema(name)
         if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -402,7 +411,7 @@ class Registry:
         if writer.parsed is reader:
             body = bytes(data)
             try:
-                record, end = self.compiled(name, keep, skip, shared).read(body, start)
+                record, end = self.compiled(name, keep, skip, shared, only).read(body, start)
             except (IndexError, ValueError, struct.error) as exc:  # UnicodeDecodeError is a ValueError
                 raise SchemaError(
                     f"cannot decode {name} ({writer.origin}): truncated or corrupt body ({type(exc).__name__}: {exc})"

@@ -13,7 +13,9 @@ record read as an `Encoded` is written back as the bytes it was read from (a spl
 also skip records of some types (read as None: the job-state fold has no use for a scheduling
 cycle's decisions) and share records of others (each distinct encoding read once and the same
 value given for every record with those bytes: the jobs of a submission share a few pod specs,
-whose reading was most of the fold's decoding); values read shared must never be changed. They
+whose reading was most of the fold's decoding); values read shared must never be changed. A reader
+may also read only some fields of some record types (a projection: the fields it skips are walked
+over, not built), which gives a record of the kept type as a `Partial`. They
 do not validate: as with ``encode(..., validate_record=False)``, a record of the wrong shape may fail
 with any exception (the codec turns each into a `SchemaError`). A value for a union of several
 records must be given as ``(full name, record)``. Schema resolution (data of an older writer
@@ -31,6 +33,9 @@ Reader = Callable[[bytes, int], tuple[Any, int]]
 Writer = Callable[[bytearray, Any], None]
 
 _PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
+# What a reader reads of some record types: (full name, the fields it reads) pairs. It skips their other
+# fields, and types not named are read whole.
+Projection = frozenset[tuple[str, frozenset[str]]]
 
 
 class Unsupported(ValueError):
@@ -47,6 +52,14 @@ class Encoded(dict[str, Any]):
     __slots__ = ("encoding", "schema")
     encoding: bytes
     schema: dict[str, Any]
+
+
+class Partial(Encoded):
+    """A record of the kept type read with some of its fields only (a reader's projection, see
+    `compile_schema`): what it lacks its encoding still holds, so it is written, as any Encoded, as that
+    encoding, and whoever needs the whole record reads the encoding again."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,7 @@ _GLOBALS: dict[str, Any] = {
     "_pack_float": struct.Struct("<f").pack,
     "_Mapping": Mapping,
     "_Encoded": Encoded,
+    "_Partial": Partial,
 }
 
 
@@ -106,12 +120,18 @@ class _Source:
     """Python source being generated: lines, fresh local names, constants and per-record functions."""
 
     def __init__(
-        self, named: Mapping[str, Any], keep: str | None = None, skip: frozenset[str] = frozenset(), shared: frozenset[str] = frozenset()
+        self,
+        named: Mapping[str, Any],
+        keep: str | None = None,
+        skip: frozenset[str] = frozenset(),
+        shared: frozenset[str] = frozenset(),
+        only: Projection = frozenset(),
     ) -> None:
         self.named = named
         self.keep = keep
         self.skip = skip
         self.shared = shared
+        self.only = dict(only)
         self.functions: list[str] = []
         self.records: dict[str, str] = {}  # full name -> function name (reader or writer)
         self.skippers: dict[str, str] = {}  # full name -> the function moving past such a record
@@ -252,14 +272,18 @@ def _record_reader(schema: dict[str, Any], source: _Source) -> str:
     function = source.records[name] = f"_r{len(source.records)}"
     lines = [f"def {function}(b, p):"]
     values = []
+    read = source.only.get(name)
     for number, field in enumerate(schema["fields"]):
+        if read is not None and field["name"] not in read:
+            _skip(field["type"], lines, "    ", source)
+            continue
         target = f"f{number}"
         _read(field["type"], target, lines, "    ", source)
         values.append(f"{field['name']!r}: {target}")
     if name == source.keep:
         lines.insert(1, "    s = p")
         lines += [
-            f"    r = _Encoded({{{', '.join(values)}}})",
+            f"    r = {'_Partial' if read is not None else '_Encoded'}({{{', '.join(values)}}})",
             "    r.encoding = b[s:p]",
             f"    r.schema = {source.identity(schema)}",
             "    return r, p",
@@ -496,7 +520,7 @@ def _record_writer(schema: dict[str, Any], source: _Source) -> str:
     function = source.records[name] = f"_w{len(source.records)}"
     lines = [
         f"def {function}(o, d):",
-        f"    if type(d) is _Encoded and d.schema is {source.identity(schema)}:",
+        f"    if (type(d) is _Encoded or type(d) is _Partial) and d.schema is {source.identity(schema)}:",
         "        o += d.encoding",
         "        return",
     ]
@@ -531,8 +555,9 @@ def _build(
     keep: str | None = None,
     skip: frozenset[str] = frozenset(),
     shared: frozenset[str] = frozenset(),
+    only: Projection = frozenset(),
 ) -> Callable[..., Any]:
-    source = _Source(named, keep, skip, shared)
+    source = _Source(named, keep, skip, shared, only)
     lines: list[str] = []
     if kind == "read":
         _read(schema, "value", lines, "    ", source)
@@ -546,11 +571,22 @@ def _build(
 
 
 def compile_schema(
-    parsed: Any, keep: str | None = None, skip: frozenset[str] = frozenset(), shared: frozenset[str] = frozenset()
+    parsed: Any,
+    keep: str | None = None,
+    skip: frozenset[str] = frozenset(),
+    shared: frozenset[str] = frozenset(),
+    only: Projection = frozenset(),
 ) -> Compiled:
     """The reader and writer of ``parsed`` (fastavro's `parse_schema` form, its named types in
     ``__named_schemas``); the reader gives each record of type ``keep`` (a full name) as an `Encoded`,
     each record of a type in ``skip`` as None, and those of a type in ``shared`` read once per distinct
-    encoding (see the module's docstring). Raises `Unsupported` for constructs not handled (logical types...)."""
+    encoding (see the module's docstring); of a record type ``only`` names, it reads the fields named
+    there alone (a record of type ``keep`` is then a `Partial`). Raises `Unsupported` for constructs not
+    handled (logical types...)."""
     named = parsed.get("__named_schemas", {}) if isinstance(parsed, dict) else {}
-    return Compiled(_build("read", parsed, named, keep, skip, shared), _build("write", parsed, named))
+    for name, fields in only:
+        record = named.get(name)
+        unknown = sorted(fields - {field["name"] for field in record["fields"]}) if isinstance(record, dict) else None
+        if unknown != []:
+            raise Unsupported(f"a projection of {name}: " + (f"no fields {unknown}" if unknown else "no such record type"))
+    return Compiled(_build("read", parsed, named, keep, skip, shared, only), _build("write", parsed, named))

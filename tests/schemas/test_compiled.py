@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schemas import codec
-from schemas.compiled import Encoded, compile_schema
+from schemas.compiled import Encoded, Partial, Unsupported, compile_schema
 from tests.schemas import samples
 from tests.schemas.strategies import values
 
@@ -149,6 +149,78 @@ def test_records_read_shared_are_one_value_per_distinct_encoding() -> None:
     assert pods[2]["node_selector"] == {"zone": "b"} and pods[0]["node_selector"] == spec["pod_spec"]["node_selector"]
     read = [event["payload"][1] for event in decoded["events"]]
     assert [each.encoding for each in read] == [codec.encode_body("job_submitted", each) for each in specs]
+
+
+# A projection as the fold's (`streams.tables.jobs.SPEC_FOLDED`), over a spec, its pod spec and their containers.
+PROJECTION = frozenset(
+    {
+        ("flotilla.JobSubmitted", frozenset({"priority", "labels", "pod_spec"})),
+        ("flotilla.PodSpec", frozenset({"containers", "tolerations", "termination_grace_period_seconds"})),
+        ("flotilla.Container", frozenset({"resources"})),
+    }
+)
+
+
+def projected(value: Any) -> Any:
+    """``value`` (read whole) as a reader with `PROJECTION` reads it: each projected record with its named fields only."""
+    if isinstance(value, tuple):
+        return (value[0], projected(value[1]))
+    if isinstance(value, list):
+        return [projected(each) for each in value]
+    if not isinstance(value, dict):
+        return value
+    fields = dict(PROJECTION)
+    if "pod_spec" in value and "priority_class" in value:
+        kept = fields["flotilla.JobSubmitted"]
+    elif "containers" in value and "init_containers" in value:
+        kept = fields["flotilla.PodSpec"]
+    elif "image" in value and "resources" in value:
+        kept = fields["flotilla.Container"]
+    else:
+        kept = frozenset(value)
+    return {key: projected(each) for key, each in value.items() if key in kept}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_a_projected_reader_reads_the_fields_named_and_passes_over_the_rest(data: st.DataObject) -> None:
+    """Of the record types a projection names only the fields named are read (the kept type's as a `Partial`,
+    with the bytes of the whole record); what follows is read as a whole reader reads it."""
+    parsed = codec.schema("event_sequence")
+    body = fastavro_bytes("event_sequence", data.draw(values(parsed, parsed["__named_schemas"])))
+    whole, _ = codec._default.compiled("event_sequence", "flotilla.JobSubmitted", SKIPPED, SHARED).read(body, 0)
+    read, end = codec._default.compiled("event_sequence", "flotilla.JobSubmitted", SKIPPED, SHARED, PROJECTION).read(body, 0)
+    assert end == len(body)
+    assert read == projected(whole)
+    specs = [(event["payload"][1], each["payload"][1]) for event, each in zip(read["events"], whole["events"], strict=True)]
+    for part, spec in specs:
+        if isinstance(spec, Encoded):
+            assert type(part) is Partial and part.encoding == spec.encoding and part.schema is spec.schema
+            assert compiled_bytes("job_submitted", part) == spec.encoding == compiled_bytes("job_submitted", dict(spec))
+
+
+def test_a_partial_record_is_written_as_the_whole_record_it_was_read_from() -> None:
+    """A lease command carries its job's spec: the fold's, read in part, is written whole."""
+    data = codec.encode("job_submitted", samples.job_submitted())
+    part = codec.decode("job_submitted", data, keep="flotilla.JobSubmitted", only=PROJECTION)
+    assert type(part) is Partial and set(part) == {"priority", "labels", "pod_spec"}
+    assert set(part["pod_spec"]) == {"containers", "tolerations", "termination_grace_period_seconds"}
+    command = {**samples.executor_command(), "spec": part}  # not validated: the fold built it (a Partial lacks fields)
+    whole = codec.encode("executor_command", {**command, "spec": samples.job_submitted()})
+    assert codec.encode("executor_command", command, validate_record=False) == whole
+    assert codec.framed("job_submitted", codec.encode_body("job_submitted", part)) == data
+
+
+@pytest.mark.parametrize(
+    ("only", "refused"),
+    [
+        (frozenset({("flotilla.PodSpec", frozenset({"containers", "node_selectors"}))}), r"no fields \['node_selectors'\]"),
+        (frozenset({("flotilla.Pod", frozenset({"containers"}))}), "no such record type"),
+    ],
+)
+def test_a_projection_of_a_field_or_type_the_schema_lacks_is_refused(only: frozenset[tuple[str, frozenset[str]]], refused: str) -> None:
+    with pytest.raises(Unsupported, match=refused):
+        compile_schema(codec.schema("job_submitted"), only=only)
 
 
 @pytest.mark.parametrize("cut", [1, 5, 40])
