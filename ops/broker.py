@@ -59,6 +59,14 @@ def _accepts_connections(bootstrap: str) -> bool:
         return sock.connect_ex((host, int(port))) == 0
 
 
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def wait_until_ready(bootstrap: str, timeout: float = 20.0, process: subprocess.Popen[bytes] | None = None) -> None:
     """Block until the broker answers a Kafka metadata request."""
     deadline = time.monotonic() + timeout
@@ -114,6 +122,8 @@ class EmbeddedBroker:
     def start(self, timeout: float = 20.0) -> EmbeddedBroker:
         if self._process is not None:
             raise BrokerError("broker already started")
+        if _in_event_loop():
+            raise BrokerError("start() waits for the broker with an event loop of its own: call it outside one (asyncio.to_thread)")
         if not self.port:
             self.port = free_port(self.host)
         listener = f"tcp://{self.host}:{self.port}"
@@ -137,7 +147,7 @@ class EmbeddedBroker:
         )
         try:
             wait_until_ready(self.bootstrap, timeout, self._process)
-        except BrokerError:
+        except BaseException:  # whatever stops the start (a timeout, Ctrl-C) stops the broker too
             self.stop()
             raise
         return self
