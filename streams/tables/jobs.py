@@ -61,7 +61,12 @@ def whole_job(job: dict[str, Any]) -> dict[str, Any]:
     spec = job["spec"]
     if type(spec) is not Partial:
         return job
-    return {**job, "spec": decode("job_submitted", framed("job_submitted", spec.encoding), keep=SPEC_TYPE, shared=SPECS_SHARED)}
+    return {**job, "spec": read_spec(framed("job_submitted", spec.encoding))}
+
+
+def read_spec(raw: bytes) -> dict[str, Any]:
+    """A whole spec from its `job_submitted` message, as `Encoded` (written back as these bytes) and read shared."""
+    return decode("job_submitted", raw, keep=SPEC_TYPE, shared=SPECS_SHARED)
 
 
 def jobs_table(app: faust.App, settings: Settings) -> TableT:
@@ -186,7 +191,7 @@ class JobStore:
         job = decode("job_state", raw)
         spec_raw = read(self.specs, job_id)
         if spec_raw is not None:
-            job["spec"] = decode("job_submitted", spec_raw, keep=SPEC_TYPE, shared=SPECS_SHARED)
+            job["spec"] = read_spec(spec_raw)
             return job, True
         if writer_of("job_state", raw)[0].origin != "current":
             spec = decode_as_written("job_state", raw).get("spec")
