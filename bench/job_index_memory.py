@@ -152,16 +152,16 @@ def main() -> None:
     batches = requests(args.jobs)
     (rows, _), rows_bytes = traced(lambda: folded(batches, put=False))
     assert isinstance(rows, dict) and len(rows) == args.jobs
-    encoded = [(job_id, row.encode()) for job_id, row in rows.items()]
+    encoded = [(job_id.encode(), row.encode()) for job_id, row in rows.items()]  # as the table holds them
     del rows
     (index, _), fold_bytes = traced(lambda: folded(batches, put=True))
-    rebuilt, rebuild_bytes = traced(lambda: JobIndex.of(JobRow.decode(job_id, raw) for job_id, raw in encoded))
+    rebuilt, rebuild_bytes = traced(lambda: JobIndex.of(JobRow.decode(key.decode(), raw) for key, raw in encoded))
     del index, rebuilt
     # Timed apart from tracemalloc, which slows every allocation.
     index, put_cpu = folded(batches, put=True)
     assert isinstance(index, JobIndex) and len(index.rows) == args.jobs
     start = time.process_time()
-    JobIndex.of(JobRow.decode(job_id, raw) for job_id, raw in encoded)
+    JobIndex.of(JobRow.decode(key.decode(), raw) for key, raw in encoded)
     rebuild_cpu = time.process_time() - start
     per = {
         "rows_bytes_per_job": rows_bytes / args.jobs,

@@ -25,7 +25,7 @@ from streams.api.control_requests import JobFilter, matching
 from streams.api.errors import ApiError
 from streams.auth import PermissionDenied, Permissions, Principal
 from streams.auth.permissions import QUEUE_VERBS
-from streams.domain.job_index import JobIndex, JobQuery
+from streams.domain.job_index import JobIndex, JobQuery, decode_cursor, encode_cursor
 from streams.scheduler.view import ClusterView
 from streams.tables.job_index import JobIndexStore
 from streams.tables.jobs import JobStore
@@ -60,7 +60,7 @@ def query_json(query: JobQuery) -> dict[str, Any]:
         "sort": query.sort,
         "descending": query.descending,
         "limit": query.limit,
-        "after": query.after,
+        "after": None if query.after is None else encode_cursor(query.after),
     }
 
 
@@ -78,7 +78,7 @@ def query_of(body: dict[str, Any]) -> JobQuery:
             sort=body["sort"],
             descending=bool(body["descending"]),
             limit=int(body["limit"]),
-            after=body["after"],
+            after=None if body["after"] is None else decode_cursor(body["after"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ApiError(400, f"malformed job query: {exc!r}") from exc

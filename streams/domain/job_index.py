@@ -29,9 +29,11 @@ from __future__ import annotations
 import base64
 import heapq
 import json
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from itertools import islice
 from sys import intern
 from typing import Any
@@ -49,6 +51,9 @@ _REASON_CHARS = 500  # a reason is shown in a list cell; the job's page has it w
 
 # Where a record is on the `events` topic: (partition, offset).
 Position = tuple[int, int]
+# A job's place in a list: (submission time, last transition or priority; then its job id). The row's own
+# value and job id, so that a key costs the index one small tuple and no text.
+Key = tuple[int | float, str]
 # Keys of the `job-index` table's entries for job sets' requests; job ids (ULIDs) never start so.
 REQUESTS_PREFIX = "job-set:"
 
@@ -76,14 +81,14 @@ class JobRow:
     events: tuple[Position, ...] | None = ()
 
     @property
-    def key(self) -> str:
+    def key(self) -> Key:
         """Its place in the lists in submission order: submission time, then job id."""
         return sort_key(self.submitted, self.job_id)
 
-    def key_by(self, sort: str, key: str | None = None) -> str:
+    def key_by(self, sort: str, key: Key | None = None) -> Key:
         """Its place in the lists of ``sort`` (one of `SORTS`). ``key``: its `key`, when the caller has
         it, given back for a sort whose value is the submission time (a queued job's last transition),
-        so that the lists hold one string for both."""
+        so that the lists hold one key for both."""
         value = self.submitted if sort == "submitted" else self.last_transition if sort == "last_transition" else self.priority
         if key is not None and value == self.submitted:
             return key
@@ -118,10 +123,10 @@ class JobRow:
             intern(q),
             intern(js),
             intern(state),
-            priority,
+            shared(float(priority)),
             intern(pc),
             submitted,
-            last,
+            submitted if last == submitted else last,  # one object, as `row_of` has it for a queued job
             runs,
             text(executor),
             text(node),
@@ -163,7 +168,7 @@ def row_of(job: dict[str, Any], events: tuple[Position, ...] | None = ()) -> Job
         queue=intern(job["queue"]),
         job_set=intern(job["job_set_id"]),
         state=intern(job["state"]),
-        priority=float(job["priority"]),
+        priority=shared(float(job["priority"])),
         priority_class=intern(job["priority_class"]),
         submitted=job["submitted"],
         last_transition=job["last_transition"],
@@ -180,7 +185,7 @@ def row_of(job: dict[str, Any], events: tuple[Position, ...] | None = ()) -> Job
 def merged_events(held: tuple[Position, ...] | None, new: Iterable[Position]) -> tuple[Position, ...] | None:
     """The positions of a job's events: those ``held`` so far and the ``new`` ones, in order, each
     once (a batch folded again adds nothing). A job whose earlier events were not kept (``held`` None) keeps none."""
-    return None if held is None else tuple(sorted({*held, *new}))
+    return None if held is None else _held_positions(tuple(sorted({*held, *new})))
 
 
 def with_events(row: JobRow, held: tuple[Position, ...] | None, new: Iterable[Position]) -> JobRow:
@@ -189,7 +194,16 @@ def with_events(row: JobRow, held: tuple[Position, ...] | None, new: Iterable[Po
 
 
 def _positions(raw: list[list[int]] | None) -> tuple[Position, ...] | None:
-    return None if raw is None else tuple((partition, offset) for partition, offset in raw)
+    return None if raw is None else _held_positions(tuple((partition, offset) for partition, offset in raw))
+
+
+@lru_cache(maxsize=4096)
+def _held_positions(positions: tuple[Position, ...]) -> tuple[Position, ...]:
+    """One tuple for the equal positions of many jobs: the jobs of a request, or leased in one cycle, have
+    their events in the same records (~50-130 bytes a row otherwise, the most of it for rows decoded
+    from the table). Not through `streams.domain.shared`: positions are new with every record, and
+    would push out of its bounded table the long-lived shapes it is there to share."""
+    return positions
 
 
 def encode_requests(queue: str, job_set: str, positions: tuple[Position, ...]) -> tuple[str, bytes]:
@@ -204,29 +218,34 @@ def decode_requests(key: str, raw: bytes) -> tuple[tuple[str, str], tuple[Positi
     return (queue, job_set), positions
 
 
-def sort_key(value: int | float, job_id: str) -> str:
-    """A string that sorts as (value, job id) for values from 0 to 10^15 (epoch ms, priorities)."""
-    return f"{value:020.3f}|{job_id}"
+def sort_key(value: int | float, job_id: str) -> Key:
+    """The key of ``job_id`` at ``value`` (a time in epoch ms or a priority): tuples sort as (value, job id),
+    exactly, and hold the row's own value and id."""
+    return (value, job_id)
 
 
-def encode_cursor(key: str) -> str:
-    return base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+def encode_cursor(key: Key) -> str:
+    value, job_id = key
+    return base64.urlsafe_b64encode(f"{value!r}|{job_id}".encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> str:
-    """The key a cursor stands for; ValueError for anything `encode_cursor` did not make."""
+def decode_cursor(cursor: str) -> Key:
+    """The key a cursor stands for; ValueError for anything `encode_cursor` did not make.
+
+    The value is read back as the int or float it was (a cursor of the fixed-point text keys used
+    before reads as a float equal to its time or priority, and goes on where it left off)."""
     try:
-        key = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"cursor {cursor!r} is not one this API gave") from exc
-    value, sep, job_id = key.partition("|")
+    written, sep, job_id = text.partition("|")
     try:
-        float(value)
+        value: int | float = int(written) if written.isdigit() else float(written)
     except ValueError:
         sep = ""
-    if not sep or not job_id:
+    if not sep or not job_id or not math.isfinite(value):
         raise ValueError(f"cursor {cursor!r} is not one this API gave")
-    return key
+    return (value, job_id)
 
 
 @dataclass(frozen=True)
@@ -245,7 +264,7 @@ class JobQuery:
     sort: str = "submitted"
     descending: bool = True
     limit: int = 100
-    after: str | None = None  # the key of the last row of the previous page (`decode_cursor`)
+    after: Key | None = None  # the key of the last row of the previous page (`decode_cursor`)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.states) - JOB_STATES)
@@ -268,14 +287,14 @@ class JobQuery:
             and all(pair in row.labels for pair in self.labels)
         )
 
-    def key_of(self, row: JobRow) -> str:
+    def key_of(self, row: JobRow) -> Key:
         return row.key_by(self.sort)
 
 
 @dataclass(frozen=True)
 class Page:
     rows: list[JobRow]
-    next_after: str | None  # the key to continue after, when more rows match
+    next_after: Key | None  # the key to continue after, when more rows match
 
 
 # The sorts besides submission time: each has lists per queue and state in its own order.
@@ -300,8 +319,8 @@ class JobIndex:
     def of(cls, rows: Iterable[JobRow], requests: Iterable[tuple[tuple[str, str], tuple[Position, ...]]] = ()) -> JobIndex:
         """An index of ``rows`` and job sets' ``requests``, each list sorted once (a rebuild after a rebalance)."""
         index = cls(requests=dict(requests))
-        lists: defaultdict[tuple[str, Any], list[str]] = defaultdict(list)
-        ordered: dict[str, defaultdict[tuple[str, str], list[str]]] = {sort: defaultdict(list) for sort in _ORDERED}
+        lists: defaultdict[tuple[str, Any], list[Key]] = defaultdict(list)
+        ordered: dict[str, defaultdict[tuple[str, str], list[Key]]] = {sort: defaultdict(list) for sort in _ORDERED}
         counts: defaultdict[tuple[str, str], Counter[str]] = defaultdict(Counter)
         for row in rows:
             index.rows[row.job_id] = row
@@ -372,14 +391,14 @@ class JobIndex:
     def job_set(self, queue: str, job_set: str) -> list[JobRow]:
         """The job set's rows, in submission order."""
         keys = self.by_job_set.get((queue, job_set), ())
-        return [self.rows[key.rpartition("|")[2]] for key in keys]
+        return [self.rows[job_id] for _, job_id in keys]
 
     def in_states(self, states: Collection[str], queues: Collection[str] = ()) -> Iterator[JobRow]:
         """The rows of jobs in ``states`` (of ``queues``, or of every queue when none are given)."""
         for (queue, state), keys in sorted(self.by_state.items()):
             if state in states and (not queues or queue in queues):
-                for key in keys:
-                    yield self.rows[key.rpartition("|")[2]]
+                for _, job_id in keys:
+                    yield self.rows[job_id]
 
     def active_queues(self) -> set[str]:
         """Queues with a job not yet finished."""
@@ -426,8 +445,8 @@ class JobIndex:
         walks = [(key for key in source.irange(low, high, inclusive=(True, False), reverse=reverse) if key != skip) for source in sources]
         keys = heapq.merge(*walks, reverse=reverse) if len(walks) > 1 else (walks[0] if walks else iter(()))
         rows = self.rows
-        for key in keys:
-            row = rows[key.rpartition("|")[2]]
+        for _, job_id in keys:
+            row = rows[job_id]
             if visible(row.queue) and query.matches(row):
                 yield row
 
@@ -470,14 +489,14 @@ def _select_from_narrow(narrow: int, in_sort_order: int, limit: int) -> bool:
     return narrow * narrow <= (limit + 1) * in_sort_order
 
 
-def _add(lists: dict[Any, SortedList], where: Any, key: str) -> None:
+def _add(lists: dict[Any, SortedList], where: Any, key: Key) -> None:
     if where in lists:
         lists[where].add(key)
     else:
         lists[where] = SortedList((key,))
 
 
-def _remove(lists: dict[Any, SortedList], where: Any, key: str) -> None:
+def _remove(lists: dict[Any, SortedList], where: Any, key: Key) -> None:
     lists[where].remove(key)
     if not lists[where]:
         del lists[where]
