@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from schemas.codec import decode, encode
 from streams.api.errors import ApiError
-from streams.api.local_reads import LocalReads, NotHere
+from streams.api.local_reads import LocalReads, NotHere, query_json, query_of
 from streams.api.reads import Reads
 from streams.auth import PermissionDenied, Permissions, Principal, Unauthenticated
 from streams.auth.principal import ANONYMOUS
@@ -315,3 +315,9 @@ def test_a_peer_call_with_any_body_is_answered_or_refused_with_a_reason(op: str,
         assert 400 <= exc.status < 500 and exc.reason
     else:
         assert isinstance(answer, dict)
+
+
+@pytest.mark.parametrize("after", [None, (1_700_000_000_000, "J0001"), (0.1 + 0.2, "J0002")])
+def test_a_query_sent_to_another_worker_is_the_same_query_there(after: tuple[int | float, str] | None) -> None:
+    query = JobQuery(queues=("a",), labels=(("team", "x"),), sort="priority", descending=False, limit=7, after=after)
+    assert query_of(json.loads(json.dumps(query_json(query)))) == query

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streams.domain.job_index import (
@@ -298,3 +299,51 @@ def test_a_page_sorted_otherwise_is_selected_from_a_small_filters_list_or_walked
         for descending in (True, False):
             query = JobQuery(labels=(label,), sort=sort, descending=descending, limit=5)
             assert all_pages(index, query, {"a", "b"}) == brute_force(every, query, {"a", "b"})
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.builds(
+            lambda r, priority: replace(r, priority=priority),
+            rows,
+            st.sampled_from((0.0, 0.1231, 0.1234, 0.1239, 2.5, 1e16, 1e18)) | st.floats(0, 1e18, allow_nan=False),
+        ),
+        max_size=40,
+        unique_by=lambda r: r.job_id,
+    ),
+    queries,
+)
+@example(
+    [row(1, priority=0.1234), row(2, priority=0.1231), row(3, priority=1e18), row(4, priority=2e16)],
+    JobQuery(sort="priority", descending=False, limit=2),
+)
+def test_pages_follow_the_rows_own_values_exactly_then_job_ids(every: list[JobRow], query: JobQuery) -> None:
+    """Sorted by the field's value and the job id, not by anything the index derives from them: priorities
+    a thousandth apart, or beyond 10^15, keep their order."""
+    found = [r for r in every if query.matches(r)]
+    expected = sorted(found, key=lambda r: (getattr(r, query.sort), r.job_id), reverse=query.descending)
+    assert all_pages(JobIndex.of(every), query, set(QUEUES)) == [r.job_id for r in expected]
+
+
+@pytest.mark.parametrize("key", [(1_700_000_000_000, "01HJ0000000000000000000000"), (0.1 + 0.2, "J1"), (2.5e18, "J|2")])
+def test_a_cursor_stands_for_its_key_exactly(key: tuple[int | float, str]) -> None:
+    back = decode_cursor(encode_cursor(key))
+    assert back == key and type(back[0]) is type(key[0])
+
+
+def test_a_cursor_of_the_fixed_point_keys_goes_on_where_it_left_off_and_a_non_finite_one_is_refused() -> None:
+    old = base64.urlsafe_b64encode(b"0000001700000000000.000|J0007").decode().rstrip("=")
+    assert decode_cursor(old) == (1_700_000_000_000, "J0007")
+    for written in (b"inf|J1", b"nan|J1", b"-|J1"):
+        with pytest.raises(ValueError, match="cursor"):
+            decode_cursor(base64.urlsafe_b64encode(written).decode())
+
+
+def test_rows_with_events_in_the_same_records_hold_one_tuple_of_them() -> None:
+    record, lease = (0, 17), (0, 40)
+    made = [with_events(row(n), (), [record]) for n in range(3)]
+    decoded = [JobRow.decode(r.job_id, r.encode()) for r in made]
+    assert len({id(r.events) for r in made + decoded}) == 1
+    leased = [with_events(r, r.events, [lease]) for r in made]
+    assert leased[0].events == (record, lease) and leased[0].events is leased[1].events is leased[2].events
