@@ -123,7 +123,7 @@ class JobRow:
             intern(q),
             intern(js),
             intern(state),
-            shared(float(priority)),
+            priority,
             intern(pc),
             submitted,
             submitted if last == submitted else last,  # one object, as `row_of` has it for a queued job
@@ -169,7 +169,7 @@ def row_of(job: dict[str, Any], events: tuple[Position, ...] | None = ()) -> Job
         queue=intern(job["queue"]),
         job_set=intern(job["job_set_id"]),
         state=intern(job["state"]),
-        priority=shared(float(job["priority"])),
+        priority=float(job["priority"]),
         priority_class=intern(job["priority_class"]),
         submitted=job["submitted"],
         last_transition=job["last_transition"],
