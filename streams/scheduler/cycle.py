@@ -209,7 +209,7 @@ class Cycle:
         self.index.keep_pools(pools)
         if not pools:
             # No executor can take a job: a queued one waits (and a tick before the period would change nothing).
-            self.outcome.left_waiting = any(entry.delta.state == "queued" and entry.expect != END for entry in self.index.jobs.values())
+            self.outcome.left_waiting = any(entry.value("state") == "queued" and entry.expect != END for entry in self.index.jobs.values())
             return
         held = max((pc.priority for pc in self.config.scheduling.priority_classes.values()), default=0)
         leased: set[str] = set()

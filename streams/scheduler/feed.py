@@ -565,6 +565,35 @@ _delta_values = operator.attrgetter(*_DELTA_FIELDS)
 _DELTA_POSITION = {name: i for i, name in enumerate(_DELTA_FIELDS)}
 
 
+# A delta without its job id and submission time: its part (`part_of`). The jobs that never ran (most of
+# them when the queues are long) share theirs with every other job of the same queue, job set, state,
+# priority and shape, so the scheduler's index keeps each such job as its id, its time and that one
+# part (`streams.scheduler.index.Entry`), and makes its delta again when asked (`delta_of`).
+PART_FIELDS = tuple(name for name in _DELTA_FIELDS if name not in ("job_id", "submitted"))
+PART = {name: i for i, name in enumerate(PART_FIELDS)}
+_part_values = operator.attrgetter(*PART_FIELDS)
+delta_of = maker(JobDelta, ("job_id", "submitted", *PART_FIELDS))
+# Parts by their text and the identity of their other values (so two equal values of another type,
+# 0 and 0.0, or a True and a 1, are never taken for one another). The parts hold those values, so
+# their ids are not reused while remembered; emptied when it grows past what a workload has.
+_PARTS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_PARTS_SIZE = 65536
+
+
+def part_of(delta: JobDelta) -> tuple[Any, ...]:
+    """The delta's values but its job id and submission time, in `PART_FIELDS` order: one tuple for every
+    equal part (``delta_of(delta.job_id, delta.submitted, *part_of(delta)) == delta``)."""
+    part = _part_values(delta)
+    key = tuple([value if type(value) is str else id(value) for value in part])
+    known = _PARTS.get(key)
+    if known is not None:
+        return known
+    if len(_PARTS) >= _PARTS_SIZE:
+        _PARTS.clear()
+    _PARTS[key] = part
+    return part
+
+
 def updated(delta: JobDelta, **changes: Any) -> JobDelta:
     """``dataclasses.replace(delta, **changes)``, made as rows are read (`_make_delta`): a cycle
     makes one per lease, and replace's walk over the fields cost three times as much."""

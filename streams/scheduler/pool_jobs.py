@@ -81,11 +81,16 @@ class PoolJobs:
     def _add(self, job_id: str, entry: Entry) -> None:
         """A running job holds its node at its class's priority, or at a lower one where it runs away
         (on a node type its class may use but whose taints it does not tolerate itself)."""
-        d = entry.delta
         if entry.expect == END:
             return
         context = self.context
         classes = context.classes
+        if not entry.has_run:  # the most of a long queue: asked without making each job's delta
+            if entry.value("state") == "queued" and entry.value("queue") in context.queues and entry.value("priority_class") in classes:
+                self.queued[job_id] = entry.job
+                self._queued_per_queue[entry.value("queue")] += 1
+            return
+        d = entry.delta
         known = d.queue in context.queues and d.priority_class in classes
         if d.run_active:
             node = node_id(d.executor or "", d.node or "")
