@@ -140,7 +140,7 @@ class Entry:
         return type(self._view) is not tuple
 
     def value(self, name: str) -> Any:
-        """The delta's field ``name``, without making the delta of a job that never ran."""
+        """The delta's field ``name`` (one of `feed.PART_FIELDS`), without making the delta of a job that never ran."""
         view = self._view
         if type(view) is tuple:
             return view[_PART[name]]
