@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import Job, LimiterState, RunningJob
-from streams.scheduler.convert import limiters_from_json, limiters_to_json, scheduling_job
+from streams.scheduler.convert import limiters_from_json, limiters_to_json, part_job, scheduling_job
 from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction, updated
 
 if TYPE_CHECKING:
@@ -147,9 +147,19 @@ class Entry:
         return getattr(view, name)
 
     @property
+    def part(self) -> tuple[Any, ...] | None:
+        """The part of its delta the job shares with others (`feed.part_of`) while it never ran, else None."""
+        view = self._view
+        return view if type(view) is tuple else None
+
+    @property
     def job(self) -> Job:
         if self._job is None:
-            self._job = scheduling_job(self.delta)
+            view = self._view
+            if type(view) is tuple:
+                self._job = part_job(self.job_id, self._submitted, view)  # type: ignore[arg-type]
+            else:
+                self._job = scheduling_job(view)  # type: ignore[arg-type]
         return self._job
 
     def running(self, node: str, priority: int) -> RunningJob:

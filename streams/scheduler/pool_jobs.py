@@ -18,8 +18,10 @@ from streams.scheduler.algorithm.matching import held_priority
 from streams.scheduler.algorithm.model import Job, Node, PriorityClass, RunningJob, Taint, WellKnownNodeType
 from streams.scheduler.algorithm.state import RunningStates
 from streams.scheduler.convert import node_taints, scheduling_node
-from streams.scheduler.feed import ExecutorState, node_id
+from streams.scheduler.feed import PART, ExecutorState, node_id
 from streams.scheduler.index import END, Entry, SchedulerIndex
+
+_QUEUE, _STATE, _CLASS = (PART[name] for name in ("queue", "state", "priority_class"))
 
 
 @dataclass(frozen=True)
@@ -85,10 +87,12 @@ class PoolJobs:
             return
         context = self.context
         classes = context.classes
-        if not entry.has_run:  # the most of a long queue: asked without making each job's delta
-            if entry.value("state") == "queued" and entry.value("queue") in context.queues and entry.value("priority_class") in classes:
+        part = entry.part
+        if part is not None:  # the most of a long queue: asked without making each job's delta
+            queue = part[_QUEUE]
+            if part[_STATE] == "queued" and queue in context.queues and part[_CLASS] in classes:
                 self.queued[job_id] = entry.job
-                self._queued_per_queue[entry.value("queue")] += 1
+                self._queued_per_queue[queue] += 1
             return
         d = entry.delta
         known = d.queue in context.queues and d.priority_class in classes

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import LimiterState, TokenBucket
 from streams.scheduler.config import CycleConfig
+from streams.scheduler.convert import scheduling_job
 from streams.scheduler.cycle import run_cycle
 from streams.scheduler.feed import Changes, Heartbeat, JobSetAction
 from streams.scheduler.index import (
@@ -539,6 +540,7 @@ def test_an_entry_answers_for_its_delta_whichever_way_it_holds_it(d: feed.JobDel
     assert entry.delta == d and entry.has_run == (d.run_id is not None or d.run_state is not None)
     assert all(entry.value(name) == getattr(d, name) for name in feed.PART_FIELDS)
     assert entry.busy == (d.cancel_requested or d.run_active or d.run_returned)
+    assert entry.job == scheduling_job(d) and Entry(d).job == entry.job  # the second made from a remembered part
     entry.announce_priority = 1.0
     assert entry.busy
 
