@@ -37,7 +37,7 @@ def scheduling_job(delta: JobDelta) -> Job:
         queue=delta.queue,
         priority_class=delta.priority_class,
         requests=delta.requests,
-        submit_time=delta.submitted / 1000.0,
+        submit_time=submit_time(delta.submitted),
         priority=delta.priority,
         node_selector=delta.node_selector,
         tolerations=tolerations,
@@ -69,7 +69,22 @@ def part_job(job_id: str, submitted: int, part: tuple[Any, ...]) -> Job:
             (part[_QUEUE], part[_CLASS], part[_REQUESTS], part[_PRIORITY], part[_SELECTOR], made.tolerations, made.affinity, part[_GANG]),
         )
     queue, priority_class, requests, priority, selector, tolerations, affinity, gang = known[1]
-    return _make_job(job_id, queue, priority_class, requests, submitted / 1000.0, priority, selector, tolerations, affinity, gang)
+    return _make_job(job_id, queue, priority_class, requests, submit_time(submitted), priority, selector, tolerations, affinity, gang)
+
+
+# Each submission time (`feed.submission_time`) in seconds, as one float for the jobs that share it.
+_SECONDS: dict[int, float] = {}
+
+
+def submit_time(submitted: int) -> float:
+    if type(submitted) is not int:
+        return submitted / 1000.0
+    seconds = _SECONDS.get(submitted)
+    if seconds is None:
+        if len(_SECONDS) >= _PART_JOBS_SIZE:
+            _SECONDS.clear()
+        seconds = _SECONDS[submitted] = submitted / 1000.0
+    return seconds
 
 
 # A delta's tolerations and affinity terms as the algorithm's types, by the identity of the delta's

@@ -543,7 +543,7 @@ def delta_from_row(row: Any) -> JobDelta:
         intern(state),
         intern(priority_class),
         shared(priority),
-        submitted,
+        submission_time(submitted),
         runs,
         run_id,
         None if executor is None else intern(executor),
@@ -556,6 +556,24 @@ def delta_from_row(row: Any) -> JobDelta:
         preempt_requested,
         *shape,
     )
+
+
+# Submission times (epoch ms) as one object each: the jobs of one submit request (a hundred, a thousand)
+# share their time, and the index holds one per queued job. Emptied when it grows past a few seconds' worth.
+_TIMES: dict[int, int] = {}
+_TIMES_SIZE = 65536
+
+
+def submission_time(submitted: int) -> int:
+    """The one int object for ``submitted`` among those read lately (anything but an int as it is)."""
+    if type(submitted) is not int:
+        return submitted
+    known = _TIMES.get(submitted)
+    if known is None:
+        if len(_TIMES) >= _TIMES_SIZE:
+            _TIMES.clear()
+        known = _TIMES[submitted] = submitted
+    return known
 
 
 # Rows are read into deltas without JobDelta's own __init__ (`streams.domain.frozen`): a million a replay.

@@ -572,3 +572,13 @@ def _queued(job_id: str) -> dict:
         "preempt_requested": False,
         "spec": {"pod_spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}},
     }
+
+
+def test_the_jobs_of_one_submit_request_share_their_submission_time() -> None:
+    index = SchedulerIndex()
+    for job_id in ("j1", "j2"):
+        row = json.loads(feed.compact_json(feed.job_row({**_queued(job_id), "submitted": 1_700_000_000_123})))
+        index.apply(feed.delta_from_row(row))
+    first, second = index.jobs["j1"], index.jobs["j2"]
+    assert first.delta.submitted is second.delta.submitted and first.job.submit_time is second.job.submit_time
+    assert first.job.submit_time == 1_700_000_000.123 and feed.submission_time(1.5) == 1.5
