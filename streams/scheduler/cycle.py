@@ -225,7 +225,7 @@ class Cycle:
                 queues=tuple(scheduling_queue(queues[name], pool) for name in active),
                 nodes=tuple(node for executor in executors for node in executor.scheduling_nodes(gathered.unmanaged)),
                 running=tuple(gathered.running),
-                queued=tuple(gathered.queued),
+                queued=gathered.queued,
                 now=self.now / 1000.0,
                 seed=self.outcome.seed,
                 limiters=self.index.limiters,
