@@ -81,7 +81,7 @@ def submit_time(submitted: int) -> float:
         return submitted / 1000.0
     seconds = _SECONDS.get(submitted)
     if seconds is None:
-        if len(_SECONDS) >= _PART_JOBS_SIZE:
+        if len(_SECONDS) >= feed.TIMES_SIZE:
             _SECONDS.clear()
         seconds = _SECONDS[submitted] = submitted / 1000.0
     return seconds

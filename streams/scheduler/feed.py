@@ -559,9 +559,9 @@ def delta_from_row(row: Any) -> JobDelta:
 
 
 # Submission times (epoch ms) as one object each: the jobs of one submit request (a hundred, a thousand)
-# share their time, and the index holds one per queued job. Emptied when it grows past a few seconds' worth.
+# share their time, and the index holds one per queued job. They come together, so a few are remembered.
 _TIMES: dict[int, int] = {}
-_TIMES_SIZE = 65536
+TIMES_SIZE = 1024
 
 
 def submission_time(submitted: int) -> int:
@@ -570,7 +570,7 @@ def submission_time(submitted: int) -> int:
         return submitted
     known = _TIMES.get(submitted)
     if known is None:
-        if len(_TIMES) >= _TIMES_SIZE:
+        if len(_TIMES) >= TIMES_SIZE:
             _TIMES.clear()
         known = _TIMES[submitted] = submitted
     return known
