@@ -591,9 +591,10 @@ PART_FIELDS = tuple(name for name in _DELTA_FIELDS if name not in ("job_id", "su
 PART = {name: i for i, name in enumerate(PART_FIELDS)}
 _part_values = operator.attrgetter(*PART_FIELDS)
 delta_of = maker(JobDelta, ("job_id", "submitted", *PART_FIELDS))
-# Parts by their text and the identity of their other values (so two equal values of another type,
-# 0 and 0.0, or a True and a 1, are never taken for one another). The parts hold those values, so
-# their ids are not reused while remembered; emptied when it grows past what a workload has.
+# Parts by the identity of their values (so two equal values of another type, 0 and 0.0, or a True and
+# a 1, are never taken for one another; the text of deltas read from rows is interned, and their
+# values shared). The parts hold those values, so their ids are not reused while remembered; emptied
+# when it grows past what a workload has.
 _PARTS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 _PARTS_SIZE = 65536
 
@@ -602,7 +603,7 @@ def part_of(delta: JobDelta) -> tuple[Any, ...]:
     """The delta's values but its job id and submission time, in `PART_FIELDS` order: one tuple for every
     equal part (``delta_of(delta.job_id, delta.submitted, *part_of(delta)) == delta``)."""
     part = _part_values(delta)
-    key = tuple([value if type(value) is str else id(value) for value in part])
+    key = tuple(map(id, part))
     known = _PARTS.get(key)
     if known is not None:
         return known
