@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from streams.scheduler import feed
@@ -172,9 +172,17 @@ class Entry:
 
     def set(self, delta: JobDelta) -> None:
         # Most changes are of the job's run, not of what its Job is made of: the Job is kept then.
-        if self._job is not None and _job_fields(delta) != _job_fields(self.delta):
+        if self._job is not None and _job_fields(delta) != self.job_values():
             self._job = None
         self._store(delta)
+
+    def job_values(self) -> tuple[Any, ...]:
+        """What its Job is made of (`_job_fields` of the delta), read off its part while the job never ran."""
+        view = self._view
+        if type(view) is tuple:
+            values = _job_part(view)
+            return (self.job_id, *values[:3], self._submitted, *values[3:])
+        return _job_fields(view)
 
     @property
     def busy(self) -> bool:
@@ -214,6 +222,13 @@ _job_fields = attrgetter(
     "affinity",
     "avoid_nodes",
     "gang",
+)
+# The same of a part (`feed.part_of`): all but the job id and, between the third and the fourth, the submission time.
+_job_part = itemgetter(
+    *(
+        feed.PART[name]
+        for name in ("queue", "priority_class", "requests", "priority", "node_selector", "tolerations", "affinity", "avoid_nodes", "gang")
+    )
 )
 
 

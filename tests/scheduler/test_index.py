@@ -541,6 +541,13 @@ def test_an_entry_answers_for_its_delta_whichever_way_it_holds_it(d: feed.JobDel
     assert all(entry.value(name) == getattr(d, name) for name in feed.PART_FIELDS)
     assert entry.busy == (d.cancel_requested or d.run_active or d.run_returned)
     assert entry.job == scheduling_job(d) and Entry(d).job == entry.job  # the second made from a remembered part
+    assert entry.job_values() == (d.job_id, d.queue, d.priority_class, d.requests, d.submitted, d.priority) + (
+        d.node_selector,
+        d.tolerations,
+        d.affinity,
+        d.avoid_nodes,
+        d.gang,
+    )
     entry.announce_priority = 1.0
     assert entry.busy
 
