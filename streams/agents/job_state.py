@@ -39,7 +39,7 @@ from streams.domain.job_index import Position
 from streams.scheduler import feed
 from streams.scheduler.fold import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, message_rng
 from streams.tables.batched import Outbox
-from streams.tables.jobs import SPEC_TYPE, PendingWrites, read_sequence
+from streams.tables.jobs import PendingWrites, read_sequence
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -154,7 +154,6 @@ class PartFold:
             part.outcomes["undecodable"] += 1
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
             return None
-        self.jobs.look_up([event["job_id"] for event in sequence["events"] if event["payload"][0] == SPEC_TYPE])
         rng = message_rng(message.topic, message.partition, message.offset)
         part.add(message, sequence, apply_sequence(self.jobs, sequence, rng, message.partition))
         return self.rest() if part.job_events >= self.part_max else None

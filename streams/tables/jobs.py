@@ -21,7 +21,7 @@ from schemas.codec import Encoded, Partial, decode, decode_as_written, encode, e
 from streams.config import Settings
 from streams.domain.states import JOB_TERMINAL
 from streams.tables.batched import BatchProducer, TableBatch
-from streams.tables.store import read, read_many, store_options
+from streams.tables.store import read, store_options
 from streams.tables.types import TEXT_CODEC, TextKey
 
 # The Avro type of a job's spec, in events, job-specs and lease commands alike.
@@ -140,8 +140,6 @@ class JobStore:
     _handed: PendingWrites = field(default_factory=lambda: PendingWrites(), repr=False)
     # Jobs whose spec `job-specs` lacks: created (or read from a state of before v5) by the batch.
     _unstored: set[str] = field(default_factory=set, repr=False)
-    # Jobs the table was found not to hold by the last `look_up`, before the fold asks for them.
-    _absent: set[str] = field(default_factory=set, repr=False)
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.table
@@ -174,10 +172,6 @@ class JobStore:
         pending = self._pending.jobs.get(job_id) or self._handed.jobs.get(job_id)
         if pending is not None:
             return pending[1]
-        if job_id in self._absent:
-            self._absent.discard(job_id)
-            self._unstored.add(job_id)
-            return None
         raw = read(self.table, job_id)
         if raw is None:
             self._unstored.add(job_id)
@@ -205,16 +199,6 @@ class JobStore:
                 job["spec"] = spec
                 return job, False
         raise MissingSpec(f"job {job_id}: no spec on job-specs, and its stored state carries none")
-
-    def look_up(self, job_ids: list[str]) -> None:
-        """Find which of ``job_ids`` (a message's new jobs) the table lacks in one multi-get, before the fold
-        asks for them one by one (`latest`): Faust's lookup of a key its store does not hold was ~4% of a
-        refold's worker (bench/restore.py). What it finds holds until the next call."""
-        absent = self._absent
-        absent.clear()
-        wanted = [job_id for job_id in job_ids if job_id not in self._pending.jobs and job_id not in self._handed.jobs]
-        if wanted:
-            absent.update(job_id for job_id, raw in zip(wanted, read_many(self.table, wanted), strict=True) if raw is None)
 
     def put(self, job: dict[str, Any], partition: int) -> None:
         """Keep the job's new state for the batch's write (``partition``: its event's)."""
@@ -278,12 +262,10 @@ class JobStore:
 
     def mark_written(self) -> None:
         self._pending, self._unstored = PendingWrites(), set()
-        self._absent.clear()
 
     def forget_pending(self) -> None:
         """Drop what was folded and not written (an agent that failed before writing it folds its input again)."""
         self._pending, self._handed, self._unstored = PendingWrites(), PendingWrites(), set()
-        self._absent.clear()
 
     async def write_specs(self, producer: BatchProducer, writes: PendingWrites) -> None:
         """Write the specs of the jobs ``writes`` created (`hand_over`), `job-specs` and its changelog in one

@@ -157,35 +157,3 @@ def test_a_state_without_a_spec_anywhere_is_an_error_naming_the_job() -> None:
     table[lost["job_id"]] = encode("job_state", lost)
     with pytest.raises(MissingSpec, match=lost["job_id"]):
         jobs.latest(lost["job_id"])
-
-
-class CountingTable(dict[str, bytes]):
-    """A table that counts its lookups."""
-
-    lookups = 0
-
-    def get(self, key: str, default: Any = None) -> Any:
-        self.lookups += 1
-        return super().get(key, default)
-
-
-def test_new_jobs_looked_up_at_once_are_not_looked_up_again_and_get_their_specs_stored() -> None:
-    table = CountingTable()
-    jobs = JobStore(table, {}, cache_size=10)  # type: ignore[arg-type]  # dicts stand in for the Faust tables
-    old, new = job(job_id="old", state="queued"), job(job_id="new", state="queued")
-    put(jobs, old)
-    jobs._decoded.clear()
-    table.lookups = 0
-    jobs.look_up(["old", "new"])
-    assert table.lookups == 2
-    assert jobs.latest("new") is None and table.lookups == 2  # known absent: not looked up again
-    found = jobs.latest("old")
-    assert found is not None and found["job_id"] == "old" and table.lookups == 3
-    jobs.put(new, 0)
-    assert jobs.new_specs() == [(0, "new", encode("job_submitted", new["spec"]))]
-    jobs.look_up(["other"])  # what a look-up found holds until the next one
-    assert jobs.latest("new") is new  # pending
-    settle(jobs)
-    table.lookups = 0
-    found = jobs.latest("new")
-    assert found is not None and found["job_id"] == "new" and table.lookups == 1
