@@ -20,7 +20,7 @@ the state the log gives them (succeeded or queued).
 `--py-spy BIN` records a `--format raw` profile of the worker from its first refold progress to healthy
 (`--profile-out`; that run's figures are perturbed).
 
-Usage: .venv/bin/python bench/restore.py [--events 1000000] [--wave 100] [--codec deflate] [--check 200] [--py-spy BIN]
+Usage: .venv/bin/python bench/restore.py [--events 1000000] [--wave 100] [--codec deflate] [--check 200] [--py-spy BIN] [--worker-log PATH]
 Progress goes to stderr; the last stdout line is one JSON object.
 """
 
@@ -164,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", type=int, default=200, help="jobs read back through the API after the refold (default 200)")
     parser.add_argument("--py-spy", metavar="BIN", help="profile the worker's refold with this py-spy")
     parser.add_argument("--profile-out", default="/tmp/restore-profile.txt", help="py-spy output (--format raw)")
+    parser.add_argument("--worker-log", metavar="PATH", help="keep the worker's log here (its start-up's steps are timed in it)")
     args = parser.parse_args(argv)
 
     state = Path(tempfile.mkdtemp(prefix="flotilla-bench-restore-"))
@@ -239,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return exit_status()
     finally:
+        if args.worker_log and (state / "worker.log").exists():
+            shutil.copyfile(state / "worker.log", args.worker_log)
         shutil.rmtree(state, ignore_errors=True)
 
     refold_s = healthy - (first_progress[0] if first_progress else spawned)

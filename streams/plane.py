@@ -37,6 +37,7 @@ from streams.tables.batched import BatchProducer, KafkaBatchProducer
 from streams.tables.client_ids import client_ids_table
 from streams.tables.job_index import JobIndexStore, job_index_table
 from streams.tables.jobs import JobStore, job_specs_table, jobs_table
+from streams.tables.manager import PromptTableManager
 from streams.tables.queues import QueueReplica
 from streams.tables.scheduler_index import scheduler_index_table
 from streams.tables.types import TEXT_CODEC, register_text_codec
@@ -124,6 +125,7 @@ def create_app(settings: Settings) -> faust.App:
         producer_linger_ms=5,
         producer_max_request_size=MAX_MESSAGE_BYTES,
         consumer_max_fetch_size=MAX_MESSAGE_BYTES,
+        TableManager=PromptTableManager,
     )
 
 

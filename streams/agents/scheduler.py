@@ -69,10 +69,13 @@ class EarlyTicks:
     """When to close a window before its period is over: an idle cluster should lease a new job at
     once, not up to a period later, while a loaded one keeps its steady period.
 
-    New work is a queued job reaching the index (a submission or a requeue). The window is closed
-    early when new work arrived and the last cycle left no queued job waiting (so there may be
-    room), and the gap since the last tick is long enough. The early tick goes through the feed
-    like any other, so a replay of the feed still repeats every cycle.
+    New work is a queued job reaching the index (a submission or a requeue). It is waiting from the
+    feed record that brings it until a tick after that record has run its cycle, so work that comes
+    too soon after a tick, or while one is in flight, is not forgotten: it gets its own early tick
+    once the gap has passed. The window is closed early when work is waiting, the last cycle left
+    no queued job waiting (so there may be room), and the gap since the last tick is long enough.
+    The early tick goes through the feed like any other, so a replay of the feed still repeats
+    every cycle.
     """
 
     min_gap_s: float = EARLY_TICK_MIN_GAP_S
@@ -80,17 +83,27 @@ class EarlyTicks:
     last_tick_at: float = float("-inf")  # monotonic
     last_cycle_s: float = 0.0
     room: bool = True
+    waiting: bool = False
 
     def ticked(self, at: float) -> None:
         self.last_tick_at = at
 
+    def work(self) -> None:
+        """A feed record brought new work: the next tick's cycle is the first to see it."""
+        self.waiting = True
+
     def cycled(self, left_waiting: bool, seconds: float) -> None:
+        """A tick's cycle ran over everything before it on the feed, the waiting work too."""
         self.room = not left_waiting
         self.last_cycle_s = seconds
+        self.waiting = False
 
-    def due(self, new_work: bool, at: float) -> bool:
+    def delay(self, at: float) -> float | None:
+        """Seconds until an early tick is due (0: now), or None while none is (no work waiting, or no room)."""
+        if not (self.waiting and self.room):
+            return None
         gap = max(self.min_gap_s, self.cycle_multiple * self.last_cycle_s)
-        return new_work and self.room and at - self.last_tick_at >= gap
+        return max(0.0, self.last_tick_at + gap - at)
 
 
 @dataclass
@@ -112,10 +125,16 @@ class SchedulerState:
     uncommitted: dict[int, feed.Committed] = field(default_factory=dict)
     tick_sent_at: float | None = None  # monotonic time of the tick in flight
     early: EarlyTicks = field(default_factory=EarlyTicks)
+    # The early tick due once the gap after the last tick has passed (`EarlyTicks.delay`).
+    early_timer: asyncio.TimerHandle | None = None
 
     def forget(self) -> None:
         self.index, self.live, self.uncommitted, self.tick_sent_at = None, False, {}, None
         self.owner = uuid.uuid4().hex
+        self.early = EarlyTicks()
+        if self.early_timer is not None:
+            self.early_timer.cancel()
+            self.early_timer = None
 
 
 @dataclass
@@ -154,15 +173,23 @@ def register(plane: ControlPlane) -> SchedulerState:
         """This worker closes the windows: it owns the feed (and, after a restore, the log is refolded: streams/archive/refold.py)."""
         return not app.rebalancing and feed_partition in app.assignor.assigned_actives() and plane.refold.may_schedule()
 
+    early_tasks: set[asyncio.Future[None]] = set()
+
+    def early_tick_done(task: asyncio.Future[None]) -> None:
+        early_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("early tick not sent: %r (the period's tick will close the window)", task.exception())
+
     async def send_tick() -> None:
+        # In flight from now on, so that the timer and the agent never both send one.
+        state.tick_sent_at = time.monotonic()
+        state.early.ticked(state.tick_sent_at)
         if state.configured != state.owner:
             # Before the first tick of this ownership: the cycles that follow are decided with it.
             configuration = feed.Configuration(plane.configuration.hash, plane.configuration.resolved)
             await plane.topics.scheduler_feed.send(value=feed.encode(configuration))
             state.configured = state.owner
         queues = tuple(feed.queue_info(q) for q in sorted(plane.queues.values(), key=lambda q: q["name"]))
-        state.tick_sent_at = time.monotonic()
-        state.early.ticked(state.tick_sent_at)
         tick = feed.Tick(time=int(time.time() * 1000), queues=queues, owner=state.owner)
         await plane.topics.scheduler_feed.send(value=feed.encode(tick))
 
@@ -179,7 +206,6 @@ def register(plane: ControlPlane) -> SchedulerState:
                 )
             index = state.index
             writes = TableBatch(plane.scheduler_index, plane.batch_producer)
-            new_work = False
             for event in batch:
                 message = event.message
                 if message.offset <= index.offset:
@@ -199,15 +225,33 @@ def register(plane: ControlPlane) -> SchedulerState:
                 elif isinstance(record, feed.Configuration):
                     pass  # for replays: this worker decides with its own
                 elif record is not None:
-                    new_work = new_work or brings_work(record)
+                    if brings_work(record):
+                        state.early.work()
                     persist(writes, message.partition, index, index.apply(record))
                 index.offset = message.offset
             persist(writes, 0, index, [*index.close_batch(), OFFSET_KEY])
             count_writes(plane.metrics, writes)
             await writes.write()
-            early = plane.settings.early_ticks and state.tick_sent_at is None and state.early.due(new_work, time.monotonic())
-            if early and owner():
-                await send_tick()
+            await early_tick()
+
+    async def early_tick() -> None:
+        """Close the window now if work is waiting and the gap has passed, or arm a timer for when it will have."""
+        if not plane.settings.early_ticks or state.tick_sent_at is not None or state.early_timer is not None or not owner():
+            return
+        delay = state.early.delay(time.monotonic())
+        if delay is None:
+            return
+        if delay == 0:
+            await send_tick()
+            return
+
+        def due() -> None:
+            state.early_timer = None
+            task = asyncio.ensure_future(early_tick())
+            early_tasks.add(task)
+            task.add_done_callback(early_tick_done)
+
+        state.early_timer = asyncio.get_running_loop().call_later(delay, due)
 
     async def tick(record: feed.Tick, offset: int) -> CycleOutcome:
         """Run the tick's cycle; commit and publish its outcome unless still catching up."""

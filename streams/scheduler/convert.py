@@ -8,6 +8,7 @@ from typing import Any
 
 from streams.domain.frozen import maker
 from streams.domain.shared import shared
+from streams.scheduler import feed
 from streams.scheduler.algorithm.model import (
     Job,
     LimiterState,
@@ -36,13 +37,54 @@ def scheduling_job(delta: JobDelta) -> Job:
         queue=delta.queue,
         priority_class=delta.priority_class,
         requests=delta.requests,
-        submit_time=delta.submitted / 1000.0,
+        submit_time=submit_time(delta.submitted),
         priority=delta.priority,
         node_selector=delta.node_selector,
         tolerations=tolerations,
         affinity=affinity,
         annotations=delta.gang,
     )
+
+
+# The algorithm's parts of a Job made of a delta's part (`feed.part_of`), by the identity of the part:
+# the jobs that never ran share a part per queue, job set and shape, and a cycle makes the Jobs of a
+# million of them after a take-over. The parts are held here too, so their ids are not reused while remembered.
+_PART_JOBS: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+_PART_JOBS_SIZE = 65536
+_PART = feed.PART
+_QUEUE, _CLASS, _PRIORITY, _REQUESTS, _SELECTOR, _GANG = (
+    _PART[name] for name in ("queue", "priority_class", "priority", "requests", "node_selector", "gang")
+)
+
+
+def part_job(job_id: str, submitted: int, part: tuple[Any, ...]) -> Job:
+    """``scheduling_job(feed.delta_of(job_id, submitted, *part))``, without making the delta."""
+    known = _PART_JOBS.get(id(part))
+    if known is None or known[0] is not part:
+        if len(_PART_JOBS) >= _PART_JOBS_SIZE:
+            _PART_JOBS.clear()
+        made = scheduling_job(feed.delta_of(job_id, submitted, *part))
+        known = _PART_JOBS[id(part)] = (
+            part,
+            (part[_QUEUE], part[_CLASS], part[_REQUESTS], part[_PRIORITY], part[_SELECTOR], made.tolerations, made.affinity, part[_GANG]),
+        )
+    queue, priority_class, requests, priority, selector, tolerations, affinity, gang = known[1]
+    return _make_job(job_id, queue, priority_class, requests, submit_time(submitted), priority, selector, tolerations, affinity, gang)
+
+
+# Each submission time (`feed.submission_time`) in seconds, as one float for the jobs that share it.
+_SECONDS: dict[int, float] = {}
+
+
+def submit_time(submitted: int) -> float:
+    if type(submitted) is not int:
+        return submitted / 1000.0
+    seconds = _SECONDS.get(submitted)
+    if seconds is None:
+        if len(_SECONDS) >= feed.TIMES_SIZE:
+            _SECONDS.clear()
+        seconds = _SECONDS[submitted] = submitted / 1000.0
+    return seconds
 
 
 # A delta's tolerations and affinity terms as the algorithm's types, by the identity of the delta's

@@ -209,7 +209,7 @@ class Cycle:
         self.index.keep_pools(pools)
         if not pools:
             # No executor can take a job: a queued one waits (and a tick before the period would change nothing).
-            self.outcome.left_waiting = any(entry.delta.state == "queued" and entry.expect != END for entry in self.index.jobs.values())
+            self.outcome.left_waiting = any(entry.value("state") == "queued" and entry.expect != END for entry in self.index.jobs.values())
             return
         held = max((pc.priority for pc in self.config.scheduling.priority_classes.values()), default=0)
         leased: set[str] = set()
@@ -225,7 +225,7 @@ class Cycle:
                 queues=tuple(scheduling_queue(queues[name], pool) for name in active),
                 nodes=tuple(node for executor in executors for node in executor.scheduling_nodes(gathered.unmanaged)),
                 running=tuple(gathered.running),
-                queued=tuple(gathered.queued),
+                queued=gathered.queued,
                 now=self.now / 1000.0,
                 seed=self.outcome.seed,
                 limiters=self.index.limiters,

@@ -543,7 +543,7 @@ def delta_from_row(row: Any) -> JobDelta:
         intern(state),
         intern(priority_class),
         shared(priority),
-        submitted,
+        submission_time(submitted),
         runs,
         run_id,
         None if executor is None else intern(executor),
@@ -558,11 +558,59 @@ def delta_from_row(row: Any) -> JobDelta:
     )
 
 
+# Submission times (epoch ms) as one object each: the jobs of one submit request (a hundred, a thousand)
+# share their time, and the index holds one per queued job. They come together, so a few are remembered.
+_TIMES: dict[int, int] = {}
+TIMES_SIZE = 1024
+
+
+def submission_time(submitted: int) -> int:
+    """The one int object for ``submitted`` among those read lately (anything but an int as it is)."""
+    if type(submitted) is not int:
+        return submitted
+    known = _TIMES.get(submitted)
+    if known is None:
+        if len(_TIMES) >= TIMES_SIZE:
+            _TIMES.clear()
+        known = _TIMES[submitted] = submitted
+    return known
+
+
 # Rows are read into deltas without JobDelta's own __init__ (`streams.domain.frozen`): a million a replay.
 _DELTA_FIELDS = _DELTA_STATE + _DELTA_SHAPE
 _make_delta = maker(JobDelta, _DELTA_FIELDS)
 _delta_values = operator.attrgetter(*_DELTA_FIELDS)
 _DELTA_POSITION = {name: i for i, name in enumerate(_DELTA_FIELDS)}
+
+
+# A delta without its job id and submission time: its part (`part_of`). The jobs that never ran (most of
+# them when the queues are long) share theirs with every other job of the same queue, job set, state,
+# priority and shape, so the scheduler's index keeps each such job as its id, its time and that one
+# part (`streams.scheduler.index.Entry`), and makes its delta again when asked (`delta_of`).
+PART_FIELDS = tuple(name for name in _DELTA_FIELDS if name not in ("job_id", "submitted"))
+PART = {name: i for i, name in enumerate(PART_FIELDS)}
+_part_values = operator.attrgetter(*PART_FIELDS)
+delta_of = maker(JobDelta, ("job_id", "submitted", *PART_FIELDS))
+# Parts by the identity of their values (so two equal values of another type, 0 and 0.0, or a True and
+# a 1, are never taken for one another; the text of deltas read from rows is interned, and their
+# values shared). The parts hold those values, so their ids are not reused while remembered; emptied
+# when it grows past what a workload has.
+_PARTS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_PARTS_SIZE = 65536
+
+
+def part_of(delta: JobDelta) -> tuple[Any, ...]:
+    """The delta's values but its job id and submission time, in `PART_FIELDS` order: one tuple for every
+    equal part (``delta_of(delta.job_id, delta.submitted, *part_of(delta)) == delta``)."""
+    part = _part_values(delta)
+    key = tuple(map(id, part))
+    known = _PARTS.get(key)
+    if known is not None:
+        return known
+    if len(_PARTS) >= _PARTS_SIZE:
+        _PARTS.clear()
+    _PARTS[key] = part
+    return part
 
 
 def updated(delta: JobDelta, **changes: Any) -> JobDelta:

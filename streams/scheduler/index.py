@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import Job, LimiterState, RunningJob
-from streams.scheduler.convert import limiters_from_json, limiters_to_json, scheduling_job
+from streams.scheduler.convert import limiters_from_json, limiters_to_json, part_job, scheduling_job
 from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction, updated
 
 if TYPE_CHECKING:
@@ -46,40 +45,121 @@ JOB_KEY_PREFIX = "j:"
 ACCEPTED_PREFIX = "a:"
 
 
-@dataclass(slots=True)
 class Entry:
     """A job as the scheduler last decided or heard. ``expect`` names a decision not yet
-    confirmed by the feed; ``expect_runs`` is the job's run count the decision left behind."""
+    confirmed by the feed; ``expect_runs`` is the job's run count the decision left behind.
 
-    delta: JobDelta
-    expect: str | None = None
-    expect_runs: int = 0
-    # A job-set reprioritisation to announce with a JobReprioritised event at the next cycle.
-    announce_priority: float | None = None
-    # Why the job's job set was cancelled (the fold knows why a single job was, the job set's jobs do not).
-    cancel_reason: str | None = None
-    # The run the fold has accepted (and so sent its executor a command for), and the time its
-    # executor was last heard from then: a run is missed in reports only counting from there,
-    # since under load the fold accepts a lease long after the cycle made it.
-    fold_run: str | None = None
-    fold_run_at: int = 0
-    # The job's priority as the fold had it when ``announce_priority`` was set (None: not known, a row
-    # stored before it was kept). A delta that brings the announced priority from another one is the
-    # fold of the announcement itself: a refold of a restored log forwards the job-set action again,
-    # then the JobReprioritised events the cycles emitted for it, which announce nothing new.
-    announce_from: float | None = None
-    # The acceptance record (its feed offset) that holds ``fold_run`` for the table, while the stored
-    # entry does not (see the module's docstring).
-    accepted_in: int | None = None
-    _job: Job | None = None
-    # The job's run as the last cycle placed it (`running`): a thousand runs go on unchanged from
-    # cycle to cycle, and each cycle made them all again.
-    _running: RunningJob | None = None
+    A job that never ran is held as its id, its submission time and the part of its delta it shares
+    with the other jobs of its queue, job set and shape (`feed.part_of`), not as a delta of its own:
+    with a million jobs queued, their deltas were a third of the index. ``delta`` makes it again."""
+
+    __slots__ = (
+        "_view",
+        "job_id",
+        "_submitted",
+        "expect",
+        "expect_runs",
+        "announce_priority",
+        "cancel_reason",
+        "fold_run",
+        "fold_run_at",
+        "announce_from",
+        "accepted_in",
+        "_job",
+        "_running",
+    )
+    _view: JobDelta | tuple[Any, ...]
+    job_id: str
+    _submitted: int | None
+    expect: str | None
+    expect_runs: int
+    announce_priority: float | None
+    cancel_reason: str | None
+    fold_run: str | None
+    fold_run_at: int
+    announce_from: float | None
+    accepted_in: int | None
+    _job: Job | None
+    _running: RunningJob | None
+
+    def __init__(
+        self,
+        delta: JobDelta,
+        expect: str | None = None,
+        expect_runs: int = 0,
+        announce_priority: float | None = None,
+        cancel_reason: str | None = None,
+        fold_run: str | None = None,
+        fold_run_at: int = 0,
+        announce_from: float | None = None,
+        accepted_in: int | None = None,
+    ) -> None:
+        self._store(delta)
+        self.expect = expect
+        self.expect_runs = expect_runs
+        # A job-set reprioritisation to announce with a JobReprioritised event at the next cycle.
+        self.announce_priority = announce_priority
+        # Why the job's job set was cancelled (the fold knows why a single job was, the job set's jobs do not).
+        self.cancel_reason = cancel_reason
+        # The run the fold has accepted (and so sent its executor a command for), and the time its
+        # executor was last heard from then: a run is missed in reports only counting from there,
+        # since under load the fold accepts a lease long after the cycle made it.
+        self.fold_run = fold_run
+        self.fold_run_at = fold_run_at
+        # The job's priority as the fold had it when ``announce_priority`` was set (None: not known, a row
+        # stored before it was kept). A delta that brings the announced priority from another one is the
+        # fold of the announcement itself: a refold of a restored log forwards the job-set action again,
+        # then the JobReprioritised events the cycles emitted for it, which announce nothing new.
+        self.announce_from = announce_from
+        # The acceptance record (its feed offset) that holds ``fold_run`` for the table, while the stored
+        # entry does not (see the module's docstring).
+        self.accepted_in = accepted_in
+        self._job = None
+        # The job's run as the last cycle placed it (`running`): a thousand runs go on unchanged from
+        # cycle to cycle, and each cycle made them all again.
+        self._running = None
+
+    def _store(self, delta: JobDelta) -> None:
+        self.job_id = delta.job_id
+        if delta.run_id is None and delta.run_state is None:
+            self._view = feed.part_of(delta)
+            self._submitted = delta.submitted
+        else:
+            self._view, self._submitted = delta, None
+
+    @property
+    def delta(self) -> JobDelta:
+        view = self._view
+        if type(view) is tuple:
+            return feed.delta_of(self.job_id, self._submitted, *view)
+        return view  # type: ignore[return-value]
+
+    @property
+    def has_run(self) -> bool:
+        """Whether the job's delta names a run (it was leased): if not, it is held in part (`feed.part_of`)."""
+        return type(self._view) is not tuple
+
+    def value(self, name: str) -> Any:
+        """The delta's field ``name`` (one of `feed.PART_FIELDS`), without making the delta of a job that never ran."""
+        view = self._view
+        if type(view) is tuple:
+            return view[_PART[name]]
+        return getattr(view, name)
+
+    @property
+    def part(self) -> tuple[Any, ...] | None:
+        """The part of its delta the job shares with others (`feed.part_of`) while it never ran, else None."""
+        view = self._view
+        return view if type(view) is tuple else None
 
     @property
     def job(self) -> Job:
         if self._job is None:
-            self._job = scheduling_job(self.delta)
+            view = self._view
+            if type(view) is tuple:
+                self._job = part_job(self.job_id, self._submitted, view)  # type: ignore[arg-type]
+            else:
+                self._job = scheduling_job(view)  # type: ignore[arg-type]
         return self._job
 
     def running(self, node: str, priority: int) -> RunningJob:
@@ -92,9 +172,17 @@ class Entry:
 
     def set(self, delta: JobDelta) -> None:
         # Most changes are of the job's run, not of what its Job is made of: the Job is kept then.
-        if self._job is not None and _job_fields(delta) != _job_fields(self.delta):
+        if self._job is not None and _job_fields(delta) != self.job_values():
             self._job = None
-        self.delta = delta
+        self._store(delta)
+
+    def job_values(self) -> tuple[Any, ...]:
+        """What its Job is made of (`_job_fields` of the delta), read off its part while the job never ran."""
+        view = self._view
+        if type(view) is tuple:
+            values = _job_part(view)
+            return (self.job_id, *values[:3], self._submitted, *values[3:])
+        return _job_fields(view)
 
     @property
     def busy(self) -> bool:
@@ -103,7 +191,10 @@ class Entry:
         waits for placement only, and the lifecycle need not look at it."""
         if self.expect == END:
             return False
-        d = self.delta
+        view = self._view
+        if type(view) is tuple:  # never ran: no run active or returned
+            return self.announce_priority is not None or bool(view[_CANCEL])
+        d: JobDelta = view  # type: ignore[assignment]
         return self.announce_priority is not None or d.cancel_requested or d.run_active or d.run_returned
 
     def confirmed_by(self, delta: JobDelta) -> bool:
@@ -112,6 +203,10 @@ class Entry:
         if self.expect == REQUEUE:
             return delta.runs > self.expect_runs or (delta.runs == self.expect_runs and delta.state == "queued")
         return False  # END: only the terminal delta, which removes the entry
+
+
+_PART = feed.PART
+_CANCEL = _PART["cancel_requested"]
 
 
 # What `scheduling_job` reads of a delta (the others are state and run fields).
@@ -127,6 +222,13 @@ _job_fields = attrgetter(
     "affinity",
     "avoid_nodes",
     "gang",
+)
+# The same of a part (`feed.part_of`): all but the job id and, between the third and the fourth, the submission time.
+_job_part = itemgetter(
+    *(
+        feed.PART[name]
+        for name in ("queue", "priority_class", "requests", "priority", "node_selector", "tolerations", "affinity", "avoid_nodes", "gang")
+    )
 )
 
 
@@ -238,16 +340,17 @@ class SchedulerIndex:
             self._fold_run(entry)
             return [key]
         announced = self._announced(entry, delta)
+        held = entry.delta
         # Requests are sticky, and a job-set cancel is known here only (the fold does not mark
         # the jobs), so neither a newer nor an older delta takes one away.
-        flags = (entry.delta.cancel_requested or delta.cancel_requested, entry.delta.preempt_requested or delta.preempt_requested)
+        flags = (held.cancel_requested or delta.cancel_requested, held.preempt_requested or delta.preempt_requested)
         if entry.expect is None or entry.confirmed_by(delta):
             # Mostly the delta says the requests already: it is kept as it is then, not copied.
             same = flags == (delta.cancel_requested, delta.preempt_requested)
             merged = delta if same else updated(delta, cancel_requested=flags[0], preempt_requested=flags[1])
             # The fold may confirm just what the decision recorded: then the expectation stays,
             # and only goes on skipping deltas older than it.
-            if merged != entry.delta:
+            if merged != held:
                 entry.set(merged)
                 entry.expect = None
                 self._fold_run(entry)
@@ -259,9 +362,9 @@ class SchedulerIndex:
             return [key] if announced else []
         else:
             # Older than our decision: only the requests are taken from it.
-            if flags == (entry.delta.cancel_requested, entry.delta.preempt_requested):
+            if flags == (held.cancel_requested, held.preempt_requested):
                 return [key] if announced else []
-            entry.set(updated(entry.delta, cancel_requested=flags[0], preempt_requested=flags[1]))
+            entry.set(updated(held, cancel_requested=flags[0], preempt_requested=flags[1]))
         return [key]
 
     @staticmethod
@@ -274,6 +377,8 @@ class SchedulerIndex:
 
     def _fold_run(self, entry: Entry) -> bool:
         """Note the entry's active run as accepted by the fold, if it is new; whether it was."""
+        if not entry.has_run:
+            return False
         d = entry.delta
         if not d.run_active or d.run_id is None or entry.fold_run == d.run_id:
             return False
@@ -284,9 +389,9 @@ class SchedulerIndex:
     def _apply_job_set(self, action: JobSetAction) -> list[str]:
         changed = []
         for job_id, entry in self.jobs.items():
-            if entry.delta.queue != action.queue or entry.delta.job_set_id != action.job_set_id:
+            if entry.value("queue") != action.queue or entry.value("job_set_id") != action.job_set_id:
                 continue
-            if action.action == "cancel" and not entry.delta.cancel_requested:
+            if action.action == "cancel" and not entry.value("cancel_requested"):
                 entry.set(updated(entry.delta, cancel_requested=True))
                 entry.cancel_reason = action.reason or None
             elif action.action == "reprioritise" and action.new_priority is not None:
@@ -457,7 +562,7 @@ class SchedulerIndex:
         relying = set()
         for job_id, run_id, run_at in rows:
             entry = self.jobs.get(job_id)
-            if entry is not None and entry.delta.run_id == run_id and entry.fold_run != run_id:
+            if entry is not None and entry.value("run_id") == run_id and entry.fold_run != run_id:
                 entry.fold_run, entry.fold_run_at, entry.accepted_in = run_id, run_at, at
                 relying.add(job_id)
         if relying:

@@ -109,6 +109,8 @@ class ClusterView:
         allocated: dict[str, Counter[str]] = {name: Counter() for name in index.executors}
         runs: Counter[str] = Counter()
         for entry in index.jobs.values():
+            if not entry.has_run:
+                continue
             delta = entry.delta
             if delta.executor in allocated and delta.run_state in ACTIVE:
                 allocated[delta.executor].update(delta.requests)

@@ -421,3 +421,36 @@ def test_a_shapes_text_remembered_for_its_parts_is_the_text_of_its_fields(batch:
     """`shape_text` answers from what it remembers for specs made of the same parts: always the text made afresh."""
     for spec in batch + batch:
         assert feed.shape_text(spec) == feed.compact_json(tuple(feed.spec_fields(spec).values()))
+
+
+@given(job_deltas)
+def test_a_delta_made_again_from_its_part_is_the_delta_and_is_written_as_the_same_row(delta: JobDelta) -> None:
+    again = feed.delta_of(delta.job_id, delta.submitted, *feed.part_of(delta))
+    assert again == delta and type(again) is JobDelta
+    assert feed.compact_json(feed.delta_row(again)) == feed.compact_json(feed.delta_row(delta))
+
+
+def test_jobs_of_one_queue_job_set_and_shape_share_one_part_and_values_of_another_type_do_not() -> None:
+    first = feed.delta_from_row(feed.job_row(_queued_job("j1", priority=1.0)))
+    second = feed.delta_from_row(feed.job_row(_queued_job("j2", priority=1.0)))
+    assert feed.part_of(first) is feed.part_of(second)
+    as_int = replace(first, priority=1)
+    assert feed.part_of(as_int) is not feed.part_of(first)
+    made = feed.delta_of("j3", 5, *feed.part_of(as_int))
+    assert type(made.priority) is int and type(feed.delta_row(made)[5]) is int
+
+
+def _queued_job(job_id: str, priority: float) -> dict[str, Any]:
+    return {
+        "job_id": job_id,
+        "queue": "q",
+        "job_set_id": "s",
+        "state": "queued",
+        "priority_class": "armada-default",
+        "priority": priority,
+        "submitted": 1_000,
+        "runs": [],
+        "cancel_requested": False,
+        "preempt_requested": False,
+        "spec": {"pod_spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}},
+    }

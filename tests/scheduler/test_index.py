@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import LimiterState, TokenBucket
 from streams.scheduler.config import CycleConfig
+from streams.scheduler.convert import scheduling_job
 from streams.scheduler.cycle import run_cycle
 from streams.scheduler.feed import Changes, Heartbeat, JobSetAction
 from streams.scheduler.index import (
@@ -19,6 +20,7 @@ from streams.scheduler.index import (
     LIMITERS_KEY,
     OFFSET_KEY,
     REQUEUE,
+    Entry,
     SchedulerIndex,
     acceptance_key,
     executor_key,
@@ -26,6 +28,7 @@ from streams.scheduler.index import (
     job_key,
 )
 from tests.kit.scheduler import delta, executor, holding, running, tick
+from tests.scheduler import test_feed
 
 
 def leased(d, run_id="r1", executor_name="ex1", node="n0", at=2_000):
@@ -526,3 +529,63 @@ def test_a_worker_rebuilding_from_the_table_at_any_batch_end_has_the_same_index(
             table.write(index, index.apply(replace(d, state="succeeded")))
     table.end_batch(index, offset + 1)
     assert taken_over(table.rebuilt()) == taken_over(index)
+
+
+# -- a job that never ran is held in part (`Entry`, `feed.part_of`) --
+
+
+@given(test_feed.job_deltas)
+def test_an_entry_answers_for_its_delta_whichever_way_it_holds_it(d: feed.JobDelta) -> None:
+    entry = Entry(d)
+    assert entry.delta == d and entry.has_run == (d.run_id is not None or d.run_state is not None)
+    assert all(entry.value(name) == getattr(d, name) for name in feed.PART_FIELDS)
+    assert entry.busy == (d.cancel_requested or d.run_active or d.run_returned)
+    assert entry.job == scheduling_job(d) and Entry(d).job == entry.job  # the second made from a remembered part
+    assert entry.job_values() == (d.job_id, d.queue, d.priority_class, d.requests, d.submitted, d.priority) + (
+        d.node_selector,
+        d.tolerations,
+        d.affinity,
+        d.avoid_nodes,
+        d.gang,
+    )
+    entry.announce_priority = 1.0
+    assert entry.busy
+
+
+def test_queued_jobs_read_from_rows_share_one_part_and_their_entries_write_the_rows_they_came_from() -> None:
+    index = SchedulerIndex()
+    rows = [json.loads(feed.compact_json(feed.job_row(job))) for job in ({**_queued("j1"), "submitted": 7}, _queued("j2"))]
+    for row in rows:
+        index.apply(feed.delta_from_row(row))
+    first, second = index.jobs["j1"], index.jobs["j2"]
+    assert not first.has_run and first._view is second._view
+    assert [json.loads(index.dump(job_key(job_id)) or b"")[0] for job_id in ("j1", "j2")] == rows
+    index.decide("j1", LEASE, leased(first.delta))
+    assert first.has_run and first.delta.run_id == "r1" and first.delta.submitted == 7
+    assert snapshot(reloaded(index)) == snapshot(index)
+
+
+def _queued(job_id: str) -> dict:
+    return {
+        "job_id": job_id,
+        "queue": "a",
+        "job_set_id": "s",
+        "state": "queued",
+        "priority_class": "armada-default",
+        "priority": 0.0,
+        "submitted": 1_000,
+        "runs": [],
+        "cancel_requested": False,
+        "preempt_requested": False,
+        "spec": {"pod_spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}},
+    }
+
+
+def test_the_jobs_of_one_submit_request_share_their_submission_time() -> None:
+    index = SchedulerIndex()
+    for job_id in ("j1", "j2"):
+        row = json.loads(feed.compact_json(feed.job_row({**_queued(job_id), "submitted": 1_700_000_000_123})))
+        index.apply(feed.delta_from_row(row))
+    first, second = index.jobs["j1"], index.jobs["j2"]
+    assert first.delta.submitted is second.delta.submitted and first.job.submit_time is second.job.submit_time
+    assert first.job.submit_time == 1_700_000_000.123

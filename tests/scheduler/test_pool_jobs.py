@@ -33,7 +33,10 @@ def afresh(index: SchedulerIndex, ctx: PoolContext) -> Gathered:
 
 
 def parts(gathered: Gathered) -> tuple[object, ...]:
-    return (gathered.running, gathered.queued, dict(gathered.unmanaged), gathered.running_per_queue, gathered.queued_per_queue)
+    """The queued jobs in any order (the algorithm's decisions do not depend on it), the rest as they are."""
+    queued = {job.id: job for job in gathered.queued}
+    assert len(queued) == len(gathered.queued)
+    return (gathered.running, queued, dict(gathered.unmanaged), gathered.running_per_queue, gathered.queued_per_queue)
 
 
 # One change to the index: (kind, job number, a second number picking queue, class, node or run state).
