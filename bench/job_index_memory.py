@@ -122,10 +122,11 @@ def query_timings(index: JobIndex, rounds: int) -> dict[str, float]:
         query = JobQuery(limit=100, **fields)
         return lambda: index.query(query, lambda queue: True)
 
-    tenth = JobQuery(queues=("bench-3",), limit=100)
+    tenth = JobQuery(queues=("bench-3",), limit=100)  # or the queue's last page, with fewer than 1,000 jobs
     for _ in range(9):
         after = index.query(tenth, lambda queue: True).next_after
-        assert after is not None
+        if after is None:
+            break
         tenth = replace(tenth, after=decode_cursor(encode_cursor(after)))
     cases = {
         "queue_by_submitted": page(queues=("bench-3",)),
