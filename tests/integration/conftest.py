@@ -1,6 +1,6 @@
 """Fixtures for integration tests: the real embedded broker and a control-plane worker per module.
 
-One Tansu broker serves the whole session. Each test module runs its own worker subprocess
+One Tansu broker serves the whole session. Each test module runs its own worker subprocess, and a test its own executors (`executors`)
 (`python -m streams.client.cli worker`, see `tests.integration.workers`); when a test fails, the
 tail of every worker log is printed with it. Helpers live in importable modules
 (`workers`, `log`, `helpers`, `pipeline`), never here.
@@ -9,11 +9,13 @@ tail of every worker log is printed with it. Helpers live in importable modules
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
+from pathlib import Path
 
 import pytest
 from pluggy import Result
 
 from ops.broker import EmbeddedBroker
+from tests.integration.pipeline import Executors
 from tests.integration.workers import STARTED, Worker, running_worker
 
 # The report of a test's call phase, kept on its item for the fixture that prints worker logs.
@@ -35,6 +37,16 @@ def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory, req
     """One worker shared by the tests of a module."""
     with running_worker(broker, tmp_path_factory, request.module.__name__.rsplit(".", 1)[-1]) as started:
         yield started
+
+
+@pytest.fixture
+def executors(worker: Worker, tmp_path: Path) -> Iterator[Executors]:
+    """The test's executors (on the module's worker), stopped at its end."""
+    started = Executors(worker, tmp_path)
+    try:
+        yield started
+    finally:
+        started.stop_all()
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -26,15 +25,6 @@ pytestmark = pytest.mark.integration
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     with running_worker(broker, tmp_path_factory, "early", FLOTILLA_SCHEDULE_PERIOD_S="3600") as started:
         yield started
-
-
-@pytest.fixture
-def executors(worker: Worker, tmp_path: Path) -> Iterator[Executors]:
-    started = Executors(worker, tmp_path)
-    try:
-        yield started
-    finally:
-        started.stop_all()
 
 
 def test_a_job_right_after_another_is_leased_by_an_early_tick_of_its_own(worker: Worker, executors: Executors) -> None:

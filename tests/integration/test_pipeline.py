@@ -7,7 +7,6 @@ expiry and scheduling happen within seconds. Every test uses its own queues and 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,15 +45,6 @@ CONFIG = expiring_after(EXECUTOR_TIMEOUT_S)
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     with running_worker(broker, tmp_path_factory, "pipeline", CONFIG, FLOTILLA_SCHEDULE_PERIOD_S="0.5") as started:
         yield started
-
-
-@pytest.fixture
-def executors(worker: Worker, tmp_path: Path) -> Iterator[Executors]:
-    started = Executors(worker, tmp_path)
-    try:
-        yield started
-    finally:
-        started.stop_all()
 
 
 def predicted_fair_shares(weights: dict[str, float], nodes: int, cpu: int, jobs_per_queue: int) -> dict[str, int]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -65,15 +64,6 @@ CONFIG["submission"] = {"allowedPriorityClassNames": dict.fromkeys(CLASSES, True
 def worker(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     with running_worker(broker, tmp_path_factory, "features", CONFIG, FLOTILLA_SCHEDULE_PERIOD_S="0.5") as started:
         yield started
-
-
-@pytest.fixture
-def executors(worker: Worker, tmp_path: Path) -> Iterator[Executors]:
-    started = Executors(worker, tmp_path)
-    try:
-        yield started
-    finally:
-        started.stop_all()
 
 
 def cycles(worker: Worker) -> dict[str, dict[str, Any]]:
