@@ -125,8 +125,8 @@ class SchedulerState:
     uncommitted: dict[int, feed.Committed] = field(default_factory=dict)
     tick_sent_at: float | None = None  # monotonic time of the tick in flight
     early: EarlyTicks = field(default_factory=EarlyTicks)
-    # The early tick due once the gap after the last tick has passed (`EarlyTicks.delay`).
-    early_timer: asyncio.TimerHandle | None = None
+    # Waits out the gap after the last tick, then sends the early tick due (`EarlyTicks.delay`).
+    early_timer: asyncio.Future[None] | None = None
 
     def forget(self) -> None:
         self.index, self.live, self.uncommitted, self.tick_sent_at = None, False, {}, None
@@ -172,13 +172,6 @@ def register(plane: ControlPlane) -> SchedulerState:
     def owner() -> bool:
         """This worker closes the windows: it owns the feed (and, after a restore, the log is refolded: streams/archive/refold.py)."""
         return not app.rebalancing and feed_partition in app.assignor.assigned_actives() and plane.refold.may_schedule()
-
-    early_tasks: set[asyncio.Future[None]] = set()
-
-    def early_tick_done(task: asyncio.Future[None]) -> None:
-        early_tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("early tick not sent: %r (the period's tick will close the window)", task.exception())
 
     async def send_tick() -> None:
         # In flight from now on, so that the timer and the agent never both send one.
@@ -245,13 +238,17 @@ def register(plane: ControlPlane) -> SchedulerState:
             await send_tick()
             return
 
-        def due() -> None:
+        async def after_gap() -> None:
+            await asyncio.sleep(delay)
             state.early_timer = None
-            task = asyncio.ensure_future(early_tick())
-            early_tasks.add(task)
-            task.add_done_callback(early_tick_done)
+            await early_tick()
 
-        state.early_timer = asyncio.get_running_loop().call_later(delay, due)
+        state.early_timer = asyncio.ensure_future(after_gap())
+        state.early_timer.add_done_callback(early_tick_failed)
+
+    def early_tick_failed(timer: asyncio.Future[None]) -> None:
+        if not timer.cancelled() and timer.exception() is not None:
+            log.error("early tick not sent: %r (the period's tick will close the window)", timer.exception())
 
     async def tick(record: feed.Tick, offset: int) -> CycleOutcome:
         """Run the tick's cycle; commit and publish its outcome unless still catching up."""
