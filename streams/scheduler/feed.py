@@ -537,7 +537,7 @@ def delta_from_row(row: Any) -> JobDelta:
     if shape is None:
         shape = _shape(shape_text)
     return _make_delta(
-        job_id,
+        intern(job_id),  # one string with the API's job index (`streams.domain.job_index`) in a worker holding both
         intern(queue),
         intern(job_set_id),
         intern(state),
