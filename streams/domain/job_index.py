@@ -40,7 +40,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from streams.domain.shared import shared, text
+from streams.domain.shared import shared, shared_time, text
 from streams.domain.sorted_by_value import SortedByValue
 from streams.domain.states import ACTIVE, JOB_STATE_ORDER, JOB_STATES
 
@@ -119,6 +119,7 @@ class JobRow:
     def decode(cls, job_id: str, raw: bytes) -> JobRow:
         q, js, state, priority, pc, submitted, last, runs, executor, node, labels, reason, cancel, *kept = json.loads(raw)
         events = _positions(kept[0]) if kept else None  # a row of 13 fields was written before events were kept
+        submitted = shared_time(submitted)
         return cls(
             intern(job_id),
             intern(q),
@@ -165,6 +166,7 @@ def row_of(job: dict[str, Any], events: tuple[Position, ...] | None = ()) -> Job
     latest = job["runs"][-1] if job["runs"] else None
     reason = job["reason"]
     labels = job["spec"].get("labels")
+    submitted = shared_time(job["submitted"])  # one int for the jobs of a request (each decoded its own)
     return JobRow(
         job_id=intern(job["job_id"]),  # one string with the scheduler's index (`feed.delta_from_row`) in a worker holding both
         queue=intern(job["queue"]),
@@ -172,8 +174,8 @@ def row_of(job: dict[str, Any], events: tuple[Position, ...] | None = ()) -> Job
         state=intern(job["state"]),
         priority=_priority(job["priority"]),
         priority_class=intern(job["priority_class"]),
-        submitted=job["submitted"],
-        last_transition=job["last_transition"],
+        submitted=submitted,
+        last_transition=submitted if job["last_transition"] is job["submitted"] else job["last_transition"],
         runs=len(job["runs"]),
         executor=text(latest["executor"]) if latest else None,
         node=text(latest["node"]) if latest else None,
