@@ -12,10 +12,11 @@ change means downstream: a job delta to `scheduler-feed` when the scheduler's vi
 It works in batches (DESIGN.md, "The hot path works in batches"): `streams.agents.batches` hands it the messages
 waiting, up to `BATCH_MAX_MESSAGES` or what arrived within `BATCH_WITHIN_S`; the pure fold runs
 over all of them, then the batch's changed jobs (each one's last between job-set actions, written
-straight as feed rows) go to the feed as few `Changes` records, in order, and its commands in one
-produce batch per partition, with the batch's job index rows and new specs, each table in one
-`TableBatch`; once the broker has them all, its job states (each job's last) go to `jobs`; a batch of
-more than `PART_MAX_EVENTS` job events does so in parts, with a turn of the event loop between them
+straight as feed rows) go to the feed as few `Changes` records, in order, and its commands (less the
+leases of runs that ended within the part: `ended_lease`) in one produce batch per partition, with the
+batch's job index rows and new specs, each table in one `TableBatch`; once the broker has them all, its
+job states (each job's last) go to `jobs`; a batch of more than `PART_MAX_EVENTS` job events does so in
+parts, with a turn of the event loop between them
 (`REFOLD_PART_MAX_EVENTS` while a restored log is refolded).
 A per-message Faust write and send cost 90-230 us each; a batched one about 3 us.
 
