@@ -124,6 +124,9 @@ class SchedulerState:
     configured: str = ""
     uncommitted: dict[int, feed.Committed] = field(default_factory=dict)
     tick_sent_at: float | None = None  # monotonic time of the tick in flight
+    # Held while the index is folded or a cycle runs on it: by the agent for a batch, or by a tick run
+    # ahead of the feed (`run_ahead`), so that only one of them changes the index at a time.
+    folding: asyncio.Lock = field(default_factory=asyncio.Lock)
     early: EarlyTicks = field(default_factory=EarlyTicks)
     # Waits out the gap after the last tick, then sends the early tick due (`EarlyTicks.delay`).
     early_timer: asyncio.Future[None] | None = None
@@ -177,55 +180,86 @@ def register(plane: ControlPlane) -> SchedulerState:
         # In flight from now on, so that the timer and the agent never both send one.
         state.tick_sent_at = time.monotonic()
         state.early.ticked(state.tick_sent_at)
+        records: list[tuple[bytes | None, bytes | None]] = []
         if state.configured != state.owner:
             # Before the first tick of this ownership: the cycles that follow are decided with it.
             configuration = feed.Configuration(plane.configuration.hash, plane.configuration.resolved)
-            await plane.topics.scheduler_feed.send(value=feed.encode(configuration))
+            records.append((None, feed.encode(configuration)))
             state.configured = state.owner
         queues = tuple(feed.queue_info(q) for q in sorted(plane.queues.values(), key=lambda q: q["name"]))
         tick = feed.Tick(time=int(time.time() * 1000), queues=queues, owner=state.owner)
-        await plane.topics.scheduler_feed.send(value=feed.encode(tick))
+        records.append((None, feed.encode(tick)))
+        first = await (await plane.batch_producer.send_partition(feed_partition.topic, 0, records))
+        await run_ahead(tick, first + len(records) - 1)
+
+    async def run_ahead(tick: feed.Tick, offset: int) -> None:
+        """Run the cycle of this worker's own tick at ``offset`` now, if the index has folded every
+        feed record before it: its inputs are then exactly what reading the tick back would give, a
+        fetch wait later (the broker holds a fetch for its whole wait). Reading it back skips it then,
+        as a tick folded already; otherwise (records before it not folded yet) it runs when read."""
+        async with state.folding:
+            index = state.index
+            if index is None or not state.live or tick.owner != state.owner or offset != index.offset + 1:
+                return
+            plane.metrics.ticks_run_ahead.inc()
+            writes = TableBatch(plane.scheduler_index, plane.batch_producer)
+            await cycle_of(writes, index, tick, offset, feed_partition.partition)
+            index.offset = offset
+            await close(writes, index)
+
+    async def cycle_of(writes: TableBatch, index: SchedulerIndex, record: feed.Tick, offset: int, partition: int) -> None:
+        """The tick's cycle run (`tick`), timed for the early ticks, and the index keys it changed into ``writes``."""
+        started = time.perf_counter()
+        outcome = await tick(record, offset)
+        state.early.cycled(outcome.left_waiting, time.perf_counter() - started)
+        persist(writes, partition, index, outcome.changed)
+
+    async def close(writes: TableBatch, index: SchedulerIndex) -> None:
+        """Write a batch's index changes, with the feed offset folded up to."""
+        persist(writes, 0, index, [*index.close_batch(), OFFSET_KEY])
+        count_writes(plane.metrics, writes)
+        await writes.write()
 
     @app.agent(plane.topics.scheduler_feed, name="scheduler", concurrency=1)
     async def run(stream: Any) -> None:
         async for batch in batches(stream, BATCH_MAX_RECORDS, BATCH_WITHIN_S):
-            if state.index is None:
-                state.index = rebuild(plane.scheduler_index)
-                log.info(
-                    "scheduler index rebuilt: %d jobs, %d executors, feed folded up to offset %d",
-                    len(state.index.jobs),
-                    len(state.index.executors),
-                    state.index.offset,
-                )
-            index = state.index
-            writes = TableBatch(plane.scheduler_index, plane.batch_producer)
-            for event in batch:
-                message = event.message
-                if message.offset <= index.offset:
-                    continue  # folded before the index was last stored
-                try:
-                    record = feed.decode(message.value or b"")  # a tombstone is not a record either
-                except ValueError as exc:
-                    log.error("skipping scheduler-feed record at offset %s: %s", message.offset, exc)
-                    record = None
-                if isinstance(record, feed.Tick):
-                    started = time.perf_counter()
-                    outcome = await tick(record, message.offset)
-                    state.early.cycled(outcome.left_waiting, time.perf_counter() - started)
-                    persist(writes, message.partition, index, outcome.changed)
-                elif isinstance(record, feed.Committed):
-                    await committed(record)
-                elif isinstance(record, feed.Configuration):
-                    pass  # for replays: this worker decides with its own
-                elif record is not None:
-                    if brings_work(record):
-                        state.early.work()
-                    persist(writes, message.partition, index, index.apply(record))
-                index.offset = message.offset
-            persist(writes, 0, index, [*index.close_batch(), OFFSET_KEY])
-            count_writes(plane.metrics, writes)
-            await writes.write()
+            async with state.folding:
+                await fold(batch)
             await early_tick()
+
+    async def fold(batch: list[Any]) -> None:
+        """Fold the batch's feed records into the index and run the cycles of its ticks, in order."""
+        if state.index is None:
+            state.index = rebuild(plane.scheduler_index)
+            log.info(
+                "scheduler index rebuilt: %d jobs, %d executors, feed folded up to offset %d",
+                len(state.index.jobs),
+                len(state.index.executors),
+                state.index.offset,
+            )
+        index = state.index
+        writes = TableBatch(plane.scheduler_index, plane.batch_producer)
+        for event in batch:
+            message = event.message
+            if message.offset <= index.offset:
+                continue  # folded before the index was last stored, or a tick run ahead (`run_ahead`)
+            try:
+                record = feed.decode(message.value or b"")  # a tombstone is not a record either
+            except ValueError as exc:
+                log.error("skipping scheduler-feed record at offset %s: %s", message.offset, exc)
+                record = None
+            if isinstance(record, feed.Tick):
+                await cycle_of(writes, index, record, message.offset, message.partition)
+            elif isinstance(record, feed.Committed):
+                await committed(record)
+            elif isinstance(record, feed.Configuration):
+                pass  # for replays: this worker decides with its own
+            elif record is not None:
+                if brings_work(record):
+                    state.early.work()
+                persist(writes, message.partition, index, index.apply(record))
+            index.offset = message.offset
+        await close(writes, index)
 
     async def early_tick() -> None:
         """Close the window now if work is waiting and the gap has passed, or arm a timer for when it will have."""
