@@ -199,7 +199,7 @@ def register(plane: ControlPlane) -> SchedulerState:
         as a tick folded already; otherwise (records before it not folded yet) it runs when read."""
         async with state.folding:
             index = state.index
-            if index is None or not state.live or tick.owner != state.owner or offset != index.offset + 1:
+            if index is None or not (state.live and owner()) or tick.owner != state.owner or offset != index.offset + 1:
                 return
             plane.metrics.ticks_run_ahead.inc()
             writes = TableBatch(plane.scheduler_index, plane.batch_producer)
