@@ -68,3 +68,45 @@ def test_a_batch_is_sent_without_lingering_and_lands_in_order(broker: EmbeddedBr
             await consumer.stop()
 
     assert asyncio.run(scenario()) == records * 2
+
+
+def test_listeners_are_told_each_batch_at_the_offsets_it_landed_at(broker: EmbeddedBroker) -> None:
+    """Records over several batches, with another call's batches sent at the same time: each batch a
+    listener is told of sits on the log at the offsets told, whatever landed between the batches."""
+    prefix = f"it-batch-{uuid.uuid4().hex[:8]}."
+    settings = Settings(broker=broker.url, topic_prefix=prefix, app_id=prefix.rstrip("."))
+    asyncio.run(ensure_topics(settings))
+    topic = settings.topic("scheduler-feed")
+    big = [(None, f"{n}:".encode() + bytes(400 * 1024)) for n in range(5)]  # ~2 MiB: three batches at least
+    small = [(None, f"small-{n}".encode()) for n in range(3)]
+    told: list[tuple[int, list[bytes | None]]] = []
+
+    async def scenario() -> dict[int, bytes | None]:
+        kafka = kafka_clients(settings)
+        producer = kafka.producer()
+        await producer.start()
+        try:
+            batches = KafkaBatchProducer(_App(_FaustProducer(producer)))  # type: ignore[arg-type]
+            batches.listen(topic, 0, lambda first, values: told.append((first, values)))
+            sent = await asyncio.gather(batches.send_partition(topic, 0, big), batches.send_partition(topic, 0, small))
+            await asyncio.gather(*sent)
+        finally:
+            await producer.stop()
+        consumer = kafka.consumer(enable_auto_commit=False, auto_offset_reset="earliest", max_partition_fetch_bytes=4 * 2**20)
+        await consumer.start()
+        try:
+            tp = TopicPartition(topic, 0)
+            consumer.assign([tp])
+            log: dict[int, bytes | None] = {}
+            while len(log) < len(big) + len(small):
+                for message in (await consumer.getmany(tp, timeout_ms=5_000)).get(tp, []):
+                    log[message.offset] = message.value
+            return log
+        finally:
+            await consumer.stop()
+
+    log = asyncio.run(scenario())
+    assert len(told) >= 3  # the big call's batches, and the small one's
+    assert sorted(value or b"" for _, values in told for value in values) == sorted(value or b"" for value in log.values())
+    for first, values in told:
+        assert [log[first + at] for at in range(len(values))] == values
