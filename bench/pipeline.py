@@ -479,9 +479,9 @@ class Session:
         values = [value for exposition in self.metrics() if (value := metric_value(exposition, name)) is not None]
         return sum(values) if values else None
 
-    def feed_folded_ahead(self) -> tuple[float | None, float | None]:
-        """Cycles run so far, and scheduler-feed records folded as soon as the broker took them (the scheduling agent's `fold_ahead`)."""
-        return self.metric("flotilla_scheduling_cycles_total"), self.metric("flotilla_scheduler_feed_folded_ahead_total")
+    def cycles_run_ahead(self) -> tuple[float | None, float | None]:
+        """Cycles run so far, and of those the ones whose tick ran as soon as the broker took it (the scheduling agent's `run_ahead`)."""
+        return self.metric("flotilla_scheduling_cycles_total"), self.metric("flotilla_scheduling_ticks_run_ahead_total")
 
     def cycle_histogram(self) -> tuple[float | None, float | None]:
         """(count, sum of seconds) of every cycle, idle ones included, from GET /metrics."""
@@ -796,7 +796,7 @@ class StreamResult:
     idle_tick: list[float]
     idle_log: list[float]
     idle_hops: dict[str, list[float]]  # `HOPS`, each in the same job order
-    idle_cycles: tuple[float | None, ...]  # the idle phase's cycles, and feed records folded ahead (None: not counted)
+    idle_cycles: tuple[float | None, ...]  # the idle phase's cycles, and of those the ones run ahead of the feed (None: not counted)
     stream_tick: list[float]
     stream_log: list[float]
     rate: Rate | None
@@ -826,14 +826,14 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
         await wait_leased(session, follower, WARMUP, WARMUP_JOBS, 0, progress)
 
         idle = encode_requests(IDLE, args.idle_jobs, args.idle_batch, session.queues, shape, args.partitions)
-        counted = session.feed_folded_ahead()
+        counted = session.cycles_run_ahead()
         with phase(session, IDLE, args.idle_jobs, phases) as first_cycle:
             await submit_spread(producer, idle, args.idle_interval, seed=1)
             await wait_leased(session, follower, IDLE, args.idle_jobs, first_cycle, progress)
         idle_tick, idle_log = latencies(follower, IDLE)
         hops = await idle_hops(session.broker.bootstrap, follower)
         run_ahead = tuple(
-            None if after is None else after - (before or 0.0) for before, after in zip(counted, session.feed_folded_ahead(), strict=True)
+            None if after is None else after - (before or 0.0) for before, after in zip(counted, session.cycles_run_ahead(), strict=True)
         )
 
         log(f"{session.name}: encoding {args.jobs:,} jobs ...")
@@ -1058,7 +1058,7 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
     print_latencies("idle submit-to-lease", stream.idle_tick, stream.idle_log)
     print_hops(stream.idle_hops)
     cycles, ahead = stream.idle_cycles
-    print(f"    idle phase: {fmt(cycles)} cycles; {fmt(ahead)} feed records folded as soon as the broker took them")
+    print(f"    idle phase cycles {fmt(cycles)}, of which run as soon as their tick was on the feed {fmt(ahead)}")
     print_latencies("submit-to-lease under the stream", stream.stream_tick, stream.stream_log)
     print_rate("stream", stream.rate, len(stream.stream_tick), args.jobs, "first leasing tick")
     print(f"  the last lease was on the log {fmt(stream.submit_to_last_lease_s, '.1f')}s after the first submission")
@@ -1125,7 +1125,7 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
                 "idle_hops_p99_s": {hop: none_or_round(summary(times)["p99"]) for hop, times in stream.idle_hops.items()},
                 "idle_slowest_hops_s": rounded(slowest_hops(stream.idle_hops)),
                 "idle_cycles": stream.idle_cycles[0],
-                "idle_feed_folded_ahead": stream.idle_cycles[1],
+                "idle_cycles_run_ahead": stream.idle_cycles[1],
                 "stream_p50_s": none_or_round(summary(stream.stream_tick)["p50"]),
                 "stream_p99_s": none_or_round(summary(stream.stream_tick)["p99"]),
                 "stream_leased": len(stream.stream_tick),

@@ -4,10 +4,9 @@ The feed has one partition, so exactly one worker runs this agent's stream at a 
 standby takes over on a rebalance and rebuilds the index from the `scheduler-index` table
 before its first record. Windows are tumbling and closed by tick records that a timer on the
 owning worker produces into the feed itself: cycle boundaries, cycle clocks and queue
-definitions are on the log, so replaying the feed repeats every cycle. What the owner appends to
-the feed itself (its agents' job deltas and executor states, its ticks and commits) it folds as soon
-as the broker has taken it, when the index has folded every record before it: the same records in
-the same order as reading them back gives, a fetch wait later.
+definitions are on the log, so replaying the feed repeats every cycle. The owner runs the cycle
+of its own tick as soon as the broker has taken it, when the index has folded every feed record
+before the tick's offset (the same inputs reading it back would give, a fetch wait later).
 
 A cycle is committed once (Armada's scheduler, likewise, catches up on the log before it decides
 as a new leader): its outcome is appended to the feed as one `Committed` record before any of it
@@ -48,7 +47,7 @@ from streams.scheduler.commit import committed as committed_record
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.cycle import CycleOutcome, run_cycle
 from streams.scheduler.index import JOB_KEY_PREFIX, OFFSET_KEY, PUBLISHED_KEY, SchedulerIndex
-from streams.tables.batched import BatchProducer, KafkaBatchProducer, Outbox, TableBatch
+from streams.tables.batched import BatchProducer, Outbox, TableBatch
 
 if TYPE_CHECKING:
     from streams.metrics import Metrics
@@ -193,67 +192,66 @@ def register(plane: ControlPlane) -> SchedulerState:
         queues = tuple(feed.queue_info(q) for q in sorted(plane.queues.values(), key=lambda q: q["name"]))
         tick = feed.Tick(time=int(time.time() * 1000), queues=queues, owner=state.owner)
         records.append((None, feed.encode(tick)))
-        await (await plane.batch_producer.send_partition(feed_partition.topic, 0, records))
+        first = await (await plane.batch_producer.send_partition(feed_partition.topic, 0, records))
+        await run_ahead(tick, first + len(records) - 1)
 
-    def appended(first: int, values: list[bytes | None]) -> None:
-        """Records this worker appended to the feed from ``first`` on, acknowledged by the broker (`KafkaBatchProducer.listen`)."""
-        if state.live and state.index is not None:
-            ahead = asyncio.ensure_future(fold_ahead(first, values))
-            ahead.add_done_callback(fold_ahead_failed)
-
-    if isinstance(plane.batch_producer, KafkaBatchProducer):  # unit tests record what is sent instead
-        plane.batch_producer.listen(feed_partition.topic, feed_partition.partition, appended)
-
-    async def fold_ahead(first: int, values: list[bytes | None]) -> None:
-        """Fold records this worker appended, the cycles of its ticks included, as soon as the broker
-        took them, if the index has folded every record before them: the same records in the same order
-        as reading them back gives, a fetch wait later (the broker holds a fetch for its whole wait).
-        Reading them back skips them then; otherwise (records before them not folded yet) they are
-        folded when read."""
+    async def run_ahead(tick: feed.Tick, offset: int) -> None:
+        """Run the cycle of this worker's own tick at ``offset`` now, if the index has folded every
+        feed record before it: its inputs are then exactly what reading the tick back would give, a
+        fetch wait later (the broker holds a fetch for its whole wait). Reading it back skips it then,
+        as a tick folded already; otherwise (records before it not folded yet) it runs when read."""
         async with state.folding:
             index = state.index
-            if index is None or not (state.live and owner()) or first != index.offset + 1:
+            if index is None or not (state.live and owner()) or tick.owner != state.owner or offset != index.offset + 1:
                 return
-            plane.metrics.feed_folded_ahead.inc(len(values))
-            await fold_records(index, [(first + at, feed_partition.partition, value) for at, value in enumerate(values)])
-        await early_tick()
+            plane.metrics.ticks_run_ahead.inc()
+            writes = TableBatch(plane.scheduler_index, plane.batch_producer)
+            await cycle_of(writes, index, tick, offset, feed_partition.partition)
+            index.offset = offset
+            await close(writes, index)
 
-    def fold_ahead_failed(ahead: asyncio.Future[None]) -> None:
-        if not ahead.cancelled() and ahead.exception() is not None:
-            log.error("feed records not folded ahead: %r (they are folded when read back)", ahead.exception())
+    async def cycle_of(writes: TableBatch, index: SchedulerIndex, record: feed.Tick, offset: int, partition: int) -> None:
+        """The tick's cycle run (`tick`), its CPU time noted for the early ticks, and the index keys it changed into ``writes``."""
+        outcome, spent = await tick(record, offset)
+        state.early.cycled(outcome.left_waiting, spent)
+        persist(writes, partition, index, outcome.changed)
+
+    async def close(writes: TableBatch, index: SchedulerIndex) -> None:
+        """Write a batch's index changes, with the feed offset folded up to."""
+        persist(writes, 0, index, [*index.close_batch(), OFFSET_KEY])
+        count_writes(plane.metrics, writes)
+        await writes.write()
 
     @app.agent(plane.topics.scheduler_feed, name="scheduler", concurrency=1)
     async def run(stream: Any) -> None:
         async for batch in batches(stream, BATCH_MAX_RECORDS, BATCH_WITHIN_S):
             async with state.folding:
-                if state.index is None:
-                    state.index = rebuild(plane.scheduler_index)
-                    log.info(
-                        "scheduler index rebuilt: %d jobs, %d executors, feed folded up to offset %d",
-                        len(state.index.jobs),
-                        len(state.index.executors),
-                        state.index.offset,
-                    )
-                records = [(event.message.offset, event.message.partition, event.message.value) for event in batch]
-                await fold_records(state.index, records)
+                await fold(batch)
             await early_tick()
 
-    async def fold_records(index: SchedulerIndex, records: list[tuple[int, int, bytes | None]]) -> None:
-        """Fold feed records (offset, partition, value) into the index and run the cycles of their ticks, in
-        order, then write the index keys they changed in one batch, with the offset folded up to."""
+    async def fold(batch: list[Any]) -> None:
+        """Fold the batch's feed records into the index and run the cycles of its ticks, in order."""
+        if state.index is None:
+            state.index = rebuild(plane.scheduler_index)
+            log.info(
+                "scheduler index rebuilt: %d jobs, %d executors, feed folded up to offset %d",
+                len(state.index.jobs),
+                len(state.index.executors),
+                state.index.offset,
+            )
+        index = state.index
         writes = TableBatch(plane.scheduler_index, plane.batch_producer)
-        for offset, partition, value in records:
-            if offset <= index.offset:
-                continue  # folded before the index was last stored, or folded ahead (`fold_ahead`)
+        for event in batch:
+            message = event.message
+            if message.offset <= index.offset:
+                continue  # folded before the index was last stored, or a tick run ahead (`run_ahead`)
             try:
-                record = feed.decode(value or b"")  # a tombstone is not a record either
+                record = feed.decode(message.value or b"")  # a tombstone is not a record either
             except ValueError as exc:
-                log.error("skipping scheduler-feed record at offset %s: %s", offset, exc)
+                log.error("skipping scheduler-feed record at offset %s: %s", message.offset, exc)
                 record = None
             if isinstance(record, feed.Tick):
-                outcome, spent = await tick(record, offset)
-                state.early.cycled(outcome.left_waiting, spent)
-                persist(writes, partition, index, outcome.changed)
+                await cycle_of(writes, index, record, message.offset, message.partition)
             elif isinstance(record, feed.Committed):
                 await committed(record)
             elif isinstance(record, feed.Configuration):
@@ -261,11 +259,9 @@ def register(plane: ControlPlane) -> SchedulerState:
             elif record is not None:
                 if brings_work(record):
                     state.early.work()
-                persist(writes, partition, index, index.apply(record))
-            index.offset = offset
-        persist(writes, 0, index, [*index.close_batch(), OFFSET_KEY])
-        count_writes(plane.metrics, writes)
-        await writes.write()
+                persist(writes, message.partition, index, index.apply(record))
+            index.offset = message.offset
+        await close(writes, index)
 
     async def early_tick() -> None:
         """Close the window now if work is waiting and the gap has passed, or arm a timer for when it will have."""

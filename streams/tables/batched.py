@@ -21,7 +21,7 @@ Within one batch the last write of a key wins, in the store and on the changelog
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -32,8 +32,6 @@ from faust.types import TP
 from streams.tables.types import TEXT_CODEC
 
 Records = Sequence[tuple[bytes | None, bytes | None]]
-# Told the first offset and the values of a batch appended to a partition (`KafkaBatchProducer.listen`).
-Appended = Callable[[int, list[bytes | None]], None]
 
 BATCH_BYTES = 1024 * 1024  # the largest batch the batch path sends (topics take up to MAX_MESSAGE_BYTES)
 
@@ -57,34 +55,22 @@ class KafkaBatchProducer:
     flushes before it commits source offsets."""
 
     app: faust.App
-    # Per (topic, partition): who is told what each produce batch appended there (`listen`).
-    listeners: dict[tuple[str, int], list[Appended]] = field(default_factory=dict)
 
     def _producer(self) -> Any:
         return self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # Faust's aiokafka driver
 
-    def listen(self, topic: str, partition: int, listener: Appended) -> None:
-        """Tell ``listener`` the first offset and the values of each batch appended to the partition, once the
-        broker acknowledged it: an agent reading that partition can take in what its own worker appended
-        without waiting for a fetch to bring it back. Per batch, for only a batch's records are known to be
-        contiguous: another sender's batch may land between two batches of one call."""
-        self.listeners.setdefault((topic, partition), []).append(listener)
-
     async def send_partition(self, topic: str, partition: int, records: Records) -> asyncio.Future[int]:
         producer = self._producer()
-        listeners = self.listeners.get((topic, partition))
         futures = []
         batch = _builder(producer)
-        values: list[bytes | None] = []  # the batch's, for the listeners
         for key, value in records:
             while batch.append(key=key, value=value, timestamp=None) is None:
                 if batch.record_count() == 0:
                     raise ValueError(f"a record of {len(value or b'')} bytes for {topic} exceeds the producer's batch size")
-                futures.append(await _send_closed(producer, batch, topic, partition, listeners, values))
-                batch, values = _builder(producer), []
-            values.append(value)
+                futures.append(await _send_closed(producer, batch, topic, partition))
+                batch = _builder(producer)
         if batch.record_count():
-            futures.append(await _send_closed(producer, batch, topic, partition, listeners, values))
+            futures.append(await _send_closed(producer, batch, topic, partition))
         return _first_offset(futures)
 
     async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[dict[int, int]]:
@@ -121,24 +107,12 @@ def _builder(producer: Any) -> BatchBuilder:
     )
 
 
-async def _send_closed(
-    producer: Any, batch: Any, topic: str, partition: int, listeners: list[Appended] | None, values: list[bytes | None]
-) -> asyncio.Future[Any]:
+async def _send_closed(producer: Any, batch: Any, topic: str, partition: int) -> asyncio.Future[Any]:
     """Queue a batch that is complete: closed, aiokafka's sender takes it at once instead of letting it
     linger (`producer_linger_ms`, 5 ms) for records no one will add. Every batch a fold part awaits
-    (its feed and commands, then each table's changelog) paid that linger once more. ``listeners`` are
-    told the batch's first offset and ``values`` once it is acknowledged (`KafkaBatchProducer.listen`)."""
+    (its feed and commands, then each table's changelog) paid that linger once more."""
     batch.close()
-    sent = await producer.send_batch(batch, topic, partition=partition)
-    if listeners:
-
-        def tell(done: asyncio.Future[Any]) -> None:
-            if not done.cancelled() and done.exception() is None:
-                for listener in listeners:
-                    listener(int(done.result().offset), values)
-
-        sent.add_done_callback(tell)
-    return sent
+    return await producer.send_batch(batch, topic, partition=partition)
 
 
 def _last_offsets(sent: dict[int, tuple[asyncio.Future[int], int]]) -> asyncio.Future[dict[int, int]]:
