@@ -119,11 +119,13 @@ from ops.worker import WorkerProcess  # noqa: E402
 from schemas.codec import decode, encode, writer_of  # noqa: E402
 from streams.domain import jobspec  # noqa: E402
 from streams.domain.quantity import to_milli  # noqa: E402
+from streams.scheduler import feed  # noqa: E402
 from streams.scheduler.cycle import CYCLES_QUEUE, SCHEDULER_USER  # noqa: E402
 from tests.integration.group import job_set_per_partition  # noqa: E402
 
 SUBMISSIONS = "flotilla.submissions"
 EVENTS = "flotilla.events"
+FEED = "flotilla.scheduler-feed"
 SUBMITTER = "anonymous"
 NODE_CPU, NODE_MEMORY = "32", "256Gi"
 WARMUP, IDLE, STREAM = "warmup", "idle", "stream"
@@ -256,6 +258,8 @@ class EventFollower:
     users: frozenset[str]
     partitions: int  # of the events topic: every one is read
     submitted: dict[str, int] = field(default_factory=dict)  # job id -> `created` (ms) of its JobSubmitted
+    # Idle job id -> its JobSubmitted message's timestamp (ms): when ingest produced it (`idle_hops`).
+    ingested: dict[str, int] = field(default_factory=dict)
     leases: dict[str, dict[str, Lease]] = field(default_factory=dict)  # phase -> job id -> first lease
     leased_again: int = 0
     other_decisions: Counter[str] = field(default_factory=Counter)
@@ -299,6 +303,8 @@ class EventFollower:
             kind = event["payload"][0].rsplit(".", 1)[-1]
             if kind == "JobSubmitted":
                 self.submitted[event["job_id"]] = event["created"]
+                if job_set == IDLE:
+                    self.ingested[event["job_id"]] = record.timestamp
             elif kind == "JobLeased":
                 leases = self.leases.setdefault(job_set, {})
                 if event["job_id"] in leases:
@@ -473,6 +479,10 @@ class Session:
         values = [value for exposition in self.metrics() if (value := metric_value(exposition, name)) is not None]
         return sum(values) if values else None
 
+    def cycles_run_ahead(self) -> tuple[float | None, float | None]:
+        """Cycles run so far, and of those the ones whose tick ran as soon as the broker took it (the scheduling agent's `run_ahead`)."""
+        return self.metric("flotilla_scheduling_cycles_total"), self.metric("flotilla_scheduling_ticks_run_ahead_total")
+
     def cycle_histogram(self) -> tuple[float | None, float | None]:
         """(count, sum of seconds) of every cycle, idle ones included, from GET /metrics."""
         return self.metric("flotilla_scheduling_cycle_seconds_count"), self.metric("flotilla_scheduling_cycle_seconds_sum")
@@ -578,6 +588,55 @@ def latencies(follower: EventFollower, job_set: str) -> tuple[list[float], list[
         ticks.append((lease.tick_ms - submitted_ms) / 1000)
         logged.append((lease.log_ms - submitted_ms) / 1000)
     return ticks, logged
+
+
+# An idle job's way to its lease, each hop ending with a message on the log (its timestamp).
+HOPS = (
+    "ingest",  # the submit request -> its JobSubmitted event (the submissions fetch, the ingest agent)
+    "job state",  # -> the feed record that brings the job queued (the events fetch, the job-state agent)
+    "to the tick",  # -> the first tick after that record (the feed fetch, the scheduler's fold, the early-tick gap)
+    "tick to lease",  # -> its JobLeased event (the tick read back, the cycle, publishing)
+)
+HOPS_READ_S = 30.0
+
+
+async def idle_hops(bootstrap: str, follower: EventFollower) -> dict[str, list[float]]:
+    """Seconds each leased idle job spent on each of `HOPS`, in job order, from the scheduler feed read from its start."""
+    leases = follower.leased(IDLE)
+    wanted = {job_id for job_id in leases if job_id in follower.ingested}
+    queued: dict[str, tuple[int, int]] = {}  # job id -> (offset, timestamp) of the first feed record that brings it queued
+    ticks: list[tuple[int, int]] = []  # (offset, timestamp) of every tick
+    consumer = await started_consumer(bootstrap, {FEED: 1})
+    deadline = time.monotonic() + HOPS_READ_S
+    try:
+        while time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=500, max_records=5_000)).values():
+                for record in records:
+                    try:
+                        decoded = feed.decode(record.value or b"")
+                    except ValueError:
+                        continue
+                    if isinstance(decoded, feed.Tick):
+                        ticks.append((record.offset, record.timestamp))
+                    elif isinstance(decoded, feed.Changes):
+                        for change in decoded.records:
+                            if isinstance(change, feed.JobDelta) and change.state == "queued" and change.job_id in wanted:
+                                queued.setdefault(change.job_id, (record.offset, record.timestamp))
+            if len(queued) == len(wanted) and ticks and ticks[-1][0] > max((offset for offset, _ in queued.values()), default=-1):
+                break
+    finally:
+        await consumer.stop()
+    tick_offsets = [offset for offset, _ in ticks]
+    hops: dict[str, list[float]] = {hop: [] for hop in HOPS}
+    for job_id in sorted(queued):
+        offset, fed = queued[job_id]
+        after = bisect.bisect_right(tick_offsets, offset)
+        if after == len(ticks):
+            continue
+        times = (follower.submitted[job_id], follower.ingested[job_id], fed, ticks[after][1], leases[job_id].log_ms)
+        for hop, start, end in zip(HOPS, times, times[1:], strict=False):
+            hops[hop].append((end - start) / 1000)
+    return hops
 
 
 @dataclass(frozen=True)
@@ -736,6 +795,8 @@ def worker_progress(session: Session) -> Callable[[], str]:
 class StreamResult:
     idle_tick: list[float]
     idle_log: list[float]
+    idle_hops: dict[str, list[float]]  # `HOPS`, each in the same job order
+    idle_cycles: tuple[float | None, ...]  # the idle phase's cycles, and of those the ones run ahead of the feed (None: not counted)
     stream_tick: list[float]
     stream_log: list[float]
     rate: Rate | None
@@ -765,10 +826,15 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
         await wait_leased(session, follower, WARMUP, WARMUP_JOBS, 0, progress)
 
         idle = encode_requests(IDLE, args.idle_jobs, args.idle_batch, session.queues, shape, args.partitions)
+        counted = session.cycles_run_ahead()
         with phase(session, IDLE, args.idle_jobs, phases) as first_cycle:
             await submit_spread(producer, idle, args.idle_interval, seed=1)
             await wait_leased(session, follower, IDLE, args.idle_jobs, first_cycle, progress)
         idle_tick, idle_log = latencies(follower, IDLE)
+        hops = await idle_hops(session.broker.bootstrap, follower)
+        run_ahead = tuple(
+            None if after is None else after - (before or 0.0) for before, after in zip(counted, session.cycles_run_ahead(), strict=True)
+        )
 
         log(f"{session.name}: encoding {args.jobs:,} jobs ...")
         stream = encode_requests(STREAM, args.jobs, args.batch, session.queues, shape, args.partitions)
@@ -784,6 +850,8 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
         return StreamResult(
             idle_tick,
             idle_log,
+            hops,
+            run_ahead,
             stream_tick,
             stream_log,
             lease_rate([lease.log_ms for lease in leases], start_s=min((lease.tick_ms for lease in leases), default=0) / 1000),
@@ -894,6 +962,25 @@ def print_latencies(label: str, tick: list[float], logged: list[float]) -> None:
     )
 
 
+def slowest_hops(hops: dict[str, list[float]]) -> dict[str, float]:
+    """Each hop's mean over the slowest 1% of the jobs (by the sum of the hops): which hop makes the tail."""
+    totals = [sum(times) for times in zip(*hops.values(), strict=True)]
+    if not totals:
+        return {}
+    slowest = sorted(range(len(totals)), key=totals.__getitem__)[-max(1, len(totals) // 100) :]
+    return {hop: statistics.fmean(times[i] for i in slowest) for hop, times in hops.items()}
+
+
+def print_hops(hops: dict[str, list[float]]) -> None:
+    each = "; ".join(
+        f"{hop} p50 {fmt(found['p50'], '.3f')}s, p99 {fmt(found['p99'], '.3f')}s"
+        for hop, found in ((hop, summary(times)) for hop, times in hops.items())
+    )
+    tail = ", ".join(f"{hop} {seconds:.3f}s" for hop, seconds in slowest_hops(hops).items())
+    print(f"    idle hops ({len(next(iter(hops.values()), [])):,} jobs, message timestamps): {each}")
+    print(f"    the slowest 1% of them, mean per hop: {tail}")
+
+
 def print_rate(label: str, rate: Rate | None, leased: int, jobs: int, start: str) -> None:
     if rate is None:
         print(f"  {label}: nothing leased")
@@ -969,6 +1056,9 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
     )
     print("stream session (executors up from the start):")
     print_latencies("idle submit-to-lease", stream.idle_tick, stream.idle_log)
+    print_hops(stream.idle_hops)
+    cycles, ahead = stream.idle_cycles
+    print(f"    idle phase cycles {fmt(cycles)}, of which run as soon as their tick was on the feed {fmt(ahead)}")
     print_latencies("submit-to-lease under the stream", stream.stream_tick, stream.stream_log)
     print_rate("stream", stream.rate, len(stream.stream_tick), args.jobs, "first leasing tick")
     print(f"  the last lease was on the log {fmt(stream.submit_to_last_lease_s, '.1f')}s after the first submission")
@@ -1031,6 +1121,11 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
                 "idle_log_p50_s": none_or_round(idle_log["p50"]),
                 "idle_log_p99_s": none_or_round(idle_log["p99"]),
                 "idle_log_max_s": none_or_round(idle_log["max"]),
+                "idle_hops_p50_s": {hop: none_or_round(summary(times)["p50"]) for hop, times in stream.idle_hops.items()},
+                "idle_hops_p99_s": {hop: none_or_round(summary(times)["p99"]) for hop, times in stream.idle_hops.items()},
+                "idle_slowest_hops_s": rounded(slowest_hops(stream.idle_hops)),
+                "idle_cycles": stream.idle_cycles[0],
+                "idle_cycles_run_ahead": stream.idle_cycles[1],
                 "stream_p50_s": none_or_round(summary(stream.stream_tick)["p50"]),
                 "stream_p99_s": none_or_round(summary(stream.stream_tick)["p99"]),
                 "stream_leased": len(stream.stream_tick),

@@ -80,6 +80,11 @@ class Metrics:
             "Cycles that a worker taking the scheduler feed over ran again with another outcome than the one committed",
             registry=self.registry,
         )
+        self.ticks_run_ahead = Counter(
+            "flotilla_scheduling_ticks_run_ahead",
+            "Ticks whose cycle ran as soon as the broker had taken them (every feed record before them folded), not when read back",
+            registry=self.registry,
+        )
         self.index_jobs = Gauge("flotilla_scheduler_index_jobs", "Unfinished jobs in the scheduler's index", registry=self.registry)
         self.index_writes = Counter(
             "flotilla_scheduler_index_writes", "Keys written to (or deleted from) the scheduler-index table", registry=self.registry

@@ -12,10 +12,11 @@ change means downstream: a job delta to `scheduler-feed` when the scheduler's vi
 It works in batches (DESIGN.md, "The hot path works in batches"): `streams.agents.batches` hands it the messages
 waiting, up to `BATCH_MAX_MESSAGES` or what arrived within `BATCH_WITHIN_S`; the pure fold runs
 over all of them, then the batch's changed jobs (each one's last between job-set actions, written
-straight as feed rows) go to the feed as few `Changes` records, in order, and its commands in one
-produce batch per partition, with the batch's job index rows and new specs, each table in one
-`TableBatch`; once the broker has them all, its job states (each job's last) go to `jobs`; a batch of
-more than `PART_MAX_EVENTS` job events does so in parts, with a turn of the event loop between them
+straight as feed rows) go to the feed as few `Changes` records, in order, and its commands (less the
+leases of runs that ended within the part: `ended_lease`) in one produce batch per partition, with the
+batch's job index rows and new specs, each table in one `TableBatch`; once the broker has them all, its
+job states (each job's last) go to `jobs`; a batch of more than `PART_MAX_EVENTS` job events does so in
+parts, with a turn of the event loop between them
 (`REFOLD_PART_MAX_EVENTS` while a restored log is refolded).
 A per-message Faust write and send cost 90-230 us each; a batched one about 3 us.
 
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from schemas.codec import SchemaError, encode
 from streams.agents.batches import batches
 from streams.domain.job_index import Position
+from streams.domain.states import RUN_TERMINAL
 from streams.scheduler import feed
 from streams.scheduler.fold import MAX_CHANGES_PER_RECORD, Folded, apply_sequence, message_rng
 from streams.tables.batched import Outbox
@@ -161,7 +163,7 @@ class PartFold:
     def rest(self) -> FoldedPart | None:
         """The part folded so far, if it holds any message."""
         part, self.part = self.part, FoldedPart()
-        return part.done() if part.messages else None
+        return part.done(self.jobs) if part.messages else None
 
 
 @dataclass
@@ -195,9 +197,24 @@ class FoldedPart:
         self.commands += folded.commands
         self.job_events += len(sequence["events"])
 
-    def done(self) -> FoldedPart:
+    def done(self, jobs: JobStore) -> FoldedPart:
+        """The part as it is sent: each changed job's last change, and no lease of a run that ended within it."""
         self.changes = feed.latest_changes(self.changes)
+        self.commands = [command for command in self.commands if not ended_lease(jobs, command)]
         return self
+
+
+def ended_lease(jobs: JobStore, command: dict[str, Any]) -> bool:
+    """Whether ``command`` leases a run that the job, as the fold left it, holds as ended: its executor ran it
+    (and reported its end), or it ended before the executor had it (cancelled, preempted, expired). Sent,
+    it would do nothing at best, and at worst (an executor that never had it, or forgot it) start a run the
+    log already ended. A part of a refolded log holds most of its jobs' lives: ~90% of its commands were
+    such leases, each carrying its job's spec (bench/restore.py); a stop command is always sent."""
+    if command["kind"] != "lease":
+        return False
+    job = jobs.latest(command["job_id"])
+    run_id = command["run_id"]
+    return job is not None and any(run["run_id"] == run_id and run["state"] in RUN_TERMINAL for run in job["runs"])
 
 
 def sent(part: FoldedPart) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:

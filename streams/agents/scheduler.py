@@ -4,7 +4,9 @@ The feed has one partition, so exactly one worker runs this agent's stream at a 
 standby takes over on a rebalance and rebuilds the index from the `scheduler-index` table
 before its first record. Windows are tumbling and closed by tick records that a timer on the
 owning worker produces into the feed itself: cycle boundaries, cycle clocks and queue
-definitions are on the log, so replaying the feed repeats every cycle.
+definitions are on the log, so replaying the feed repeats every cycle. The owner runs the cycle
+of its own tick as soon as the broker has taken it, when the index has folded every feed record
+before the tick's offset (the same inputs reading it back would give, a fetch wait later).
 
 A cycle is committed once (Armada's scheduler, likewise, catches up on the log before it decides
 as a new leader): its outcome is appended to the feed as one `Committed` record before any of it
@@ -59,7 +61,8 @@ BATCH_WITHIN_S = 0.005
 # A tick not seen back within this many periods is taken as lost and another is sent.
 _TICK_PATIENCE_PERIODS = 10
 # Early ticks: at least this long after the last tick, and at least this many times the last
-# cycle's own duration, so that cycles never take more than a fifth of the agent's time.
+# cycle's own duration (its CPU time: not broker round trips, nor waits for a core that another
+# agent or process held), so that cycles never take more than a fifth of the agent's time.
 EARLY_TICK_MIN_GAP_S = 0.05
 EARLY_TICK_CYCLE_MULTIPLE = 4.0
 
@@ -124,6 +127,9 @@ class SchedulerState:
     configured: str = ""
     uncommitted: dict[int, feed.Committed] = field(default_factory=dict)
     tick_sent_at: float | None = None  # monotonic time of the tick in flight
+    # Held while the index is folded or a cycle runs on it: by the agent for a batch, or by a tick run
+    # ahead of the feed (`run_ahead`), so that only one of them changes the index at a time.
+    folding: asyncio.Lock = field(default_factory=asyncio.Lock)
     early: EarlyTicks = field(default_factory=EarlyTicks)
     # Waits out the gap after the last tick, then sends the early tick due (`EarlyTicks.delay`).
     early_timer: asyncio.Future[None] | None = None
@@ -177,55 +183,85 @@ def register(plane: ControlPlane) -> SchedulerState:
         # In flight from now on, so that the timer and the agent never both send one.
         state.tick_sent_at = time.monotonic()
         state.early.ticked(state.tick_sent_at)
+        records: list[tuple[bytes | None, bytes | None]] = []
         if state.configured != state.owner:
             # Before the first tick of this ownership: the cycles that follow are decided with it.
             configuration = feed.Configuration(plane.configuration.hash, plane.configuration.resolved)
-            await plane.topics.scheduler_feed.send(value=feed.encode(configuration))
+            records.append((None, feed.encode(configuration)))
             state.configured = state.owner
         queues = tuple(feed.queue_info(q) for q in sorted(plane.queues.values(), key=lambda q: q["name"]))
         tick = feed.Tick(time=int(time.time() * 1000), queues=queues, owner=state.owner)
-        await plane.topics.scheduler_feed.send(value=feed.encode(tick))
+        records.append((None, feed.encode(tick)))
+        first = await (await plane.batch_producer.send_partition(feed_partition.topic, 0, records))
+        await run_ahead(tick, first + len(records) - 1)
+
+    async def run_ahead(tick: feed.Tick, offset: int) -> None:
+        """Run the cycle of this worker's own tick at ``offset`` now, if the index has folded every
+        feed record before it: its inputs are then exactly what reading the tick back would give, a
+        fetch wait later (the broker holds a fetch for its whole wait). Reading it back skips it then,
+        as a tick folded already; otherwise (records before it not folded yet) it runs when read."""
+        async with state.folding:
+            index = state.index
+            if index is None or not (state.live and owner()) or tick.owner != state.owner or offset != index.offset + 1:
+                return
+            plane.metrics.ticks_run_ahead.inc()
+            writes = TableBatch(plane.scheduler_index, plane.batch_producer)
+            await cycle_of(writes, index, tick, offset, feed_partition.partition)
+            index.offset = offset
+            await close(writes, index)
+
+    async def cycle_of(writes: TableBatch, index: SchedulerIndex, record: feed.Tick, offset: int, partition: int) -> None:
+        """The tick's cycle run (`tick`), its CPU time noted for the early ticks, and the index keys it changed into ``writes``."""
+        outcome, spent = await tick(record, offset)
+        state.early.cycled(outcome.left_waiting, spent)
+        persist(writes, partition, index, outcome.changed)
+
+    async def close(writes: TableBatch, index: SchedulerIndex) -> None:
+        """Write a batch's index changes, with the feed offset folded up to."""
+        persist(writes, 0, index, [*index.close_batch(), OFFSET_KEY])
+        count_writes(plane.metrics, writes)
+        await writes.write()
 
     @app.agent(plane.topics.scheduler_feed, name="scheduler", concurrency=1)
     async def run(stream: Any) -> None:
         async for batch in batches(stream, BATCH_MAX_RECORDS, BATCH_WITHIN_S):
-            if state.index is None:
-                state.index = rebuild(plane.scheduler_index)
-                log.info(
-                    "scheduler index rebuilt: %d jobs, %d executors, feed folded up to offset %d",
-                    len(state.index.jobs),
-                    len(state.index.executors),
-                    state.index.offset,
-                )
-            index = state.index
-            writes = TableBatch(plane.scheduler_index, plane.batch_producer)
-            for event in batch:
-                message = event.message
-                if message.offset <= index.offset:
-                    continue  # folded before the index was last stored
-                try:
-                    record = feed.decode(message.value or b"")  # a tombstone is not a record either
-                except ValueError as exc:
-                    log.error("skipping scheduler-feed record at offset %s: %s", message.offset, exc)
-                    record = None
-                if isinstance(record, feed.Tick):
-                    started = time.perf_counter()
-                    outcome = await tick(record, message.offset)
-                    state.early.cycled(outcome.left_waiting, time.perf_counter() - started)
-                    persist(writes, message.partition, index, outcome.changed)
-                elif isinstance(record, feed.Committed):
-                    await committed(record)
-                elif isinstance(record, feed.Configuration):
-                    pass  # for replays: this worker decides with its own
-                elif record is not None:
-                    if brings_work(record):
-                        state.early.work()
-                    persist(writes, message.partition, index, index.apply(record))
-                index.offset = message.offset
-            persist(writes, 0, index, [*index.close_batch(), OFFSET_KEY])
-            count_writes(plane.metrics, writes)
-            await writes.write()
+            async with state.folding:
+                await fold(batch)
             await early_tick()
+
+    async def fold(batch: list[Any]) -> None:
+        """Fold the batch's feed records into the index and run the cycles of its ticks, in order."""
+        if state.index is None:
+            state.index = rebuild(plane.scheduler_index)
+            log.info(
+                "scheduler index rebuilt: %d jobs, %d executors, feed folded up to offset %d",
+                len(state.index.jobs),
+                len(state.index.executors),
+                state.index.offset,
+            )
+        index = state.index
+        writes = TableBatch(plane.scheduler_index, plane.batch_producer)
+        for event in batch:
+            message = event.message
+            if message.offset <= index.offset:
+                continue  # folded before the index was last stored, or a tick run ahead (`run_ahead`)
+            try:
+                record = feed.decode(message.value or b"")  # a tombstone is not a record either
+            except ValueError as exc:
+                log.error("skipping scheduler-feed record at offset %s: %s", message.offset, exc)
+                record = None
+            if isinstance(record, feed.Tick):
+                await cycle_of(writes, index, record, message.offset, message.partition)
+            elif isinstance(record, feed.Committed):
+                await committed(record)
+            elif isinstance(record, feed.Configuration):
+                pass  # for replays: this worker decides with its own
+            elif record is not None:
+                if brings_work(record):
+                    state.early.work()
+                persist(writes, message.partition, index, index.apply(record))
+            index.offset = message.offset
+        await close(writes, index)
 
     async def early_tick() -> None:
         """Close the window now if work is waiting and the gap has passed, or arm a timer for when it will have."""
@@ -250,8 +286,9 @@ def register(plane: ControlPlane) -> SchedulerState:
         if not timer.cancelled() and timer.exception() is not None:
             log.error("early tick not sent: %r (the period's tick will close the window)", timer.exception())
 
-    async def tick(record: feed.Tick, offset: int) -> CycleOutcome:
-        """Run the tick's cycle; commit and publish its outcome unless still catching up."""
+    async def tick(record: feed.Tick, offset: int) -> tuple[CycleOutcome, float]:
+        """Run the tick's cycle; commit and publish its outcome unless still catching up. Returns the
+        outcome and the cycle's CPU seconds (`cycle`)."""
         assert state.index is not None
         if record.owner == state.owner:
             state.tick_sent_at = None
@@ -261,15 +298,15 @@ def register(plane: ControlPlane) -> SchedulerState:
                     log.info("committing the cycle of the tick at offset %d, which no earlier owner committed", earlier)
                     await commit_and_publish(state.uncommitted[earlier])
                 state.uncommitted.clear()
-        outcome = await asyncio.to_thread(cycle, state.index, record, offset, plane.cycle_config, plane.metrics)
+        outcome, spent = await asyncio.to_thread(cycle, state.index, record, offset, plane.cycle_config, plane.metrics)
         commit = committed_record(offset, outcome)
         if commit is None:
-            return outcome
+            return outcome, spent
         if state.live:
             await commit_and_publish(commit)
         else:
             state.uncommitted[offset] = commit
-        return outcome
+        return outcome, spent
 
     async def commit_and_publish(record: feed.Committed) -> None:
         await publisher.commit(record)
@@ -315,11 +352,13 @@ def brings_work(record: feed.FeedRecord) -> bool:
     return isinstance(record, feed.JobDelta) and record.state == "queued"
 
 
-def cycle(index: SchedulerIndex, tick: feed.Tick, offset: int, config: CycleConfig, metrics: Metrics) -> CycleOutcome:
-    """Run the cycle and count what it decided; publishing it and persisting the index keys it changed are the caller's."""
-    started = time.perf_counter()
+def cycle(index: SchedulerIndex, tick: feed.Tick, offset: int, config: CycleConfig, metrics: Metrics) -> tuple[CycleOutcome, float]:
+    """Run the cycle and count what it decided; publishing it and persisting the index keys it changed are the caller's.
+    Also returns the CPU seconds the cycle took (its thread's, run in one): its own cost, without the time it
+    waited for the interpreter or a core while other agents or processes ran (`EarlyTicks.cycled`)."""
+    started, cpu = time.perf_counter(), time.thread_time()
     outcome = run_cycle(index, tick, offset, config)
-    decided = time.perf_counter() - started
+    decided, spent = time.perf_counter() - started, time.thread_time() - cpu
     metrics.cycles.inc()
     metrics.cycle_seconds.observe(decided)
     metrics.index_jobs.set(len(index.jobs))
@@ -337,7 +376,7 @@ def cycle(index: SchedulerIndex, tick: feed.Tick, offset: int, config: CycleConf
             outcome.ended,
             len(index.jobs),
         )
-    return outcome
+    return outcome, spent
 
 
 def rebuild(table: TableT) -> SchedulerIndex:

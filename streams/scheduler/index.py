@@ -24,7 +24,7 @@ the two writes came last. A record is deleted once every entry it speaks for was
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -287,6 +287,13 @@ class SchedulerIndex:
         # The jobs whose entry is busy (see `Entry.busy`), kept with every change of an entry
         # (`touch`): a cycle's lifecycle walks these, not every queued job.
         self.busy: set[str] = set()
+        # Busy jobs a cycle's lifecycle found nothing to do for, and that nothing can change until their
+        # entry changes (`touch`) or their executor reports anew or goes silent (`unquiet`): the jobs of a
+        # full cluster, which every cycle walked again. Per executor, run id -> job id, as of its report
+        # in ``quiet_reports``; and per job, where it is held.
+        self.quiet: dict[str, dict[str, str]] = {}
+        self.quiet_reports: dict[str, ExecutorState] = {}
+        self._quiet_at: dict[str, tuple[str, str]] = {}
         # Each pool's running and queued jobs as its last cycle gathered them (`streams.scheduler.pool_jobs`),
         # and the jobs whose entries changed since (noted only while some pool's are kept).
         self.pool_jobs: dict[str, PoolJobs] = {}
@@ -352,6 +359,40 @@ class SchedulerIndex:
             self.busy.discard(job_id)
         if self.pool_jobs:
             self._changed.add(job_id)
+        held = self._quiet_at.pop(job_id, None)
+        if held is not None:
+            del self.quiet[held[0]][held[1]]
+
+    def walk(self, live: Mapping[str, ExecutorState]) -> list[str]:
+        """The busy jobs a cycle's lifecycle walks, in id order: those not quiet, once the quiet ones are
+        brought up to the ``live`` executors' latest reports (every job of an executor not live is walked)."""
+        for name in list(self.quiet):
+            report = live.get(name)
+            if report is None or self.quiet_reports.get(name) is not report:
+                self.unquiet(name, report)
+        return sorted(self.busy.difference(self._quiet_at))
+
+    def rest(self, job_id: str, executor: ExecutorState, run_id: str) -> None:
+        """The lifecycle found nothing to do for the job, whose run ``executor``'s latest report lists or not."""
+        if self.quiet_reports.get(executor.executor) is not executor:
+            self.unquiet(executor.executor, executor)
+        self.quiet.setdefault(executor.executor, {})[run_id] = job_id
+        self._quiet_at[job_id] = (executor.executor, run_id)
+
+    def unquiet(self, name: str, executor: ExecutorState | None) -> None:
+        """Bring the quiet jobs of executor ``name`` up to its report ``executor`` (None: it is not live):
+        those whose run the report lists stay quiet (a run is taken back only once its executor stops
+        listing it), the others are walked by the next lifecycle again."""
+        if executor is None:
+            self.quiet_reports.pop(name, None)
+        else:
+            self.quiet_reports[name] = executor
+        quiet = self.quiet.get(name)
+        if not quiet:
+            return
+        gone = list(quiet) if executor is None else quiet.keys() - executor.runs.keys()
+        for run_id in gone:
+            del self._quiet_at[quiet.pop(run_id)]
 
     def active_runs(self) -> set[str]:
         """Every run some executor lists as active (most cycles ask with no report between them)."""

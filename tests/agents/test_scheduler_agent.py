@@ -126,7 +126,7 @@ def test_a_cycle_runs_off_the_event_loop_which_serves_others_meanwhile(tmp_path:
     served = threading.Event()
     real_cycle = scheduler.cycle
 
-    def slow_cycle(*args: Any) -> CycleOutcome:
+    def slow_cycle(*args: Any) -> tuple[CycleOutcome, float]:
         # Ends only once a coroutine on the loop has run while it was running (or gives up after 10 s).
         assert served.wait(10), "nothing else ran on the event loop during the cycle"
         return real_cycle(*args)
