@@ -40,7 +40,8 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from streams.domain.shared import shared, text
+from streams.domain.shared import shared, shared_time, text
+from streams.domain.sorted_by_value import SortedByValue
 from streams.domain.states import ACTIVE, JOB_STATE_ORDER, JOB_STATES
 
 SORTS = ("submitted", "last_transition", "priority")
@@ -118,12 +119,13 @@ class JobRow:
     def decode(cls, job_id: str, raw: bytes) -> JobRow:
         q, js, state, priority, pc, submitted, last, runs, executor, node, labels, reason, cancel, *kept = json.loads(raw)
         events = _positions(kept[0]) if kept else None  # a row of 13 fields was written before events were kept
+        submitted = shared_time(submitted)
         return cls(
-            job_id,
+            intern(job_id),
             intern(q),
             intern(js),
             intern(state),
-            priority,
+            _priority(priority),
             intern(pc),
             submitted,
             submitted if last == submitted else last,  # one object, as `row_of` has it for a queued job
@@ -164,15 +166,16 @@ def row_of(job: dict[str, Any], events: tuple[Position, ...] | None = ()) -> Job
     latest = job["runs"][-1] if job["runs"] else None
     reason = job["reason"]
     labels = job["spec"].get("labels")
+    submitted = shared_time(job["submitted"])  # one int for the jobs of a request (each decoded its own)
     return JobRow(
-        job_id=job["job_id"],
+        job_id=intern(job["job_id"]),  # one string with the scheduler's index (`feed.delta_from_row`) in a worker holding both
         queue=intern(job["queue"]),
         job_set=intern(job["job_set_id"]),
         state=intern(job["state"]),
-        priority=float(job["priority"]),
+        priority=_priority(job["priority"]),
         priority_class=intern(job["priority_class"]),
-        submitted=job["submitted"],
-        last_transition=job["last_transition"],
+        submitted=submitted,
+        last_transition=submitted if job["last_transition"] is job["submitted"] else job["last_transition"],
         runs=len(job["runs"]),
         executor=text(latest["executor"]) if latest else None,
         node=text(latest["node"]) if latest else None,
@@ -181,6 +184,22 @@ def row_of(job: dict[str, Any], events: tuple[Position, ...] | None = ()) -> Job
         cancel_requested=job["cancel_requested"],
         events=events,
     )
+
+
+# One float per priority for the rows holding it: each job's own was 24 bytes of it, and most jobs share theirs.
+_PRIORITIES: dict[float, float] = {}
+_PRIORITIES_SIZE = 4096
+
+
+def _priority(value: float) -> float:
+    """``float(value)``, one object for equal priorities (but 0.0 and -0.0, which a row writes apart)."""
+    value = float(value)
+    known = _PRIORITIES.get(value)
+    if known is None or (not value and math.copysign(1.0, value) != math.copysign(1.0, known)):
+        if len(_PRIORITIES) >= _PRIORITIES_SIZE:
+            _PRIORITIES.clear()
+        known = _PRIORITIES[value] = value
+    return known
 
 
 def merged_events(held: tuple[Position, ...] | None, new: Iterable[Position]) -> tuple[Position, ...] | None:
@@ -298,8 +317,10 @@ class Page:
     next_after: Key | None  # the key to continue after, when more rows match
 
 
-# The sorts besides submission time: each has lists per queue and state in its own order.
+# The sorts besides submission time: each has lists per queue and state in its own order. Priorities
+# are few and shared by many jobs: their lists hold ids per priority (`SortedByValue`), not a key per job.
 _ORDERED = ("last_transition", "priority")
+_ORDERED_LISTS: dict[str, type[SortedList] | type[SortedByValue]] = {"last_transition": SortedList, "priority": SortedByValue}
 
 
 @dataclass
@@ -334,7 +355,7 @@ class JobIndex:
         for (name, where), keys in lists.items():
             index._kinds[name][where] = SortedList(keys)
         for sort, lists_of_sort in ordered.items():
-            index.ordered[sort] = {where: SortedList(keys) for where, keys in lists_of_sort.items()}
+            index.ordered[sort] = {where: _ORDERED_LISTS[sort](keys) for where, keys in lists_of_sort.items()}
         index.counts.update(counts)
         return index
 
@@ -369,7 +390,7 @@ class JobIndex:
             if old != new:
                 if old is not None:
                     _remove(lists, *old)
-                _add(lists, *new)
+                _add(lists, *new, _ORDERED_LISTS[sort])
         if before is not None:
             if (before.queue, before.job_set, before.state) == (row.queue, row.job_set, row.state):
                 return
@@ -490,11 +511,11 @@ def _select_from_narrow(narrow: int, in_sort_order: int, limit: int) -> bool:
     return narrow * narrow <= (limit + 1) * in_sort_order
 
 
-def _add(lists: dict[Any, SortedList], where: Any, key: Key) -> None:
+def _add(lists: dict[Any, SortedList], where: Any, key: Key, make: type[SortedList] | type[SortedByValue] = SortedList) -> None:
     if where in lists:
         lists[where].add(key)
     else:
-        lists[where] = SortedList((key,))
+        lists[where] = make((key,))
 
 
 def _remove(lists: dict[Any, SortedList], where: Any, key: Key) -> None:

@@ -53,6 +53,24 @@ def shared(value: T) -> T:
     return value
 
 
+# Times (epoch ms) as one object each: the jobs of one submit request (a hundred, a thousand) share their
+# submission time, and each index holds one per queued job. They come together, so a few are remembered.
+_TIMES: dict[int, int] = {}
+TIMES_SIZE = 1024
+
+
+def shared_time(value: int) -> int:
+    """The one int object for ``value`` among those read lately (anything but an int as it is)."""
+    if type(value) is not int:
+        return value
+    known = _TIMES.get(value)
+    if known is None:
+        if len(_TIMES) >= TIMES_SIZE:
+            _TIMES.clear()
+        known = _TIMES[value] = value
+    return known
+
+
 def _text_pairs(value: tuple[Any, ...]) -> bool:
     return all(type(pair) is tuple and len(pair) == 2 and type(pair[0]) is type(pair[1]) is str for pair in value)
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from streams.domain.frozen import maker
-from streams.domain.shared import shared
+from streams.domain.shared import TIMES_SIZE, shared
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import (
     Job,
@@ -72,7 +72,7 @@ def part_job(job_id: str, submitted: int, part: tuple[Any, ...]) -> Job:
     return _make_job(job_id, queue, priority_class, requests, submit_time(submitted), priority, selector, tolerations, affinity, gang)
 
 
-# Each submission time (`feed.submission_time`) in seconds, as one float for the jobs that share it.
+# Each submission time (`streams.domain.shared.shared_time`) in seconds, as one float for the jobs that share it.
 _SECONDS: dict[int, float] = {}
 
 
@@ -81,7 +81,7 @@ def submit_time(submitted: int) -> float:
         return submitted / 1000.0
     seconds = _SECONDS.get(submitted)
     if seconds is None:
-        if len(_SECONDS) >= feed.TIMES_SIZE:
+        if len(_SECONDS) >= TIMES_SIZE:
             _SECONDS.clear()
         seconds = _SECONDS[submitted] = submitted / 1000.0
     return seconds

@@ -26,7 +26,7 @@ from streams.domain.frozen import maker
 from streams.domain.gangs import FAIL_FAST
 from streams.domain.queues import queue_weight
 from streams.domain.resources import job_resource_request
-from streams.domain.shared import shared, text
+from streams.domain.shared import shared, shared_time, text
 from streams.domain.states import ACTIVE, JOB_TERMINAL
 
 GANG_ANNOTATION_PREFIX = "armadaproject.io/gang"
@@ -537,13 +537,13 @@ def delta_from_row(row: Any) -> JobDelta:
     if shape is None:
         shape = _shape(shape_text)
     return _make_delta(
-        job_id,
+        intern(job_id),  # one string with the API's job index (`streams.domain.job_index`) in a worker holding both
         intern(queue),
         intern(job_set_id),
         intern(state),
         intern(priority_class),
         shared(priority),
-        submission_time(submitted),
+        shared_time(submitted),
         runs,
         run_id,
         None if executor is None else intern(executor),
@@ -556,24 +556,6 @@ def delta_from_row(row: Any) -> JobDelta:
         preempt_requested,
         *shape,
     )
-
-
-# Submission times (epoch ms) as one object each: the jobs of one submit request (a hundred, a thousand)
-# share their time, and the index holds one per queued job. They come together, so a few are remembered.
-_TIMES: dict[int, int] = {}
-TIMES_SIZE = 1024
-
-
-def submission_time(submitted: int) -> int:
-    """The one int object for ``submitted`` among those read lately (anything but an int as it is)."""
-    if type(submitted) is not int:
-        return submitted
-    known = _TIMES.get(submitted)
-    if known is None:
-        if len(_TIMES) >= TIMES_SIZE:
-            _TIMES.clear()
-        known = _TIMES[submitted] = submitted
-    return known
 
 
 # Rows are read into deltas without JobDelta's own __init__ (`streams.domain.frozen`): a million a replay.

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import Job, LimiterState, RunningJob
@@ -43,20 +43,14 @@ OFFSET_KEY = "x:offset"
 PUBLISHED_KEY = "x:published"
 JOB_KEY_PREFIX = "j:"
 ACCEPTED_PREFIX = "a:"
+T = TypeVar("T")
 
 
-class Entry:
-    """A job as the scheduler last decided or heard. ``expect`` names a decision not yet
-    confirmed by the feed; ``expect_runs`` is the job's run count the decision left behind.
-
-    A job that never ran is held as its id, its submission time and the part of its delta it shares
-    with the other jobs of its queue, job set and shape (`feed.part_of`), not as a delta of its own:
-    with a million jobs queued, their deltas were a third of the index. ``delta`` makes it again."""
+class _Decisions:
+    """What an entry holds beyond its job: the scheduler's decisions and the fold's acceptance of
+    them. Most queued jobs have none (each field its default), and their entries hold no such object."""
 
     __slots__ = (
-        "_view",
-        "job_id",
-        "_submitted",
         "expect",
         "expect_runs",
         "announce_priority",
@@ -65,22 +59,90 @@ class Entry:
         "fold_run_at",
         "announce_from",
         "accepted_in",
-        "_job",
         "_running",
     )
+
+    def __init__(self) -> None:
+        self.expect: str | None = None
+        self.expect_runs = 0
+        self.announce_priority: float | None = None
+        self.cancel_reason: str | None = None
+        self.fold_run: str | None = None
+        self.fold_run_at = 0
+        self.announce_from: float | None = None
+        self.accepted_in: int | None = None
+        self._running: RunningJob | None = None
+
+
+class _Decided(Generic[T]):
+    """An entry's field kept in its `_Decisions`, read as ``default`` while the entry has none, and
+    giving it one only when set to something else (``is``, so that 0.0 is kept where 0 is the default)."""
+
+    def __init__(self, default: T) -> None:
+        self.default = default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.read = attrgetter(name)
+
+    @overload
+    def __get__(self, entry: None, owner: type) -> _Decided[T]: ...
+    @overload
+    def __get__(self, entry: Entry, owner: type) -> T: ...
+    def __get__(self, entry: Entry | None, owner: type) -> T | _Decided[T]:
+        if entry is None:
+            return self
+        decisions = entry._decisions
+        return self.default if decisions is None else self.read(decisions)
+
+    def __set__(self, entry: Entry, value: T) -> None:
+        decisions = entry._decisions
+        if decisions is None:
+            if value is self.default:
+                return
+            decisions = entry._decisions = _Decisions()
+        setattr(decisions, self.name, value)
+
+
+class Entry:
+    """A job as the scheduler last decided or heard. ``expect`` names a decision not yet
+    confirmed by the feed; ``expect_runs`` is the job's run count the decision left behind.
+
+    A job that never ran is held as its id, its submission time and the part of its delta it shares
+    with the other jobs of its queue, job set and shape (`feed.part_of`), not as a delta of its own:
+    with a million jobs queued, their deltas were a third of the index. ``delta`` makes it again.
+    The decision fields are held apart (`_Decisions`), for the entries that have any: a million
+    queued jobs have none, and their nine slots made an entry 136 bytes, not 72."""
+
+    __slots__ = ("_view", "job_id", "_submitted", "_job", "_decisions")
     _view: JobDelta | tuple[Any, ...]
     job_id: str
     _submitted: int | None
-    expect: str | None
-    expect_runs: int
-    announce_priority: float | None
-    cancel_reason: str | None
-    fold_run: str | None
-    fold_run_at: int
-    announce_from: float | None
-    accepted_in: int | None
     _job: Job | None
-    _running: RunningJob | None
+    _decisions: _Decisions | None
+
+    expect = _Decided[str | None](None)
+    expect_runs = _Decided[int](0)
+    # A job-set reprioritisation to announce with a JobReprioritised event at the next cycle.
+    announce_priority = _Decided[float | None](None)
+    # Why the job's job set was cancelled (the fold knows why a single job was, the job set's jobs do not).
+    cancel_reason = _Decided[str | None](None)
+    # The run the fold has accepted (and so sent its executor a command for), and the time its
+    # executor was last heard from then: a run is missed in reports only counting from there,
+    # since under load the fold accepts a lease long after the cycle made it.
+    fold_run = _Decided[str | None](None)
+    fold_run_at = _Decided[int](0)
+    # The job's priority as the fold had it when ``announce_priority`` was set (None: not known, a row
+    # stored before it was kept). A delta that brings the announced priority from another one is the
+    # fold of the announcement itself: a refold of a restored log forwards the job-set action again,
+    # then the JobReprioritised events the cycles emitted for it, which announce nothing new.
+    announce_from = _Decided[float | None](None)
+    # The acceptance record (its feed offset) that holds ``fold_run`` for the table, while the stored
+    # entry does not (see the module's docstring).
+    accepted_in = _Decided[int | None](None)
+    # The job's run as the last cycle placed it (`running`): a thousand runs go on unchanged from
+    # cycle to cycle, and each cycle made them all again.
+    _running = _Decided[RunningJob | None](None)
 
     def __init__(
         self,
@@ -95,29 +157,16 @@ class Entry:
         accepted_in: int | None = None,
     ) -> None:
         self._store(delta)
+        self._job = None
+        self._decisions = None
         self.expect = expect
         self.expect_runs = expect_runs
-        # A job-set reprioritisation to announce with a JobReprioritised event at the next cycle.
         self.announce_priority = announce_priority
-        # Why the job's job set was cancelled (the fold knows why a single job was, the job set's jobs do not).
         self.cancel_reason = cancel_reason
-        # The run the fold has accepted (and so sent its executor a command for), and the time its
-        # executor was last heard from then: a run is missed in reports only counting from there,
-        # since under load the fold accepts a lease long after the cycle made it.
         self.fold_run = fold_run
         self.fold_run_at = fold_run_at
-        # The job's priority as the fold had it when ``announce_priority`` was set (None: not known, a row
-        # stored before it was kept). A delta that brings the announced priority from another one is the
-        # fold of the announcement itself: a refold of a restored log forwards the job-set action again,
-        # then the JobReprioritised events the cycles emitted for it, which announce nothing new.
         self.announce_from = announce_from
-        # The acceptance record (its feed offset) that holds ``fold_run`` for the table, while the stored
-        # entry does not (see the module's docstring).
         self.accepted_in = accepted_in
-        self._job = None
-        # The job's run as the last cycle placed it (`running`): a thousand runs go on unchanged from
-        # cycle to cycle, and each cycle made them all again.
-        self._running = None
 
     def _store(self, delta: JobDelta) -> None:
         self.job_id = delta.job_id
@@ -563,7 +612,8 @@ class SchedulerIndex:
                 body = json.loads(value)
                 if isinstance(body, list):
                     row, *rest = body
-                    self.jobs[name] = Entry(feed.delta_from_row(row), *rest)
+                    entry = Entry(feed.delta_from_row(row), *rest)
+                    self.jobs[entry.job_id] = entry  # keyed by the entry's own id, not a second string of it (the key's)
                     continue
                 # An entry written before rows, as a dict of fields.
                 delta = feed.from_json(body["d"])
