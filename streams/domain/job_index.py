@@ -40,7 +40,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from streams.domain.shared import shared, shared_time, text
+from streams.domain.shared import shared, shared_priority, shared_time, text
 from streams.domain.sorted_by_value import SortedByValue
 from streams.domain.states import ACTIVE, JOB_STATE_ORDER, JOB_STATES
 
@@ -125,7 +125,7 @@ class JobRow:
             intern(q),
             intern(js),
             intern(state),
-            _priority(priority),
+            shared_priority(priority),
             intern(pc),
             submitted,
             submitted if last == submitted else last,  # one object, as `row_of` has it for a queued job
@@ -172,7 +172,7 @@ def row_of(job: dict[str, Any], events: tuple[Position, ...] | None = ()) -> Job
         queue=intern(job["queue"]),
         job_set=intern(job["job_set_id"]),
         state=intern(job["state"]),
-        priority=_priority(job["priority"]),
+        priority=shared_priority(job["priority"]),
         priority_class=intern(job["priority_class"]),
         submitted=submitted,
         last_transition=submitted if job["last_transition"] is job["submitted"] else job["last_transition"],
@@ -184,22 +184,6 @@ def row_of(job: dict[str, Any], events: tuple[Position, ...] | None = ()) -> Job
         cancel_requested=job["cancel_requested"],
         events=events,
     )
-
-
-# One float per priority for the rows holding it: each job's own was 24 bytes of it, and most jobs share theirs.
-_PRIORITIES: dict[float, float] = {}
-_PRIORITIES_SIZE = 4096
-
-
-def _priority(value: float) -> float:
-    """``float(value)``, one object for equal priorities (but 0.0 and -0.0, which a row writes apart)."""
-    value = float(value)
-    known = _PRIORITIES.get(value)
-    if known is None or (not value and math.copysign(1.0, value) != math.copysign(1.0, known)):
-        if len(_PRIORITIES) >= _PRIORITIES_SIZE:
-            _PRIORITIES.clear()
-        known = _PRIORITIES[value] = value
-    return known
 
 
 def merged_events(held: tuple[Position, ...] | None, new: Iterable[Position]) -> tuple[Position, ...] | None:

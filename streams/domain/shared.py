@@ -53,6 +53,18 @@ def shared(value: T) -> T:
     return value
 
 
+def remembered(table: dict[Any, T], key: Any, value: T, size: int) -> T:
+    """The value ``table`` holds for ``key``, else ``value``, held from now on. ``table`` forgets all it held
+    when it reaches ``size``: for values that come in runs (the jobs of a request), where a few recent ones
+    are all that is shared, and looked up once per job (cheaper than `shared`'s ordered table)."""
+    known = table.get(key)
+    if known is None:
+        if len(table) >= size:
+            table.clear()
+        known = table[key] = value
+    return known
+
+
 # Times (epoch ms) as one object each: the jobs of one submit request (a hundred, a thousand) share their
 # submission time, and each index holds one per queued job. They come together, so a few are remembered.
 _TIMES: dict[int, int] = {}
@@ -61,14 +73,19 @@ TIMES_SIZE = 1024
 
 def shared_time(value: int) -> int:
     """The one int object for ``value`` among those read lately (anything but an int as it is)."""
-    if type(value) is not int:
-        return value
-    known = _TIMES.get(value)
-    if known is None:
-        if len(_TIMES) >= TIMES_SIZE:
-            _TIMES.clear()
-        known = _TIMES[value] = value
-    return known
+    return value if type(value) is not int else remembered(_TIMES, value, value, TIMES_SIZE)
+
+
+# One float per priority: each job's own was 24 bytes of a row, and most jobs share theirs.
+_PRIORITIES: dict[float | str, float] = {}
+PRIORITIES_SIZE = 4096
+
+
+def shared_priority(value: float) -> float:
+    """``float(value)``, one object for equal priorities; 0.0 and -0.0, which a row writes apart, are
+    remembered under their text, apart from each other (as floats they are one key)."""
+    value = float(value)
+    return remembered(_PRIORITIES, value or str(value), value, PRIORITIES_SIZE)
 
 
 def _text_pairs(value: tuple[Any, ...]) -> bool:

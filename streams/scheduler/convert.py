@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from streams.domain.frozen import maker
-from streams.domain.shared import TIMES_SIZE, shared
+from streams.domain.shared import TIMES_SIZE, remembered, shared
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import (
     Job,
@@ -79,12 +79,7 @@ _SECONDS: dict[int, float] = {}
 def submit_time(submitted: int) -> float:
     if type(submitted) is not int:
         return submitted / 1000.0
-    seconds = _SECONDS.get(submitted)
-    if seconds is None:
-        if len(_SECONDS) >= TIMES_SIZE:
-            _SECONDS.clear()
-        seconds = _SECONDS[submitted] = submitted / 1000.0
-    return seconds
+    return remembered(_SECONDS, submitted, submitted / 1000.0, TIMES_SIZE)
 
 
 # A delta's tolerations and affinity terms as the algorithm's types, by the identity of the delta's
