@@ -176,8 +176,16 @@ def _time(value: Any) -> str:
     return datetime.fromtimestamp(value.seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# The largest port; ingest refuses ports outside 1..MAX_PORT whichever way they came.
+MAX_PORT = 65_535
+
+
 def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
-    """The complete Avro `JobItem` for an Armada request item; ValueError for one Flotilla cannot run."""
+    """The complete Avro `JobItem` for an Armada request item; ValueError for one Flotilla cannot run.
+
+    The item is of the schema's types by construction (`Operations.submit`'s ``typed``): every value comes
+    from a protobuf field of the same type, or is built here, and the one protobuf type wider than its
+    Avro type, a port's uint32, is refused above an Avro int's range."""
     specs = list(item.pod_specs)
     if item.HasField("pod_spec"):
         if specs:
@@ -196,6 +204,9 @@ def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
     annotations = dict(item.annotations)
     if item.external_job_uri:
         annotations[EXTERNAL_JOB_URI] = item.external_job_uri
+    for port in [*(p for s in item.services for p in s.ports), *(p for i in item.ingress for p in i.ports)]:
+        if port > MAX_PORT:  # a uint32 here, an Avro int in the item: see `typed`
+            raise ValueError(f"port {port} is not in 1..{MAX_PORT}")
     return jobspec.job_item(
         {
             "client_id": item.client_id,
