@@ -185,7 +185,7 @@ def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
 
     The item is of the schema's types by construction (`Operations.submit`'s ``typed``): every value comes
     from a protobuf field of the same type, or is built here, and the one protobuf type wider than its
-    Avro type, a port's uint32, is refused above an Avro int's range."""
+    Avro type, a port's uint32, is refused above `MAX_PORT`, well within an Avro int."""
     specs = list(item.pod_specs)
     if item.HasField("pod_spec"):
         if specs:
@@ -204,9 +204,6 @@ def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
     annotations = dict(item.annotations)
     if item.external_job_uri:
         annotations[EXTERNAL_JOB_URI] = item.external_job_uri
-    for port in [*(p for s in item.services for p in s.ports), *(p for i in item.ingress for p in i.ports)]:
-        if port > MAX_PORT:  # a uint32 here, an Avro int in the item: see `typed`
-            raise ValueError(f"port {port} is not in 1..{MAX_PORT}")
     return jobspec.job_item(
         {
             "client_id": item.client_id,
@@ -216,11 +213,11 @@ def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
             "annotations": annotations,
             "pod_spec": spec,
             "services": [
-                {"type": submit_pb2.ServiceType.Name(s.type), "ports": list(s.ports), "name": s.name or None} for s in item.services
+                {"type": submit_pb2.ServiceType.Name(s.type), "ports": _ports(s.ports), "name": s.name or None} for s in item.services
             ],
             "ingresses": [
                 {
-                    "ports": list(i.ports),
+                    "ports": _ports(i.ports),
                     "annotations": dict(i.annotations),
                     "tls_enabled": i.tls_enabled,
                     "cert_name": i.cert_name or None,
@@ -230,6 +227,14 @@ def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
             ],
         }
     )
+
+
+def _ports(ports: Iterable[int]) -> list[int]:
+    """A port is a uint32 here and an Avro int in the item: one above `MAX_PORT` is refused at once (see `job_item`)."""
+    found = list(ports)
+    if found and max(found) > MAX_PORT:
+        raise ValueError(f"port {max(found)} is not in 1..{MAX_PORT}")
+    return found
 
 
 # ---------------------------------------------------------------------------- job details: Avro -> protobuf
