@@ -15,7 +15,12 @@ queued and only the API's own path is measured.
    record timestamp (the producer's CreateTime: when the event went onto the log); latency is the
    time the client saw the job's `submitted` event minus that timestamp, on the same clock.
 
-Usage: .venv/bin/python bench/api.py [--jobs 20000] [--batch 100] [--clients 4] [--stream-jobs 1000]
+CPU seconds over each submission phase are given for the worker, the broker and this process (the
+clients, which share the machine's cores with the worker), and CPU per job. `--py-spy BIN` records
+the worker and this process (every thread) during each submission phase (`--profile-out PREFIX`:
+PREFIX-grpc-worker.txt, PREFIX-grpc-clients.txt, ... in py-spy's raw format; figures are perturbed).
+
+Usage: .venv/bin/python bench/api.py [--jobs 20000] [--batch 100] [--clients 4] [--stream-jobs 1000] [--py-spy BIN]
 Progress goes to stderr; the last stdout line is one JSON object.
 """
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -49,7 +55,7 @@ from armada_client.k8s.io.api.core.v1 import generated_pb2 as core_v1  # noqa: E
 from armada_client.k8s.io.apimachinery.pkg.api.resource import generated_pb2 as resource  # noqa: E402
 
 from bench.ingest import EVENTS, UNLIMITED_SUBMISSIONS, cpu_seconds, create_queues, raw_item, read_status, started_consumer  # noqa: E402
-from bench.processes import Children, exit_status  # noqa: E402
+from bench.processes import Children, exit_status, py_spy_recording  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
 from schemas.codec import SchemaError, decode  # noqa: E402
@@ -99,6 +105,8 @@ class SubmitResult:
     call_latencies_s: list[float]
     errors: int
     worker_cpu_s: float
+    broker_cpu_s: float
+    client_cpu_s: float  # this process: the clients' threads
 
     @property
     def jobs_per_s(self) -> float:
@@ -112,11 +120,14 @@ class SubmitResult:
             "call_p99_ms": round(1000 * percentile(self.call_latencies_s, 0.99), 1),
             "errors": self.errors,
             "worker_cpu_s": round(self.worker_cpu_s, 1),
+            "broker_cpu_s": round(self.broker_cpu_s, 1),
+            "client_cpu_s": round(self.client_cpu_s, 1),
+            "worker_cpu_ms_per_job": round(1000 * self.worker_cpu_s / self.jobs, 3) if self.jobs else None,
         }
 
 
 def run_clients(
-    worker_pid: int, batches: list[list[int]], clients: int, make_call: Callable[[], Callable[[list[int]], int]]
+    worker_pid: int, broker_pid: int | None, batches: list[list[int]], clients: int, make_call: Callable[[], Callable[[list[int]], int]]
 ) -> SubmitResult:
     """Each client thread makes its own connection, then submits every `clients`-th batch."""
     latencies: list[float] = []
@@ -140,7 +151,7 @@ def run_clients(
             accepted += ok
         return accepted
 
-    cpu_before = cpu_seconds(worker_pid)
+    cpu_before = cpu_seconds(worker_pid), cpu_seconds(broker_pid), time.process_time()
     started = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         try:
@@ -149,7 +160,12 @@ def run_clients(
             stopping.set()  # Ctrl-C or a failed call: the other clients end after their current call, not after all batches
             raise
     seconds = time.perf_counter() - started
-    return SubmitResult(accepted, seconds, latencies, errors, cpu_seconds(worker_pid) - cpu_before)
+    worker_cpu, broker_cpu, client_cpu = (
+        cpu_seconds(worker_pid) - cpu_before[0],
+        cpu_seconds(broker_pid) - cpu_before[1],
+        time.process_time() - cpu_before[2],
+    )
+    return SubmitResult(accepted, seconds, latencies, errors, worker_cpu, broker_cpu, client_cpu)
 
 
 def grpc_caller(address: str, job_set: str) -> Callable[[], Callable[[list[int]], int]]:
@@ -311,6 +327,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=100, help="jobs per submit call (default 100)")
     parser.add_argument("--clients", type=int, default=4, help="concurrent clients (default 4)")
     parser.add_argument("--stream-jobs", type=int, default=1_000, help="jobs whose events the streams follow (default 1,000)")
+    parser.add_argument("--py-spy", metavar="BIN", help="record the worker and the clients with this py-spy during each submission phase")
+    parser.add_argument("--profile-out", default="/tmp/api-profile", help="prefix of the profiles (default /tmp/api-profile)")
     return parser.parse_args(argv)
 
 
@@ -341,10 +359,19 @@ def main(argv: list[str] | None = None) -> int:
             grpc_address = f"127.0.0.1:{grpc_port}"
             batches = [list(range(first, min(args.jobs, first + args.batch))) for first in range(0, args.jobs, args.batch)]
 
-            log(f"gRPC: {args.jobs} jobs in calls of {args.batch} from {args.clients} clients ...")
-            via_grpc = run_clients(pid, batches, args.clients, grpc_caller(grpc_address, "grpc"))
-            log(f"REST: {args.jobs} jobs in calls of {args.batch} from {args.clients} clients ...")
-            via_rest = run_clients(pid, batches, args.clients, rest_caller(worker.url, "rest"))
+            broker_pid = broker.process.pid if broker.process is not None else None
+
+            def phase(name: str, make_call: Callable[[], Callable[[list[int]], int]]) -> SubmitResult:
+                log(f"{name}: {args.jobs} jobs in calls of {args.batch} from {args.clients} clients ...")
+                with contextlib.ExitStack() as profiles:
+                    if args.py_spy:
+                        for who, spied, threads in (("worker", pid, False), ("clients", os.getpid(), True)):
+                            out = f"{args.profile_out}-{name.lower()}-{who}.txt"
+                            profiles.enter_context(py_spy_recording(children, args.py_spy, spied, out, threads=threads, log=log))
+                    return run_clients(pid, broker_pid, batches, args.clients, make_call)
+
+            via_grpc = phase("gRPC", grpc_caller(grpc_address, "grpc"))
+            via_rest = phase("REST", rest_caller(worker.url, "rest"))
             log(f"event streams: {args.stream_jobs} jobs submitted in requests of {STREAM_BATCH} ...")
             latency = stream_latency(worker, grpc_address, broker.bootstrap, args.stream_jobs)
             rss = read_status(pid)
@@ -355,11 +382,14 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(state, ignore_errors=True)
 
     print(f"conditions: 1 worker, 1 partition, embedded Tansu, {os.cpu_count()} cores, Python {platform.python_version()}, no executor")
+    if args.py_spy:
+        print(f"  NOTE: worker and clients profiled with py-spy during the submissions ({args.profile_out}-*); figures are perturbed")
     for name, result in (("gRPC (ArmadaClient.submit_jobs)", via_grpc), ("REST (POST /api/v1/jobs)", via_rest)):
         s = result.summary()
         print(
             f"{name}: {s['jobs']} jobs in {result.seconds:.1f} s = {s['jobs_per_s']} jobs/s; "
-            f"call p50 {s['call_p50_ms']} ms, p99 {s['call_p99_ms']} ms; {s['errors']} refused; worker CPU {s['worker_cpu_s']} s"
+            f"call p50 {s['call_p50_ms']} ms, p99 {s['call_p99_ms']} ms; {s['errors']} refused; CPU s: worker {s['worker_cpu_s']} "
+            f"({s['worker_cpu_ms_per_job']} ms/job), broker {s['broker_cpu_s']}, clients {s['client_cpu_s']}"
         )
     for name, figures in latency.items():
         print(

@@ -125,10 +125,16 @@ class Operations:
 
     # ------------------------------------------------------------------ submission
 
-    async def submit(self, principal: Principal, queue: str, job_set_id: str, items: list[dict[str, Any]]) -> Submitted:
+    async def submit(
+        self, principal: Principal, queue: str, job_set_id: str, items: list[dict[str, Any]], *, typed: bool = False
+    ) -> Submitted:
         """Items in the complete Avro `JobItem` shape; answered once the ingest agent (on whichever worker holds
         the queue's partition) has judged them and the accepted jobs are in their partition's jobs table, so a
-        read right after, on any worker, sees them."""
+        read right after, on any worker, sees them.
+
+        ``typed``: the items are of the schema's types by construction (gRPC's, `convert.job_item`), so
+        the request is encoded without validating it (a 100-item request: ~27 us a job of the worker's
+        CPU). Items from JSON are validated: the writer alone would take a number for a boolean."""
         request_id = self.ids.new()
         known = self.queues.get(queue)
         if known is None:
@@ -145,7 +151,7 @@ class Operations:
             "items": items,
         }
         try:
-            message = encode("submit_request", request)
+            message = encode("submit_request", request, validate_record=not typed)
         except SchemaError as exc:
             raise ApiError(400, f"invalid submit request: {exc}") from exc
         too_large = self.submission_limits.oversized(len(message))

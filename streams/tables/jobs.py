@@ -10,6 +10,7 @@ created, as the bytes its JobSubmitted event carried, and no later state repeats
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,6 +141,8 @@ class JobStore:
     _handed: PendingWrites = field(default_factory=lambda: PendingWrites(), repr=False)
     # Jobs whose spec `job-specs` lacks: created (or read from a state of before v5) by the batch.
     _unstored: set[str] = field(default_factory=set, repr=False)
+    # Done when `write_states` next writes a batch (`next_write`).
+    _next_write: asyncio.Future[None] | None = field(default=None, repr=False)
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.table
@@ -282,11 +285,22 @@ class JobStore:
             batch.put(partition, job_id, raw)
         await batch.write()
         self.written(writes)
+        waiting, self._next_write = self._next_write, None
+        if waiting is not None and not waiting.done():
+            waiting.set_result(None)
 
     def written(self, writes: PendingWrites) -> None:
         """The tables hold ``writes`` (handed over): the fold reads their jobs from there again."""
         if self._handed is writes:
             self._handed = PendingWrites()
+
+    def next_write(self) -> asyncio.Future[None]:
+        """Done once the fold next writes a batch of job states here: a caller waiting for jobs to be
+        readable looks again then, not only at its next poll. Jobs also arrive by other ways (a table
+        recovered after a rebalance), so a waiter still polls."""
+        if self._next_write is None:
+            self._next_write = asyncio.get_running_loop().create_future()
+        return self._next_write
 
 
 @dataclass

@@ -11,11 +11,14 @@ from armada_client.armada import job_pb2, submit_pb2
 from armada_client.k8s.io.api.core.v1 import generated_pb2 as core
 from armada_client.k8s.io.apimachinery.pkg.api.resource.generated_pb2 import Quantity
 from armada_client.k8s.io.apimachinery.pkg.util.intstr import generated_pb2 as intstr
+from hypothesis import given
+from hypothesis import strategies as st
 
 from schemas.codec import encode
 from streams.api.errors import ApiError
 from streams.api.grpc.convert import (
     EXTERNAL_JOB_URI,
+    MAX_PORT,
     UNFINISHED,
     filter_states,
     job_details,
@@ -179,6 +182,42 @@ def test_items_flotilla_cannot_run_are_answered_per_item() -> None:
     assert isinstance(answers[0], dict)
     assert answers[1] == "item 1: set pod_spec or pod_specs, not both"
     assert answers[2] == "item 2: a job runs exactly one pod, but this item has 2 pod specs"
+
+
+TEXT = st.text(st.characters(codec="utf-8"), max_size=4)  # protobuf strings are UTF-8
+MAPS = st.dictionaries(TEXT, TEXT, max_size=2)
+
+
+@given(
+    priority=st.floats(),
+    text=TEXT,
+    labels=MAPS,
+    ports=st.lists(st.one_of(st.integers(0, MAX_PORT + 1), st.integers(2**31 - 2, 2**32 - 1)), max_size=3),  # an Avro int ends at 2**31 - 1
+    flag=st.booleans(),
+)
+def test_an_item_of_any_protobuf_values_is_of_the_schemas_types_or_refused(
+    priority: float, text: str, labels: dict[str, str], ports: list[int], flag: bool
+) -> None:
+    """What lets gRPC submissions skip the request's validation (`Operations.submit`'s ``typed``)."""
+    item = submit_pb2.JobSubmitRequestItem(
+        priority=priority,
+        namespace=text,
+        client_id=text,
+        labels=labels,
+        annotations=labels,
+        required_node_labels=labels,
+        pod_spec=pod(),
+        services=[submit_pb2.ServiceConfig(type=submit_pb2.NodePort, ports=ports, name=text)],
+        ingress=[submit_pb2.IngressConfig(ports=ports, annotations=labels, tls_enabled=flag, cert_name=text, use_clusterIP=flag)],
+        external_job_uri=text,
+    )
+    try:
+        converted = job_item(item)
+    except ValueError as exc:
+        assert max(ports) > MAX_PORT and "is not in 1..65535" in str(exc)
+        return
+    request = {"request_id": "r", "queue": "q", "job_set_id": text, "user": text, "groups": [text], "items": [converted]}
+    assert encode("submit_request", request, validate_record=False) == encode("submit_request", request)
 
 
 def test_every_flotilla_state_has_its_armada_state() -> None:

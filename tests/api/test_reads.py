@@ -51,6 +51,7 @@ class Jobs:
 
     def __init__(self, jobs: dict[str, bytes]) -> None:
         self.jobs = jobs
+        self._next_write: asyncio.Future[None] | None = None
 
     def raw(self, job_id: str) -> bytes | None:
         return self.jobs.get(job_id)
@@ -60,6 +61,17 @@ class Jobs:
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.jobs
+
+    def next_write(self) -> asyncio.Future[None]:
+        if self._next_write is None:
+            self._next_write = asyncio.get_running_loop().create_future()
+        return self._next_write
+
+    def write(self, jobs: dict[str, bytes]) -> None:
+        """What the fold's `JobStore.write_states` does: the jobs are in the table, and waiters hear of it."""
+        self.jobs.update(jobs)
+        waiting, self._next_write = self.next_write(), None
+        waiting.set_result(None)
 
 
 def local(rows_: list[JobRow], partitions: list[int], jobs: dict[str, bytes] | None = None) -> LocalReads:
@@ -321,3 +333,27 @@ def test_a_peer_call_with_any_body_is_answered_or_refused_with_a_reason(op: str,
 def test_a_query_sent_to_another_worker_is_the_same_query_there(after: tuple[int | float, str] | None) -> None:
     query = JobQuery(queues=("a",), labels=(("team", "x"),), sort="priority", descending=False, limit=7, after=after)
     assert query_of(json.loads(json.dumps(query_json(query)))) == query
+
+
+def test_a_wait_for_submitted_jobs_ends_when_the_fold_writes_them_not_at_the_next_poll(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("streams.api.local_reads._POLL_S", 60.0)  # only the write can end the wait in time
+
+    async def scenario() -> dict[str, Any]:
+        reads = local([], list(range(PARTITIONS)))
+        table = reads.jobs
+        waiting = asyncio.ensure_future(reads.await_jobs(ALICE, {"job_ids": ["j1", "j2", "j3"], "timeout_s": 30}))
+        await asyncio.sleep(0.01)
+        table.write({"j1": b"1"})  # type: ignore[attr-defined]
+        await asyncio.sleep(0.01)
+        assert not waiting.done(), "j2 and j3 are not written yet"
+        table.write({"j2": b"2", "j3": b"3"})  # type: ignore[attr-defined]
+        return await asyncio.wait_for(waiting, 5.0)  # a minute's poll would time out here
+
+    answer = asyncio.run(scenario())
+    assert answer["missing"] == [] and answer["partitions"] == list(range(PARTITIONS))
+
+
+def test_a_wait_for_submitted_jobs_that_times_out_names_every_job_still_missing() -> None:
+    reads = local([], list(range(PARTITIONS)), {"j1": b"1", "j4": b"4"})
+    answer = asyncio.run(reads.await_jobs(ALICE, {"job_ids": ["j1", "j2", "j3", "j4", "j2"], "timeout_s": 0.05}))
+    assert answer["missing"] == ["j2", "j3"], "j4, after the first missing job, is looked up too"

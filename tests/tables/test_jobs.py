@@ -3,7 +3,9 @@ never answers with a job the tables no longer hold."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +14,10 @@ from fastavro import schemaless_writer
 from schemas import codec
 from schemas.codec import Encoded, encode
 from streams.tables.jobs import JobStore, MissingSpec, spec_encoding
+from tests.kit.plane import agent_plane
 from tests.kit.stores import settle
 from tests.schemas.samples import job_state, job_submitted, written_with
+from tests.tables.test_batched import Recorded
 
 
 def job(**changes: Any) -> dict[str, Any]:
@@ -157,3 +161,22 @@ def test_a_state_without_a_spec_anywhere_is_an_error_naming_the_job() -> None:
     table[lost["job_id"]] = encode("job_state", lost)
     with pytest.raises(MissingSpec, match=lost["job_id"]):
         jobs.latest(lost["job_id"])
+
+
+def test_a_caller_waiting_for_jobs_hears_once_their_states_are_in_the_table(tmp_path: Path) -> None:
+    """What ends an API call's wait for the jobs it submitted (`LocalReads.await_jobs`) before its next poll."""
+
+    async def scenario() -> None:
+        jobs = agent_plane(tmp_path, store="memory://").jobs
+        waiting = jobs.next_write()
+        assert jobs.next_write() is waiting, "every caller waits for the same write"
+        state = job()
+        jobs.put(state, 0)
+        writes = jobs.hand_over()
+        await jobs.write_specs(Recorded(), writes)
+        assert not waiting.done(), "a spec alone is not a readable job"
+        await jobs.write_states(Recorded(), writes)
+        assert waiting.done() and state["job_id"] in jobs
+        assert jobs.next_write() is not waiting, "the next caller waits for the next write"
+
+    asyncio.run(scenario())

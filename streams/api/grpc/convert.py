@@ -10,11 +10,12 @@ reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 from armada_client.armada import job_pb2, submit_pb2
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -109,40 +110,82 @@ def kubernetes(message: Message) -> dict[str, Any]:
     from the generated protobuf message: every field set, with quantities, int-or-strings and times
     as Kubernetes writes them and embedded structs inlined (protobuf's own JSON mapping differs)."""
     found: dict[str, Any] = {}
-    owner = message.DESCRIPTOR.full_name
     for field, value in message.ListFields():
-        converted = _field_value(field, value)
-        if (owner, field.name) in _EMBEDDED:
+        json_name, embedded, convert = _PLANS.get(field) or _plan(field)
+        converted = value if convert is None else convert(value)
+        if embedded:
             found.update(converted)
         else:
-            found[field.json_name] = converted
+            found[json_name] = converted
     return found
 
 
-def _field_value(field: Any, value: Any) -> Any:
+# How a field of a message is converted: its JSON name, whether its struct is inlined, and the
+# conversion of its value (None: taken as it is). Worked out once per field: every item of every
+# submission asks again, and the descriptors' questions cost more than the conversion (the
+# schema's fields bound the entries).
+_Plan = tuple[str, bool, Callable[[Any], Any] | None]
+_PLANS: dict[FieldDescriptor, _Plan] = {}
+
+
+def _plan(field: FieldDescriptor) -> _Plan:
+    owner = field.containing_type
+    assert owner is not None  # a field of a message
+    plan = (field.json_name, (owner.full_name, field.name) in _EMBEDDED, _converter(field))
+    _PLANS[field] = plan
+    return plan
+
+
+def _converter(field: FieldDescriptor) -> Callable[[Any], Any] | None:
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
-        entry = field.message_type.fields_by_name["value"]
-        return {key: _single(entry, item) for key, item in value.items()}
+        entry = _single(field.message_type.fields_by_name["value"])
+        if entry is None:
+            return dict
+        return lambda value: {key: entry(item) for key, item in value.items()}
+    single = _single(field)
     if field.is_repeated:
-        return [_single(field, item) for item in value]
-    return _single(field, value)
+        if single is None:
+            return list
+        return lambda value: [single(item) for item in value]
+    return single
 
 
-def _single(field: Any, value: Any) -> Any:
+def _single(field: FieldDescriptor) -> Callable[[Any], Any] | None:
+    """How one value of the field converts; None for a scalar, taken as it is."""
     if field.message_type is None:
-        return value
+        return None
     name = field.message_type.full_name
     if name == _QUANTITY:
-        return value.string
+        return _quantity
     if name == _INT_OR_STRING:
-        return value.strVal if value.type == 1 else value.intVal
+        return _int_or_string
     if name in _TIMES:
-        return datetime.fromtimestamp(value.seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return kubernetes(value)
+        return _time
+    return kubernetes
+
+
+def _quantity(value: Any) -> Any:
+    return value.string
+
+
+def _int_or_string(value: Any) -> Any:
+    return value.strVal if value.type == 1 else value.intVal
+
+
+def _time(value: Any) -> str:
+    return datetime.fromtimestamp(value.seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# The largest port; ingest refuses ports outside 1..MAX_PORT whichever way they came.
+MAX_PORT = 65_535
 
 
 def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
-    """The complete Avro `JobItem` for an Armada request item; ValueError for one Flotilla cannot run."""
+    """The complete Avro `JobItem` for an Armada request item; ValueError for one Flotilla cannot run.
+
+    The item is of the schema's types by construction (`Operations.submit`'s ``typed``): every value comes
+    from a protobuf field of the same type, or is built here, and the one protobuf type wider than its
+    Avro type, a port's uint32, is refused above `MAX_PORT`, well within an Avro int."""
     specs = list(item.pod_specs)
     if item.HasField("pod_spec"):
         if specs:
@@ -170,11 +213,11 @@ def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
             "annotations": annotations,
             "pod_spec": spec,
             "services": [
-                {"type": submit_pb2.ServiceType.Name(s.type), "ports": list(s.ports), "name": s.name or None} for s in item.services
+                {"type": submit_pb2.ServiceType.Name(s.type), "ports": _ports(s.ports), "name": s.name or None} for s in item.services
             ],
             "ingresses": [
                 {
-                    "ports": list(i.ports),
+                    "ports": _ports(i.ports),
                     "annotations": dict(i.annotations),
                     "tls_enabled": i.tls_enabled,
                     "cert_name": i.cert_name or None,
@@ -184,6 +227,14 @@ def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
             ],
         }
     )
+
+
+def _ports(ports: Iterable[int]) -> list[int]:
+    """A port is a uint32 here and an Avro int in the item: one above `MAX_PORT` is refused at once (see `job_item`)."""
+    found = list(ports)
+    if found and max(found) > MAX_PORT:
+        raise ValueError(f"port {max(found)} is not in 1..{MAX_PORT}")
+    return found
 
 
 # ---------------------------------------------------------------------------- job details: Avro -> protobuf

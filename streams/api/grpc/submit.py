@@ -52,7 +52,7 @@ class SubmitService(QueueCalls, submit_pb2_grpc.SubmitServicer):
             raise ValueError("job_request_items is empty: a submission needs at least one job")
         converted = convert_items(request.job_request_items)
         valid = [item for item in converted if not isinstance(item, str)]
-        answers = iter((await self.api.ops.submit(principal, request.queue, request.job_set_id, valid)).items if valid else [])
+        answers = iter((await self.api.ops.submit(principal, request.queue, request.job_set_id, valid, typed=True)).items if valid else [])
         return submit_pb2.JobSubmitResponse(
             job_response_items=[
                 submit_pb2.JobSubmitResponseItem(error=item)
