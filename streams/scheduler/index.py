@@ -402,10 +402,15 @@ class SchedulerIndex:
 
     def unheld(self, state: ExecutorState) -> tuple[str, ...]:
         """The runs ``state`` lists as active that no job holds as its active run, or whose job a cycle ended."""
-        jobs = self.jobs
+        jobs, runs = self.jobs, state.runs
+        # A quiet job's run is its active run, which no cycle ended (`rest`): held, and most are quiet.
+        quiet = self.quiet.get(state.executor, {})
         unheld = []
         for run_id in state.active:
-            entry = jobs.get(state.runs.get(run_id, ""))
+            job_id = runs.get(run_id, "")
+            if quiet.get(run_id) == job_id:
+                continue
+            entry = jobs.get(job_id)
             if entry is None or entry.expect == END or not entry.has_run:
                 unheld.append(run_id)
                 continue
