@@ -198,10 +198,8 @@ def run(args: argparse.Namespace, children: Children, scratch: Path) -> dict[str
         f" archive {size / 2**20:.1f} MiB (recorded in {recorded['record_wall']:.0f} s, not timed)"
     )
     commands = commands_sent(source)
-    print(
-        "  executor commands the scheduler committed, per job: "
-        + ", ".join(f"{kind} {count / jobs:.3f}" for kind, count in sorted(commands.items()))
-    )
+    per_job = ", ".join(f"{kind} {count / jobs:.3f}" for kind, count in sorted(commands.items()))
+    print(f"  executor commands the scheduler's cycles committed (orphans), per job: {per_job or 'none'}")
     _, floor_cpu, _ = timed("the floor: reading and decoding the log alone", lambda: read_alone(source))
     print(
         f"floor (archive): reading the feed records decoded and the heads of `events` records, nothing repeated:"
