@@ -39,6 +39,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ from streams.replay.jobs import fold_queues  # noqa: E402
 from streams.replay.rebuild import rebuild  # noqa: E402
 from streams.replay.source import EVENTS, FEED, ArchiveLog, LogSource, feed_records  # noqa: E402
 from streams.scheduler.config_file import parse  # noqa: E402
-from streams.scheduler.feed import NodeState, QueueInfo  # noqa: E402
+from streams.scheduler.feed import Committed, NodeState, QueueInfo  # noqa: E402
 from streams.topics import ensure_topics  # noqa: E402
 from tests.kit.quantities import CPU, GI  # noqa: E402
 from tests.kit.recorded import PREFIX, Recorder  # noqa: E402
@@ -196,6 +197,9 @@ def run(args: argparse.Namespace, children: Children, scratch: Path) -> dict[str
         f" {jobs:,} jobs, {args.nodes} nodes, {args.queues} queues, {args.rate} jobs/s for {args.run_s} s each;"
         f" archive {size / 2**20:.1f} MiB (recorded in {recorded['record_wall']:.0f} s, not timed)"
     )
+    commands = commands_sent(source)
+    per_job = ", ".join(f"{kind} {count / jobs:.3f}" for kind, count in sorted(commands.items()))
+    print(f"  executor commands the scheduler's cycles committed (orphans), per job: {per_job or 'none'}")
     _, floor_cpu, _ = timed("the floor: reading and decoding the log alone", lambda: read_alone(source))
     print(
         f"floor (archive): reading the feed records decoded and the heads of `events` records, nothing repeated:"
@@ -210,6 +214,7 @@ def run(args: argparse.Namespace, children: Children, scratch: Path) -> dict[str
         "deciding_cycles": report.deciding,
         "decisions": report.decisions_matched,
         "jobs": jobs,
+        "cancel_run_per_job": round(commands.get("cancel_run", 0) / jobs, 3),
         "nodes": args.nodes,
         "queues": args.queues,
         "archive_mib": round(size / 2**20, 1),
@@ -233,6 +238,16 @@ def run(args: argparse.Namespace, children: Children, scratch: Path) -> dict[str
     if args.py_spy:
         results["profile"] = profile(args.py_spy, children, root)
     return results
+
+
+def commands_sent(source: LogSource) -> Counter[str]:
+    """The executor commands of every cycle committed on the feed, by kind (not timed)."""
+    kinds: Counter[str] = Counter()
+    for generation in source.feed_generations():
+        for _, record in feed_records(generation):
+            if isinstance(record, Committed):
+                kinds.update(decode("executor_command", value)["kind"] for _, value in record.commands)
+    return kinds
 
 
 def read_alone(source: LogSource) -> int:

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import CycleInput, CycleResult
-from streams.scheduler.config_file import SchedulerConfiguration, parse
+from streams.scheduler.config_file import SchedulerConfiguration, parse, parse_recorded
 from streams.scheduler.cycle import CycleOutcome, run_cycle
 from streams.scheduler.index import SchedulerIndex
 
@@ -53,7 +53,7 @@ class Configurations:
         """The feed's owner decides with ``record`` from here on."""
         configuration = self.known.get(record.hash)
         if configuration is None:
-            configuration = parse(record.resolved, f"the scheduler configuration {record.hash} on the feed")
+            configuration = parse_recorded(record.resolved, f"the scheduler configuration {record.hash} on the feed")
             if configuration.hash != record.hash:
                 self.rehashed[record.hash] = configuration.hash
                 configuration = replace(configuration, hash=record.hash, cycle=replace(configuration.cycle, config_hash=record.hash))

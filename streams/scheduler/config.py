@@ -36,6 +36,11 @@ class CycleConfig:
     # its lease (and sent the command) is treated as returned. Much longer than the timeout:
     # under load the command and the executor's reports wait behind other work.
     missing_run_grace_ms: int = 60_000
+    # A run is an orphan only if an executor's state that lists it as active was folded after the
+    # control plane let the run go (`SchedulerIndex.unheld_runs`). Without it, also while the state
+    # that listed it before is the latest: a run that ended got a needless cancel_run most times, as
+    # an executor's runs reach the scheduler every few seconds. Off for logs of the releases before.
+    orphans_in_later_reports: bool = True
     # Runs of a job that may be returned or expire before the job fails.
     max_attempts: int = 3
     # Unschedulable jobs named in a cycle record, so that a million queued jobs stay one message.

@@ -81,6 +81,16 @@ def load(path: str | Path | None) -> SchedulerConfiguration:
     return parse({} if raw is None else raw, source)
 
 
+# Settings added after configurations were first recorded on the feed, with the value that decides as
+# the releases before them did: a resolved configuration that lacks one was written by such a release.
+ADDED_SINCE_RECORDED = {"orphansInLaterReports": False}
+
+
+def parse_recorded(resolved: dict[str, Any], source: str) -> SchedulerConfiguration:
+    """The configuration a resolved document recorded on the feed decided with, whichever release wrote it."""
+    return parse({**ADDED_SINCE_RECORDED, **resolved}, source)
+
+
 def parse(raw: Any, source: str = "scheduler configuration") -> SchedulerConfiguration:
     """The configuration a YAML document describes; raises ConfigFileError naming each bad field."""
     reader = _Reader()
@@ -112,6 +122,7 @@ def parse(raw: Any, source: str = "scheduler configuration") -> SchedulerConfigu
 
     lease_expiry_s = root.duration("executorTimeout", 3600.0)
     missing_run_s = root.duration("missingRunGracePeriod", 60.0)
+    orphans_in_later_reports = root.boolean("orphansInLaterReports", True)
 
     submission = root.section("submission")
     allowed = submission.flags("allowedPriorityClassNames", {"armada-default": True, "armada-preemptible": True})
@@ -170,6 +181,7 @@ def parse(raw: Any, source: str = "scheduler configuration") -> SchedulerConfigu
         executor_timeout_ms=int(lease_expiry_s * 1000),
         stale_executor_ms=int(stale_s * 1000),
         missing_run_grace_ms=int(missing_run_s * 1000),
+        orphans_in_later_reports=orphans_in_later_reports,
         max_attempts=max_retries + 1,
         config_hash=digest,
     )

@@ -176,14 +176,17 @@ class Cycle:
 
     # -- 3: orphans ---------------------------------------------------------------------------
     def orphans(self) -> None:
+        """Stop the runs a live executor lists as active that no job holds. With
+        `CycleConfig.orphans_in_later_reports`, only those its state listed once they were let go."""
         # Forget runs no executor reports any more, so the set stays as small as the orphans.
         if self.index.orphans_cancelled:
             self.index.orphans_cancelled &= self.index.active_runs()
         cancelled = self.index.orphans_cancelled
+        unheld = self.index.unheld_runs if self.config.orphans_in_later_reports else None
         for name, state in self.live.items():
             # The run of a job the lifecycle found quiet is that job's active run (`SchedulerIndex.rest`): no orphan.
             quiet = self.index.quiet.get(name, {})
-            for run_id in state.active:
+            for run_id in state.active if unheld is None else unheld[name]:
                 job_id = state.runs.get(run_id, "")
                 if run_id in cancelled or quiet.get(run_id) == job_id:
                     continue

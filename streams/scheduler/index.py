@@ -311,6 +311,11 @@ class SchedulerIndex:
         self.reported_in_cycle: dict[str, int] = {}
         # Orphan runs already told to stop; in memory only, so a take-over may ask once more.
         self.orphans_cancelled: set[str] = set()
+        # Per executor, the runs its latest state lists as active that the control plane no longer held
+        # when that state was folded (`unheld`): the only runs it can be an orphan of. A run that ends
+        # after the state was listed stays in it until the next one (its runs go to the scheduler every
+        # few seconds: `streams.agents.executor_reports`), and is no orphan for that.
+        self.unheld_runs: dict[str, tuple[str, ...]] = {}
         # The runs some executor lists as active, made when asked after an executor's report changed them.
         self._active_runs: set[str] | None = None
         # The feed offset of the last record folded in, stored with the rest in the same batch: a
@@ -336,6 +341,7 @@ class SchedulerIndex:
             return [key for change in record.records for key in self.apply(change)]
         if isinstance(record, ExecutorState):
             self.executors[record.executor] = record
+            self.unheld_runs[record.executor] = self.unheld(record)
             self._active_runs = None
             self._heard(record.executor, record.time)
             return [executor_key(record.executor)]
@@ -393,6 +399,25 @@ class SchedulerIndex:
         gone = list(quiet) if executor is None else quiet.keys() - executor.runs.keys()
         for run_id in gone:
             del self._quiet_at[quiet.pop(run_id)]
+
+    def unheld(self, state: ExecutorState) -> tuple[str, ...]:
+        """The runs ``state`` lists as active that no job holds as its active run, or whose job a cycle ended."""
+        jobs, runs = self.jobs, state.runs
+        # A quiet job's run is its active run, which no cycle ended (`rest`): held, and most are quiet.
+        quiet = self.quiet.get(state.executor, {})
+        unheld = []
+        for run_id in state.active:
+            job_id = runs.get(run_id, "")
+            if quiet.get(run_id) == job_id:
+                continue
+            entry = jobs.get(job_id)
+            if entry is None or entry.expect == END or not entry.has_run:
+                unheld.append(run_id)
+                continue
+            d = entry.delta
+            if d.run_id != run_id or not d.run_active:
+                unheld.append(run_id)
+        return tuple(unheld)
 
     def active_runs(self) -> set[str]:
         """Every run some executor lists as active (most cycles ask with no report between them)."""
@@ -586,7 +611,9 @@ class SchedulerIndex:
             state = self.executors.get(name)
             if state is None:
                 return None
-            return feed.compact_json({"s": feed.to_json(state), "c": self.reported_in_cycle.get(name, 0)}).encode()
+            return feed.compact_json(
+                {"s": feed.to_json(state), "c": self.reported_in_cycle.get(name, 0), "o": self.unheld_runs[name]}
+            ).encode()
         if kind == "h":
             if name not in self.executors:
                 return None
@@ -624,6 +651,8 @@ class SchedulerIndex:
                 state = feed.from_json(body["s"])
                 assert isinstance(state, ExecutorState)
                 self.executors[name] = state
+                # A row written before the unheld runs were kept: every active run may be an orphan, as then.
+                self.unheld_runs[name] = tuple(body["o"]) if "o" in body else state.active
                 self.heard[name] = state.time
                 self.reported_in_cycle[name] = body["c"]
             elif kind == "h":

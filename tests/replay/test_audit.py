@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from schemas.codec import decode, encode
 from streams.replay.audit import audit
 from streams.replay.cycles import Configurations
 from streams.replay.source import EVENTS, FEED
 from streams.scheduler import feed
-from streams.scheduler.config_file import parse
+from streams.scheduler.config_file import SchedulerConfiguration, parse
 from tests.kit.recorded import Recorder
 
 
-def busy_log(steps: int = 60) -> Recorder:
+def busy_log(steps: int = 60, recorder: Recorder | None = None) -> Recorder:
     """Two queues on 32 cpus: a gang, fair-share preemption when the second queue arrives, jobs running and ending."""
-    recorder = Recorder()
+    recorder = recorder or Recorder()
     recorder.submit("a", "fill", count=30, cpu="1")
     recorder.submit("a", "gang", count=4, cpu="1", gang=4)
     for i in range(steps):
@@ -141,6 +144,33 @@ def test_a_log_without_its_configuration_asks_for_it_and_takes_it_given() -> Non
         f"the cycle was decided with configuration {limited.hash} (not known here: give it with --config)"
     )
     assert audit(recorder.log, Configurations(given=[limited])).ok
+
+
+def cancel_runs(recorder: Recorder) -> int:
+    """The cancel_run commands the scheduler committed on the feed."""
+    return sum(
+        decode("executor_command", value)["kind"] == "cancel_run"
+        for record in recorder.log.records(FEED, 0)
+        if isinstance(committed := feed.decode(record.value or b""), feed.Committed)
+        for _, value in committed.commands
+    )
+
+
+def test_a_log_of_a_release_before_orphans_in_later_reports_audits_with_the_rule_it_was_decided_with() -> None:
+    """That release sent a cancel_run for most runs that ended, and recorded its configuration without the setting."""
+
+    def named(configuration: SchedulerConfiguration, resolved: dict[str, Any]) -> SchedulerConfiguration:
+        name = "0123456789abcdef"
+        return replace(configuration, resolved=resolved, hash=name, cycle=replace(configuration.cycle, config_hash=name))
+
+    before = parse({"orphansInLaterReports": False})
+    release = named(before, {name: value for name, value in before.resolved.items() if name != "orphansInLaterReports"})
+    old, new = busy_log(recorder=Recorder(configuration=release)), busy_log()
+    assert cancel_runs(old) > 10 and cancel_runs(new) == 0
+    assert audit(old.log, Configurations()).ok and audit(new.log, Configurations()).ok
+    # Repeated with today's rule under the same name, the old log's cancel_runs are not implied.
+    report = audit(old.log, Configurations(override=named(parse({}), release.resolved)))
+    assert report.first is not None and "commands; the repeated cycle publishes nothing" in report.first.differences[0]
 
 
 def test_records_missing_from_events_at_the_end_are_in_flight_and_earlier_ones_diverge() -> None:

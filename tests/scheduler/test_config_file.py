@@ -9,11 +9,12 @@ import pytest
 import yaml
 
 from streams.scheduler.algorithm.model import AwayNodeType, RateLimit, Taint, WellKnownNodeType
-from streams.scheduler.config_file import ConfigFileError, format_duration, load, parse, parse_duration
+from streams.scheduler.config_file import ConfigFileError, format_duration, load, parse, parse_duration, parse_recorded
 
 EVERYTHING = """
 executorTimeout: 90s
 missingRunGracePeriod: 2m
+orphansInLaterReports: false
 scheduling:
   priorityClasses:
     batch: {priority: 100, preemptible: true, maximumResourceFractionPerQueue: {cpu: 0.5},
@@ -80,6 +81,7 @@ def test_no_file_is_armadas_production_defaults() -> None:
     assert dict(scheduling.indexed_resources)["cpu"] == 100  # 100m, in milli-units
     # maxRetries 3: a fourth run may start; executors stale after 10 minutes, leases expired after an hour
     assert (cycle.max_attempts, cycle.stale_executor_ms, cycle.executor_timeout_ms) == (4, 600_000, 3_600_000)
+    assert cycle.orphans_in_later_reports is True
     assert policy.priority_classes == {"armada-default", "armada-preemptible"} and policy.default_priority_class == "armada-default"
     assert (policy.min_termination_grace_period_s, policy.max_termination_grace_period_s) == (1, 300)
     assert (policy.default_active_deadline_s, dict(policy.active_deadline_by_resource)) == (72 * 3600, {"nvidia.com/gpu": 336 * 3600})
@@ -117,6 +119,7 @@ def test_every_setting_reaches_the_scheduler_and_the_submission_rules() -> None:
         90_000,
         120_000,
     )
+    assert cycle.orphans_in_later_reports is False
     policy = configuration.policy
     assert (policy.priority_classes, policy.default_priority_class) == ({"batch", "urgent"}, "batch")
     assert (policy.min_termination_grace_period_s, policy.max_termination_grace_period_s) == (2, 600)
@@ -133,6 +136,13 @@ def test_the_resolved_document_names_every_setting_and_reads_back_to_the_same_ha
     defaults = parse({}).resolved
     assert set(defaults["scheduling"]) == set(configuration.resolved["scheduling"]), "defaults are shown, not only what was given"
     assert "hash " + configuration.hash in configuration.describe("test.yaml")
+
+
+def test_a_recorded_configuration_without_a_later_setting_decides_as_the_releases_before_it() -> None:
+    recorded = {name: value for name, value in parse({}).resolved.items() if name != "orphansInLaterReports"}
+    assert parse_recorded(recorded, "the feed").cycle.orphans_in_later_reports is False
+    assert parse_recorded(parse({}).resolved, "the feed") == parse({})
+    assert parse({}).cycle.orphans_in_later_reports is True
 
 
 def test_the_hash_changes_with_any_setting_and_not_with_spelling() -> None:

@@ -7,6 +7,7 @@ the real fold, whose deltas come back through the feed to the index, as on the l
 from __future__ import annotations
 
 import copy
+import json
 from collections import Counter, defaultdict
 from dataclasses import replace
 from typing import Any
@@ -512,6 +513,65 @@ def test_the_run_of_a_job_ended_in_an_earlier_cycle_is_cancelled_if_still_report
     second = run_cycle(index, tick(3_000), 2, CycleConfig())
     assert [(c["kind"], c["run_id"]) for c in second.commands] == [("cancel_run", "run-1")]
     assert second.sequences == []
+
+
+def finished(loop: Loop, job_id: str, at: int) -> str:
+    """The executor ends the job's run (it succeeded); returns the run's id."""
+    run_id = loop.job(job_id)["runs"][-1]["run_id"]
+    loop.run_event(job_id, "JobRunSucceeded", at, run_id=run_id)
+    loop.run_event(job_id, "JobSucceeded", at, run_id=run_id)
+    loop.deliver()
+    return run_id
+
+
+def cancel_runs(outcome: CycleOutcome) -> list[tuple[str, str]]:
+    return [(c["run_id"], c["job_id"]) for c in outcome.commands if c["kind"] == "cancel_run"]
+
+
+def test_a_run_that_ended_after_its_executor_listed_it_gets_no_cancel_run() -> None:
+    loop = Loop()
+    loop.submit("j1")
+    loop.report("ex1", 1_000)
+    loop.cycle(2_000)
+    listed = loop.report("ex1", 2_500)  # the executor's runs as the scheduler has them for the next few seconds
+    run_id = finished(loop, "j1", 3_000)
+    assert run_id in listed.active and "j1" not in loop.index.jobs
+    assert [cancel_runs(loop.cycle(at)) for at in (3_500, 4_500)] == [[], []]
+    # A later state that still lists it active: the executor runs it on, a true orphan, told to stop once.
+    loop.report("ex1", 5_000, extra={run_id: "j1"})
+    assert cancel_runs(loop.cycle(5_500)) == [(run_id, "j1")]
+    loop.report("ex1", 6_000, extra={run_id: "j1"})
+    assert cancel_runs(loop.cycle(6_500)) == []
+
+
+def test_without_orphans_in_later_reports_an_ended_run_still_listed_is_cancelled_as_before() -> None:
+    """The rule of the releases before the setting, which their logs are audited with."""
+    loop = Loop(config=CycleConfig(orphans_in_later_reports=False))
+    loop.submit("j1")
+    loop.report("ex1", 1_000)
+    loop.cycle(2_000)
+    loop.report("ex1", 2_500)
+    run_id = finished(loop, "j1", 3_000)
+    assert [cancel_runs(loop.cycle(at)) for at in (3_500, 4_500)] == [[(run_id, "j1")], []]
+
+
+def test_the_runs_a_state_lists_unheld_are_kept_with_it_in_the_table() -> None:
+    loop = Loop()
+    loop.submit("j1")
+    loop.report("ex1", 1_000)
+    loop.cycle(2_000)
+    current = loop.job("j1")["runs"][0]["run_id"]
+    loop.report("ex1", 2_500, extra={"ghost-run": "ghost"})
+    finished(loop, "j1", 3_000)
+    assert loop.index.unheld_runs == {"ex1": ("ghost-run",)}
+    rebuilt = SchedulerIndex()
+    rebuilt.load((key, value) for key in loop.index.keys() if (value := loop.index.dump(key)) is not None)
+    assert rebuilt.unheld_runs == loop.index.unheld_runs
+    # A row stored before they were kept: every active run may be an orphan, as then.
+    stored = json.loads(loop.index.dump("e:ex1") or b"")
+    del stored["o"]
+    rebuilt.load([("e:ex1", json.dumps(stored).encode())])
+    assert set(rebuilt.unheld_runs["ex1"]) == {current, "ghost-run"}
 
 
 # -- ids and determinism -----------------------------------------------------------------------
