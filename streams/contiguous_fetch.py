@@ -16,7 +16,9 @@ the first missing offset, and the next fetch starts there. A hole still there af
 Kafka compacts and has transactions, where holes are normal: this is for `tansu://` only.
 
 aiokafka makes a fetch's records with `aiokafka.consumer.fetcher.PartitionRecords`, looked up in its
-module for every fetch answer; there is no per-consumer hook, so `require` replaces it for the process.
+module for every fetch answer; there is no per-consumer hook, so `require` replaces it for the process
+(keeping the record batches of streams/fetched_batches.py for the consumers that take them, holes
+checked between batches).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka.consumer import fetcher
+
+from streams.fetched_batches import BatchPartitionRecords
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +74,15 @@ class Holes:
 HOLES = Holes()
 
 
-class ContiguousPartitionRecords(fetcher.PartitionRecords):
-    """One fetch answer's records, up to the first missing offset (where the next fetch starts)."""
+class ContiguousPartitionRecords(BatchPartitionRecords):
+    """One fetch answer's records (or record batches), up to the first missing offset (where the next fetch starts)."""
 
     holes: Holes = HOLES
-    next_fetch_offset: int
 
-    def _unpack_records(self) -> Iterator[Any]:
+    def _records_of_fetch(self) -> Iterator[Any]:
         expected = self.next_fetch_offset
         holes = self.holes
-        for record in super()._unpack_records():
+        for record in super()._records_of_fetch():
             offset = record.offset
             if offset != expected:
                 if holes.wait(self._tp, expected, offset):
@@ -89,6 +92,16 @@ class ContiguousPartitionRecords(fetcher.PartitionRecords):
                 holes.filled(self._tp, offset)
             expected = offset + 1
             yield record
+
+    def _stop_at_hole(self, missing: int, found: int) -> bool:
+        if self.holes.wait(self._tp, missing, found):
+            self.next_fetch_offset = missing
+            return True
+        return False
+
+    def _passed_hole(self, offset: int) -> None:
+        if self.holes.seen:
+            self.holes.filled(self._tp, offset)
 
 
 def require() -> None:

@@ -29,6 +29,7 @@ import faust
 from aiokafka.producer.message_accumulator import BatchBuilder
 from faust.types import TP
 
+from streams.fetched_batches import Fetched
 from streams.tables.types import TEXT_CODEC
 
 Records = Sequence[tuple[bytes | None, bytes | None]]
@@ -151,6 +152,36 @@ def write_raw(store: Any, partition: int, records: Iterable[tuple[bytes, bytes |
         else:
             batch.put(key, value)
     store._db_for_partition(partition).write(batch)
+
+
+def write_fetched(store: Any, partition: int, fetched: Iterable[Fetched]) -> int | None:
+    """A changelog partition's fetched record batches into the RocksDB store's database of ``partition``, with the
+    table's persisted offset moved to the last record read, all in one `WriteBatch` (a copy and its offset
+    never disagree); a record without a key is passed over, a None value deletes. Returns that offset,
+    None when there was no record (nothing is written). Each record's bytes go from the fetched batch
+    straight into the `WriteBatch`; the offset is written as Faust's `set_persisted_offset` writes it."""
+    import rocksdict
+
+    batch = rocksdict.WriteBatch(raw_mode=True)
+    last = None
+    for records, start in fetched:
+        for record in records:
+            offset = record.offset
+            if offset < start:
+                continue
+            last = offset
+            key = record.key
+            if key is None:
+                continue
+            value = record.value
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+    if last is not None:
+        batch.put(store.offset_key, str(last).encode())
+        store._db_for_partition(partition).write(batch)
+    return last
 
 
 @dataclass

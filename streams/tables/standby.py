@@ -6,7 +6,10 @@ through its per-message consumer path: measured with two workers and one partiti
 job (20.5 s for 20,000 jobs) than the one doing all the work (15.0 s), so two workers cost twice
 one worker's CPU per job. Flotilla turns Faust's standbys off and follows the changelogs itself,
 the way its agents write them: `getmany` batches from a group-less consumer, one RocksDB
-`WriteBatch` per partition, the table's persisted offset moved to the last record applied. When a
+`WriteBatch` per partition, the table's persisted offset moved to the last record applied. The
+consumer takes the broker's record batches whole (streams/fetched_batches.py): each record's key and
+value go from the fetched batch into the `WriteBatch` with no `ConsumerRecord` made for it, since with two
+workers every table write of one is copied by the other, once per job. When a
 partition becomes active here, Faust's recovery starts from that offset: a tail replay.
 
 Which worker keeps a partition's copy: the member after its owner, in address order, from the
@@ -27,14 +30,19 @@ from faust.types import TP, TableT
 from mode import Service
 
 from streams.config import MAX_MESSAGE_BYTES
+from streams.fetched_batches import BATCHES, install
 from streams.kafka import KafkaClients
-from streams.tables.batched import is_rocksdb, write_raw
+from streams.tables.batched import is_rocksdb, write_fetched
 
 log = logging.getLogger(__name__)
 
-# How long one fetch waits when nothing is new, and the most records applied at once.
+# How long one fetch waits when nothing is new, and the most record batches applied at once.
 FETCH_WAIT_MS = 200
-MAX_RECORDS = 10_000
+MAX_BATCHES = 1_000
+# The pause after applying a fetch: aiokafka fetches a partition again only once its last answer was
+# taken, so what is written meanwhile comes in one fetch and one `WriteBatch` per partition. A copy is
+# read only when its partition is taken over (then its tail is replayed), so it may lag this much.
+GATHER_S = 0.2
 
 
 def standby_partitions(distribution: Mapping[str, Mapping[str, Collection[int]]], topic: str, me: str) -> set[int]:
@@ -65,8 +73,10 @@ class Standbys(Service):
     async def on_start(self) -> None:
         if not self.tables:
             return
+        install()
         self._consumer = self.kafka.consumer(
             group_id=None,
+            key_deserializer=BATCHES,  # the fetches' record batches, no `ConsumerRecord` per record
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=MAX_MESSAGE_BYTES,
@@ -128,12 +138,13 @@ class Standbys(Service):
                 await self.sleep(FETCH_WAIT_MS / 1000)
                 continue
             generation = self._generation
-            fetched = await self._consumer.getmany(timeout_ms=FETCH_WAIT_MS, max_records=MAX_RECORDS)
+            fetched = await self._consumer.getmany(timeout_ms=FETCH_WAIT_MS, max_records=MAX_BATCHES)
             if generation != self._generation:
                 continue  # the assignment changed meanwhile: these may belong to a partition active here now
-            for tp, records in fetched.items():
+            for tp, batches in fetched.items():
                 table = self._following.get(tp)
-                if table is None or not records:
+                if table is None or not batches:
                     continue
-                write_raw(store_of(table), tp.partition, [(r.key, r.value) for r in records if r.key is not None])
-                store_of(table).set_persisted_offset(TP(tp.topic, tp.partition), records[-1].offset)
+                write_fetched(store_of(table), tp.partition, batches)
+            if fetched:
+                await self.sleep(GATHER_S)
