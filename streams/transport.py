@@ -5,17 +5,19 @@ plus one, not the log end offset. Faust takes that answer as the high watermark 
 table from its changelog and stops there, so the records of the last changelog batch (the latest
 states of the jobs written last) would silently not be restored. This transport corrects the
 answer by reading the partition's tail from the reported offset. Real Kafka needs none of this:
-production brokers use `kafka://`. It also shortens the fetch wait (see `_FETCH_MAX_WAIT_MS`), and
-reads every partition without holes (streams/contiguous_fetch.py).
+production brokers use `kafka://`. It also shortens the fetch wait while records keep coming (see
+`BusyFetcher`), and reads every partition without holes (streams/contiguous_fetch.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.consumer.fetcher import Fetcher
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
@@ -25,6 +27,7 @@ _TAIL_READ_TIMEOUT_S = 10.0
 # Tansu holds a fetch until its wait runs out even when records arrive meanwhile, so Faust's fixed
 # 1.5 s wait became the latency of every hop (submission -> event -> feed -> tick -> lease).
 _FETCH_MAX_WAIT_MS = 100
+_FETCH_BUSY_WAIT_MS = 20
 
 
 async def exact_end_offsets(client_options: Mapping[str, Any], reported: Mapping[TP, int]) -> dict[TP, int]:
@@ -57,6 +60,35 @@ async def exact_end_offsets(client_options: Mapping[str, Any], reported: Mapping
         await reader.stop()
 
 
+class BusyFetcher(Fetcher):
+    """aiokafka's fetcher, asking Tansu to wait as long as it has been since a fetch last brought records,
+    between `_FETCH_BUSY_WAIT_MS` and `_FETCH_MAX_WAIT_MS`.
+
+    Each hop of a job (submission -> event -> feed -> tick -> lease) is a record this worker's consumer
+    fetches, and a record that arrives during a fetch waits out that fetch's wait. While records keep
+    coming the next one is likely on its way, so the wait is short; once the partitions fall quiet it
+    grows back, so an idle worker asks the broker no more often than with the long wait alone (each
+    fetch costs the worker and the broker CPU whether or not it brings anything)."""
+
+    _records_at = -float("inf")
+
+    def _get_actions_per_node(self, assignment: Any) -> Any:
+        quiet_ms = 1000 * (time.monotonic() - self._records_at)
+        self._fetch_max_wait_ms = int(min(max(quiet_ms, _FETCH_BUSY_WAIT_MS), _FETCH_MAX_WAIT_MS))
+        return super()._get_actions_per_node(assignment)
+
+    async def _proc_fetch_request(self, assignment: Any, node_id: int, request: Any) -> bool:
+        brought = bool(await super()._proc_fetch_request(assignment, node_id, request))
+        if brought:
+            self._records_at = time.monotonic()
+        return brought
+
+
+def fetch_busy(consumer: AIOKafkaConsumer) -> None:
+    """Make a started consumer's fetcher a `BusyFetcher`: aiokafka builds it in start() and takes no other class."""
+    consumer._fetcher.__class__ = BusyFetcher
+
+
 class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     def _create_worker_consumer(self, transport: faust_aiokafka.Transport) -> AIOKafkaConsumer:
         contiguous_fetch.require()  # Faust would otherwise commit past a batch Tansu showed late
@@ -64,6 +96,10 @@ class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         # Faust passes no setting for it; the consumer hands it to its fetcher when it starts.
         consumer._fetch_max_wait_ms = _FETCH_MAX_WAIT_MS
         return consumer
+
+    async def on_start(self) -> None:
+        await super().on_start()
+        fetch_busy(self._ensure_consumer())
 
     async def _highwaters(self, partitions: list[TP]) -> Mapping[TP, int]:
         reported = await super()._highwaters(partitions)
