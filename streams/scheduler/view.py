@@ -100,16 +100,21 @@ class ClusterView:
     def executors(self, now_ms: int) -> list[dict[str, Any]]:
         """Per executor: pool, nodes, capacity and allocation per resource, active runs, report age.
 
-        Runs are counted as the scheduler holds them: active from their lease until they end (a
-        run's pending and running reports reach the scheduler only when they matter to it, so the
-        executor's own metrics count runs by state)."""
+        Runs are counted as the scheduler holds them: active from their lease until they end or a
+        cycle ends them (a run's pending and running reports reach the scheduler only when they matter
+        to it, so the executor's own metrics count runs by state). Only the index's busy jobs can hold
+        an active run (`Entry.busy`): every scrape of /metrics asks, and walking every queued job made a
+        scrape's cost grow with the queue (at 300,000 queued jobs and a scrape every 50 ms, nearly half
+        of the worker's samples, taking the GIL from the cycle's thread)."""
         index = self.index()
         if index is None:
             return []
         allocated: dict[str, Counter[str]] = {name: Counter() for name in index.executors}
         runs: Counter[str] = Counter()
-        for entry in index.jobs.values():
-            if not entry.has_run:
+        jobs = index.jobs
+        for job_id in list(index.busy):
+            entry = jobs.get(job_id)
+            if entry is None or not entry.has_run:
                 continue
             delta = entry.delta
             if delta.executor in allocated and delta.run_state in ACTIVE:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from streams.scheduler.algorithm import reasons
 from streams.scheduler.algorithm.model import CycleInput, CycleResult, LimiterState, PreemptedJob, Unscheduled
 from streams.scheduler.config import CycleConfig
@@ -9,7 +11,7 @@ from streams.scheduler.cycle import run_cycle
 from streams.scheduler.index import SchedulerIndex
 from streams.scheduler.view import ClusterView
 from tests.kit.quantities import CPU, GI
-from tests.kit.scheduler import delta, executor, nodes, tick
+from tests.kit.scheduler import delta, executor, nodes, running, tick
 
 
 def test_the_cycle_observer_shows_each_queues_shares_allocation_and_why_jobs_wait() -> None:
@@ -50,6 +52,21 @@ def test_a_job_preempted_is_told_so_before_any_reason_it_waits_and_an_unknown_jo
     )
     view.observe("default", inputs, result)
     assert [view.why(job) for job in ("j-1", "j-2", "j-3", "j-4")] == ["no room", "preempted: fair share", "gang incomplete", None]
+
+
+def test_an_executors_active_runs_and_allocation_count_its_running_jobs_only() -> None:
+    index = SchedulerIndex()
+    index.apply(executor("ex1", 1_000, nodes(2, cpu=16, mem=64)))
+    index.apply(executor("ex2", 1_000, nodes(1, cpu=16, mem=64, prefix="m")))
+    for i in range(50):
+        index.apply(delta(f"q-{i}", cpu=2))
+    index.apply(running(delta("r-1", cpu=3), "run-1", "ex1", "n0", 1_000))
+    index.apply(running(delta("r-2", cpu=5), "run-2", "ex1", "n1", 1_000))
+    index.apply(running(delta("r-3", cpu=7), "run-3", "ex2", "m0", 1_000))
+    index.apply(replace(running(delta("r-4", cpu=11), "run-4", "ex2", "m0", 1_000), run_state="succeeded", state="succeeded"))
+    shown = {ex["executor"]: ex for ex in ClusterView(index=lambda: index).executors(now_ms=2_000)}
+    assert {name: ex["active_runs"] for name, ex in shown.items()} == {"ex1": 2, "ex2": 1}
+    assert shown["ex1"]["allocated"]["cpu"] == 8 * CPU and shown["ex2"]["allocated"]["cpu"] == 7 * CPU
 
 
 def test_a_view_without_the_scheduler_shows_no_executors() -> None:
