@@ -4,32 +4,23 @@ the long one once its partitions are quiet (streams/transport.py, `BusyFetcher`)
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
-from aiokafka import TopicPartition
-from aiokafka.admin import NewTopic
 
 from ops.broker import EmbeddedBroker
 from streams.config import Settings
 from streams.kafka import kafka_clients
 from streams.transport import _FETCH_BUSY_WAIT_MS, _FETCH_MAX_WAIT_MS, fetch_busy
+from tests.kit.topics import fresh_partition
 
 pytestmark = pytest.mark.integration
 
 
 def test_the_fetch_wait_is_short_after_records_and_long_when_quiet(broker: EmbeddedBroker) -> None:
     kafka = kafka_clients(Settings(broker=broker.url))
-    topic = f"it-busy-{uuid.uuid4().hex[:8]}"
-    tp = TopicPartition(topic, 0)
 
     async def scenario() -> tuple[list[int], list[int]]:
-        admin = kafka.admin()
-        await admin.start()
-        try:
-            await admin.create_topics([NewTopic(topic, 1, 1)])
-        finally:
-            await admin.close()
+        tp = await fresh_partition(kafka, "it-busy")
         producer = kafka.producer(linger_ms=0)
         consumer = kafka.consumer(enable_auto_commit=False, fetch_max_wait_ms=_FETCH_MAX_WAIT_MS)
         await producer.start()
@@ -43,7 +34,7 @@ def test_the_fetch_wait_is_short_after_records_and_long_when_quiet(broker: Embed
             for at in range(5):
                 await asyncio.sleep(0.5)  # nothing fetched for longer than the long wait
                 quiet.append(fetcher._fetch_max_wait_ms)
-                await producer.send_and_wait(topic, f"{at}".encode(), partition=0)
+                await producer.send_and_wait(tp.topic, f"{at}".encode(), partition=0)
                 while not (await consumer.getmany(tp, timeout_ms=1000)).get(tp):
                     pass
                 await asyncio.sleep(0.005)  # the fetcher asks again once its records are taken

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 
 import pytest
-from aiokafka import TopicPartition
-from aiokafka.admin import NewTopic
 
 from ops.broker import EmbeddedBroker
 from streams.config import Settings
 from streams.contiguous_fetch import HOLES
 from streams.kafka import kafka_clients
+from tests.kit.topics import fresh_partition
 
 pytestmark = pytest.mark.integration
 
@@ -23,17 +21,10 @@ PRODUCERS, BATCHES, PER_BATCH = 12, 600, 3  # in about every other unguarded run
 
 def test_a_tail_reader_misses_no_batch_of_concurrent_producers(broker: EmbeddedBroker) -> None:
     kafka = kafka_clients(Settings(broker=broker.url))
-    topic = f"it-tail-{uuid.uuid4().hex[:8]}"
-    tp = TopicPartition(topic, 0)
     total = PRODUCERS * BATCHES * PER_BATCH
 
     async def scenario() -> tuple[list[int], list[bytes]]:
-        admin = kafka.admin()
-        await admin.start()
-        try:
-            await admin.create_topics([NewTopic(topic, 1, 1)])
-        finally:
-            await admin.close()
+        tp = await fresh_partition(kafka, "it-tail")
         producers = [kafka.producer(linger_ms=0) for _ in range(PRODUCERS)]
         consumer = kafka.consumer(enable_auto_commit=False, fetch_max_wait_ms=50)
         for client in (*producers, consumer):
@@ -48,7 +39,7 @@ def test_a_tail_reader_misses_no_batch_of_concurrent_producers(broker: EmbeddedB
                 for record in range(PER_BATCH):
                     batch.append(key=None, value=f"{number}:{at * PER_BATCH + record}".encode(), timestamp=None)
                 batch.close()
-                await (await producer.send_batch(batch, topic, partition=0))
+                await (await producer.send_batch(batch, tp.topic, partition=0))
 
         async def follow() -> None:
             deadline = time.monotonic() + 120
