@@ -162,7 +162,7 @@ def fold_in_parts(log: list[Message], part_max: int) -> Ended:
     return jobs, changes, commands, pages, outcomes
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(log=logs(), part_max=st.integers(1, 60))
 def test_a_log_folded_in_parts_ends_where_a_fold_of_each_event_ends(log: list[Message], part_max: int) -> None:
     each_jobs, each_changes, each_commands, each_pages, each_outcomes = fold_each_event(log)

@@ -89,7 +89,7 @@ def written(read: Any, messages: list[bytes]) -> list[Any]:
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(drawn=st.lists(specs(), min_size=1, max_size=4), leased=st.lists(st.booleans(), min_size=4, max_size=4))
 def test_a_fold_of_specs_read_in_part_writes_what_a_fold_of_whole_specs_writes(drawn: list[dict[str, Any]], leased: list[bool]) -> None:
     submitted, leases = [], []

@@ -167,7 +167,7 @@ def pages(reads: Reads, query: JobQuery) -> list[str]:
     raise AssertionError("paging did not end")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(st.lists(rows, max_size=40, unique_by=lambda r: r.job_id), queries)
 def test_paging_through_every_worker_finds_what_one_index_of_every_row_finds(every: list[JobRow], query: JobQuery) -> None:
     group = two_workers(every)
@@ -176,7 +176,7 @@ def test_paging_through_every_worker_finds_what_one_index_of_every_row_finds(eve
     assert pages(group.reads(B), query) == wanted
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 @given(st.lists(rows, max_size=40, unique_by=lambda r: r.job_id), st.sampled_from(("queue", "job_set")))
 def test_counts_and_active_queues_are_every_workers_summed(every: list[JobRow], group_by: str) -> None:
     reads = two_workers(every).reads(B)
@@ -312,7 +312,7 @@ op_fields = [
 ]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.sampled_from(sorted(local([], [0]).ops())), st.dictionaries(st.sampled_from(op_fields), json_values, max_size=5))
 def test_a_peer_call_with_any_body_is_answered_or_refused_with_a_reason(op: str, body: dict[str, Any]) -> None:
     """The peer routes are public: a body no worker sends is refused with the reason (400, or 404 for a

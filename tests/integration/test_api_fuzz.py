@@ -32,7 +32,7 @@ from tests.integration.workers import Worker, new_worker
 pytestmark = pytest.mark.integration
 
 QUEUE = "fuzz"
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 NEVER = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
 
 

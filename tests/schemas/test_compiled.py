@@ -44,7 +44,7 @@ def test_each_sample_is_written_and_read_as_fastavro_does(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", codec.SCHEMA_NAMES)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_any_valid_record_is_written_and_read_as_fastavro_does(name: str, data: st.DataObject) -> None:
     parsed = codec.schema(name)
@@ -104,7 +104,7 @@ def without_cycles(sequence: dict[str, Any]) -> dict[str, Any]:
     return {**sequence, "events": events}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_a_reader_skipping_and_sharing_records_reads_the_rest_as_fastavro_does(data: st.DataObject) -> None:
     parsed = codec.schema("event_sequence")
@@ -181,7 +181,7 @@ def projected(value: Any) -> Any:
     return {key: projected(each) for key, each in value.items() if key in kept}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_a_projected_reader_reads_the_fields_named_and_passes_over_the_rest(data: st.DataObject) -> None:
     """Of the record types a projection names only the fields named are read (the kept type's as a `Partial`,

@@ -69,7 +69,7 @@ def test_container_port_protocol_defaults_to_tcp() -> None:
     assert port == {"container_port": 8080, "protocol": "TCP", "name": None}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     labels=st.dictionaries(st.text(max_size=20), st.text(max_size=40), max_size=5),
     priority=st.floats(allow_nan=False),
