@@ -141,6 +141,9 @@ class JobStore:
     _handed: PendingWrites = field(default_factory=lambda: PendingWrites(), repr=False)
     # Jobs whose spec `job-specs` lacks: created (or read from a state of before v5) by the batch.
     _unstored: set[str] = field(default_factory=set, repr=False)
+    # Jobs the batch read from the tables whose spec `job-specs` holds (not kept decoded: a queued job's
+    # lease): `put` need not read `job-specs` again for them (~1% of the worker's samples under a stream).
+    _spec_stored: set[str] = field(default_factory=set, repr=False)
     # Done when `write_states` next writes a batch (`next_write`).
     _next_write: asyncio.Future[None] | None = field(default=None, repr=False)
 
@@ -184,6 +187,7 @@ class JobStore:
             return cached[1]
         job, stored = self._read(job_id, raw)
         if stored:
+            self._spec_stored.add(job_id)
             self._remember(job_id, raw, job)
         else:  # read afresh until its next state is written with its spec
             self._unstored.add(job_id)
@@ -211,6 +215,7 @@ class JobStore:
             job_id not in pending.jobs
             and job_id not in self._handed.jobs
             and job_id not in self._decoded
+            and job_id not in self._spec_stored
             and read(self.specs, job_id) is None
         ):
             self._unstored.discard(job_id)
@@ -228,7 +233,7 @@ class JobStore:
         it reads them (`latest`) until they are written. One part at a time: the last one handed over
         must be written before the next is."""
         writes, self._handed = self._pending, self._pending
-        self._pending, self._unstored = PendingWrites(), set()
+        self._pending, self._unstored, self._spec_stored = PendingWrites(), set(), set()
         return writes
 
     def encoded(self, writes: PendingWrites | None = None) -> list[tuple[int, str, bytes]]:
@@ -264,11 +269,11 @@ class JobStore:
             self._decoded.popitem(last=False)
 
     def mark_written(self) -> None:
-        self._pending, self._unstored = PendingWrites(), set()
+        self._pending, self._unstored, self._spec_stored = PendingWrites(), set(), set()
 
     def forget_pending(self) -> None:
         """Drop what was folded and not written (an agent that failed before writing it folds its input again)."""
-        self._pending, self._handed, self._unstored = PendingWrites(), PendingWrites(), set()
+        self._pending, self._handed, self._unstored, self._spec_stored = PendingWrites(), PendingWrites(), set(), set()
 
     async def write_specs(self, producer: BatchProducer, writes: PendingWrites) -> None:
         """Write the specs of the jobs ``writes`` created (`hand_over`), `job-specs` and its changelog in one

@@ -87,6 +87,34 @@ def test_a_job_read_back_has_its_spec_with_the_bytes_it_was_read_from() -> None:
     assert table[stored["job_id"]] == encode("job_state", leased)
 
 
+class CountedReads(dict[str, bytes]):
+    """A dict standing in for a table, counting the reads of its keys."""
+
+    reads = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.reads += 1
+        return super().get(key, default)
+
+
+def test_a_queued_job_read_back_to_be_leased_has_its_spec_read_once() -> None:
+    table: dict[str, bytes] = {}
+    specs = CountedReads()
+    jobs = JobStore(table, specs)  # type: ignore[arg-type]  # dicts stand in for the Faust tables
+    queued = job(state="queued", runs=[])
+    table[queued["job_id"]] = encode("job_state", queued)
+    specs[queued["job_id"]] = encode("job_submitted", queued["spec"])
+    read = jobs.latest(queued["job_id"])
+    assert read == queued and specs.reads == 1
+    leased = {**read, "state": "leased", "runs": job()["runs"][-1:]}
+    jobs.put(leased, 0)
+    assert specs.reads == 1 and jobs.new_specs() == []  # its spec is known to be stored: not looked up again
+    settle(jobs)
+    assert table[queued["job_id"]] == encode("job_state", leased)
+    jobs.put({**queued, "job_id": "another", "state": "leased"}, 0)  # a job the store never read: its spec is looked up
+    assert specs.reads == 2 and [job_id for _, job_id, _ in jobs.new_specs()] == ["another"]
+
+
 def test_the_cache_keeps_only_the_jobs_stored_last() -> None:
     jobs, _, _ = store(size=2)
     stored = [job(job_id=f"job-{i}") for i in range(3)]
