@@ -60,7 +60,7 @@ its jobs, in all and per worker.
 
 Usage: .venv/bin/python bench/pipeline.py [--jobs 100000] [--idle-jobs 1000] [--nodes 1000]
        [--executors 2] [--workers 1] [--partitions 1] [--period 1.0] [--executor-timeout S] [--job-cpu 250m] [--job-memory 1Gi]
-       [--settle 30] [--py-spy BIN] [--keep]
+       [--settle 30] [--py-spy BIN] [--keep] [--stream-only]
 Progress goes to stderr; the last stdout line is one JSON object.
 """
 
@@ -1065,12 +1065,15 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
     for result in stream.phases:
         print_phase(result)
     print_session_notes("stream session", stream.histogram, stream.leased_again, stream.other_decisions, stream.crashes)
-    print("queued-first session (executors started once every job is in the scheduler's index):")
-    print(f"  {args.jobs:,} jobs queued in {queued.queue_seconds:.1f}s")
-    print_rate("queued first", queued.rate, queued.leased, args.jobs, "first executor ready")
-    for result in queued.phases:
-        print_phase(result)
-    print_session_notes("queued-first session", queued.histogram, queued.leased_again, queued.other_decisions, queued.crashes)
+    if queued.phases:
+        print("queued-first session (executors started once every job is in the scheduler's index):")
+        print(f"  {args.jobs:,} jobs queued in {queued.queue_seconds:.1f}s")
+        print_rate("queued first", queued.rate, queued.leased, args.jobs, "first executor ready")
+        for result in queued.phases:
+            print_phase(result)
+        print_session_notes("queued-first session", queued.histogram, queued.leased_again, queued.other_decisions, queued.crashes)
+    else:
+        print("queued-first session: not run (--stream-only)")
 
     # Every job of a session is leased once: per job, its entry written when queued, at its lease, at the
     # fold's confirmation (before the acceptance records), and when it ends (none ends: the run time is long).
@@ -1098,9 +1101,10 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
         f"({fmt(stream_log['p99'], '.1f')}s); queued first >= 5,000 leases/s: {met(queued_rate, (queued_rate or 0) >= 5000)} "
         f"({fmt(queued_rate, ',.0f')}/s){'; INCOMPLETE: an agent crashed' if crashes else ''}"
     )
+    queued_rss = queued.phases[-1].worker_rss_mib if queued.phases else None
     print(
         f"worker (scheduling agent) RSS: peak {peak:,.1f} MiB; at the end {stream.phases[-1].worker_rss_mib:,.1f} MiB "
-        f"(stream session), {queued.phases[-1].worker_rss_mib:,.1f} MiB (queued-first session)"
+        f"(stream session), {fmt(queued_rss, ',.1f')} MiB (queued-first session)"
     )
     print(
         json.dumps(
@@ -1136,12 +1140,12 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
                 "leases_per_s_queued_first": none_or_round(queued_rate, 1),
                 "queued_first_seconds": none_or_round(queued.rate.span_s if queued.rate else None),
                 "decided_leases_per_s_stream": none_or_round(decision_rate(stream.phases[-1].cycles), 1),
-                "decided_leases_per_s_queued_first": none_or_round(decision_rate(queued.phases[-1].cycles), 1),
+                "decided_leases_per_s_queued_first": none_or_round(decision_rate(queued.phases[-1].cycles) if queued.phases else None, 1),
                 **rounded(cycle_figures(phases)),
                 "cycles_by_phase": {result.name: rounded(cycle_figures([result])) for result in phases},
                 "worker_peak_rss_mib": round(peak, 1),
                 "worker_rss_end_mib": round(stream.phases[-1].worker_rss_mib, 1),
-                "worker_rss_end_queued_first_mib": round(queued.phases[-1].worker_rss_mib, 1),
+                "worker_rss_end_queued_first_mib": none_or_round(queued_rss, 1),
                 "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
                 "cpu_ms_per_job_by_phase": {result.name: rounded(result.cpu_ms_per_job()) for result in phases},
                 "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
@@ -1204,6 +1208,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--profile-out", default="/tmp/pipeline-profile", help="py-spy output prefix; -stream.txt / -queued-first.txt are appended"
     )
     parser.add_argument("--keep", action="store_true", help="keep the logs directory instead of removing it")
+    parser.add_argument("--stream-only", action="store_true", help="run the stream session only (no queued-first session)")
     args = parser.parse_args(argv)
     if (
         min(args.jobs, args.idle_jobs, args.nodes, args.executors, args.queues, args.batch, args.idle_batch, args.workers, args.partitions)
@@ -1236,9 +1241,11 @@ def main(argv: list[str] | None = None) -> int:
             sessions[-1].start()
             stream = asyncio.run(stream_session(sessions[-1], args, shape))
             sessions[-1].stop()
-            sessions.append(Session("queued-first session", directory / "queued-first", args, queues, children))
-            sessions[-1].start()
-            queued = asyncio.run(queued_first_session(sessions[-1], args, shape))
+            queued = QueuedFirstResult(None, 0.0, 0, 0, Counter(), [], (None, None), [])
+            if not args.stream_only:
+                sessions.append(Session("queued-first session", directory / "queued-first", args, queues, children))
+                sessions[-1].start()
+                queued = asyncio.run(queued_first_session(sessions[-1], args, shape))
     except KeyboardInterrupt:
         log("interrupted")
         return exit_status()

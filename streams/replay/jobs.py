@@ -130,7 +130,9 @@ class Refold:
         self.jobs.mark_written()
 
     def job(self, job_id: str) -> dict[str, Any] | None:
-        return self.jobs.latest(job_id)
+        """The job as the tables hold it, its spec whole (the fold's own reads hold part of it: `JobStore.latest`)."""
+        self.flush()
+        return self.jobs.get(job_id)
 
     def states(self) -> Iterator[tuple[str, bytes]]:
         """Every job's state as the table holds it (encoded, without its spec), once the last sequence is written."""

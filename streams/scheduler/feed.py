@@ -595,6 +595,26 @@ def part_of(delta: JobDelta) -> tuple[Any, ...]:
     return part
 
 
+# The text of each part's row around its job's id and submission time (`part_row_text`), by the part's
+# identity (parts are shared: `part_of`), the part held beside it so that its id is not reused meanwhile.
+_PART_TEXTS: dict[int, tuple[tuple[Any, ...], str, str]] = {}
+_SUBMITTED_AT = _DELTA_STATE.index("submitted")
+
+
+def part_row_text(job_id: str, submitted: int, part: tuple[Any, ...]) -> str:
+    """``compact_json(delta_row(delta_of(job_id, submitted, *part)))``, with the text of the part made once for
+    all the jobs sharing it: a queued job's row differs from its job set's others only by its id and time,
+    and the scheduler writes one per job it folds queued (its index entry, `SchedulerIndex.dump`)."""
+    known = _PART_TEXTS.get(id(part))
+    if known is None or known[0] is not part:
+        row = delta_row(delta_of("", 0, *part))
+        known = (part, compact_json(row[1:_SUBMITTED_AT])[1:-1], compact_json(row[_SUBMITTED_AT + 1 :])[1:-1])
+        if len(_PART_TEXTS) >= _PARTS_SIZE:
+            _PART_TEXTS.clear()
+        _PART_TEXTS[id(part)] = known
+    return f"[{compact_json(job_id)},{known[1]},{compact_json(submitted)},{known[2]}]"
+
+
 def updated(delta: JobDelta, **changes: Any) -> JobDelta:
     """``dataclasses.replace(delta, **changes)``, made as rows are read (`_make_delta`): a cycle
     makes one per lease, and replace's walk over the fields cost three times as much."""

@@ -256,6 +256,9 @@ class Entry:
 
 _PART = feed.PART
 _CANCEL = _PART["cancel_requested"]
+# The text after the delta's row in the table value of an entry with no decisions (`SchedulerIndex.dump`): each
+# `_Decided` field's default.
+_UNDECIDED = ",null,0,null,null,null,0,null]"
 
 
 # What `scheduling_job` reads of a delta (the others are state and run fields).
@@ -590,6 +593,9 @@ class SchedulerIndex:
             entry = self.jobs.get(name)
             if entry is None:
                 return None
+            view = entry._view
+            if entry._decisions is None and type(view) is tuple:  # queued, never ran, nothing decided: the commonest
+                return f"[{feed.part_row_text(entry.job_id, entry._submitted, view)}{_UNDECIDED}".encode()  # type: ignore[arg-type]
             row = [
                 feed.delta_row(entry.delta),
                 entry.expect,

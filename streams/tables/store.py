@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from faust.stores.base import SerializedStore
-
 from streams.tables.batched import is_rocksdb
 from streams.tables.types import TEXT_CODEC
 
@@ -37,10 +35,20 @@ def read(table: Any, key: Any) -> Any:
     Read from the table's store itself: Faust's `table.get` looks a key up twice and raises and
     catches a KeyError for a missing one, most of what looking up a new job or client id cost. A
     text key and a raw value are their bytes (as `TableBatch` writes them): Faust's serializers took
-    ~7 us a key to say so, most of a refold's lookup of each new job."""
-    store = getattr(table, "data", None)
-    if isinstance(store, SerializedStore):
-        return _value(table, store, store._get(_stored_key(table, store, key)))
+    ~7 us a key to say so, most of a refold's lookup of each new job. On a RocksDB store, each
+    partition database the store holds is asked in turn, as Faust's own lookup of a key it has not
+    seen does, without its key -> partition cache (a locked LRU whose miss raises and catches a
+    KeyError) or its bloom-filter probe before each get (rocksdict's get probes the filter itself):
+    Faust's `_get` was ~5% of the worker's py-spy samples under bench/pipeline.py's stream, three
+    reads of each job leased (its state, its spec, the spec again) and one of each new one."""
+    store: Any = getattr(table, "data", None)
+    if is_rocksdb(store):
+        stored_key = _stored_key(table, store, key)
+        for database in store._dbs.values():
+            raw = database.get(stored_key)
+            if raw is not None:
+                return _value(table, store, raw)
+        return None
     return table.get(key)
 
 

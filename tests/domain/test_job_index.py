@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, fields, replace
 from typing import Any
 
 import pytest
@@ -192,6 +192,11 @@ def test_rows_encode_and_decode_and_come_from_job_states() -> None:
         (("team", "x"),),
     )
     assert JobRow.decode("J1", r.encode()) == r
+    # made without JobRow's own __init__ (`maker`), and no different from a row it made: equal, hashed alike, frozen
+    made = JobRow(*(getattr(r, f.name) for f in fields(JobRow)))
+    assert type(r) is JobRow and r == made and hash(r) == hash(made)
+    with pytest.raises(FrozenInstanceError):
+        r.state = "queued"  # type: ignore[misc]
 
 
 def test_rows_of_different_jobs_share_their_names_and_labels_and_a_queued_jobs_keys_are_one_string() -> None:

@@ -87,7 +87,9 @@ class Loop:
         assert "refused" not in folded.outcomes and "unknown_job" not in folded.outcomes, folded.outcomes
         self.feed += [feed.decode(feed.encode(changes)) for changes in feed_records(folded.feed)]
         for command in folded.commands:
-            codec.encode("executor_command", command)
+            # Written as the agent writes it (`job_state.encoded_command`: a spec the fold read in part is
+            # copied as its bytes, not validated field by field), and read back whole.
+            codec.decode("executor_command", codec.encode("executor_command", command, validate_record=False))
             self.commands.append(command)
         if deliver:
             self.deliver()

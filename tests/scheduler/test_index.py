@@ -329,6 +329,35 @@ def test_dump_and_load_rebuild_an_equal_index() -> None:
     assert snapshot(reloaded(index)) == snapshot(index)
 
 
+def written_in_full(entry: Entry) -> bytes:
+    """An entry's table value as `SchedulerIndex.dump` writes any entry: its delta's row and its decisions, as JSON."""
+    decisions = [entry.expect, entry.expect_runs, entry.announce_priority, entry.cancel_reason, entry.fold_run, entry.fold_run_at]
+    return feed.compact_json([feed.delta_row(entry.delta), *decisions, entry.announce_from]).encode()
+
+
+def test_a_queued_entry_with_no_decision_is_written_byte_for_byte_as_any_entry_is() -> None:
+    index = SchedulerIndex()
+    first = delta("j1")
+    queued = [
+        first,
+        replace(first, job_id="j2", submitted=1_234),  # the same part as j1 (the same values)
+        delta('j\u00e9"3', queue="qu\u00eaue", job_set="set \u2603", priority=2.5, gang={"armadaproject.io/gangId": "g\u00e9"}),
+        delta("j4", node_selector={"disk": "ssd"}, avoid_nodes=("ex2/n1",), returned_runs=1, cancel_requested=True),
+        delta("j5", tolerations=({"key": "gpu", "operator": "Exists"},), affinity=(({"key": "z", "operator": "In", "values": ["a"]},),)),
+    ]
+    for d in queued:
+        index.apply(d)
+        entry = index.jobs[d.job_id]
+        assert entry.part is not None and entry._decisions is None
+        assert index.dump(job_key(d.job_id)) == written_in_full(entry)
+    assert index.jobs["j1"].part is index.jobs["j2"].part
+    rebuilt = SchedulerIndex()
+    rebuilt.load((key, value) for key in index.keys() if (value := index.dump(key)) is not None)
+    assert {job_id: entry.delta for job_id, entry in rebuilt.jobs.items()} == {d.job_id: d for d in queued}
+    index.apply(JobSetAction(queued[0].queue, queued[0].job_set_id, "cancel", reason="stop"))  # a decision: written in full
+    assert index.jobs["j1"].cancel_reason == "stop" and index.dump(job_key("j1")) == written_in_full(index.jobs["j1"])
+
+
 def test_an_entry_written_before_rows_still_loads() -> None:
     """Index tables written by earlier releases hold each entry as a dict of fields."""
     q = delta("j1", tolerations=({"key": "gpu", "operator": "Exists"},), avoid_nodes=("ex2/n1",))

@@ -25,6 +25,21 @@ def test_a_key_read_from_the_store_is_what_the_table_gives_and_a_missing_one_non
     asyncio.run(scenario())
 
 
+def test_a_key_is_read_from_whichever_partition_database_holds_it(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        plane = agent_plane(tmp_path, store="rocksdb://", partitions=2)
+        jobs = plane.jobs.table
+        batch = TableBatch(jobs, plane.batch_producer)
+        batch.put(0, "job-0", b"zero")
+        batch.put(1, "job-1", b"one")  # another partition's database
+        await batch.write()
+        jobs.data._key_index.clear()  # type: ignore[attr-defined]  # Faust's key -> partition cache: read needs none
+        assert [read(jobs, key) for key in ("job-1", "job-0", "missing")] == [b"one", b"zero", None]
+        assert [jobs.get(key) for key in ("job-1", "job-0", "missing")] == [b"one", b"zero", None]
+
+    asyncio.run(scenario())
+
+
 def test_a_mapping_standing_in_for_a_table_is_read_as_a_mapping() -> None:
     assert read({"job-1": b"x"}, "job-1") == b"x" and read({}, "job-1") is None
 
