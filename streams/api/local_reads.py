@@ -292,21 +292,12 @@ class LocalReads:
         unseen = list(dict.fromkeys(texts(body, "job_ids")))
         while True:
             partitions, _ = self._current()
-            unseen = self._unread(unseen)
+            unseen = self.jobs.missing(unseen)  # all of them in one look: a multi-get costs about what one lookup does
             if not unseen:
                 return {"partitions": partitions, "missing": []}
             if loop.time() > deadline:
-                return {"partitions": partitions, "missing": sorted(job_id for job_id in unseen if job_id not in self.jobs)}
+                return {"partitions": partitions, "missing": sorted(unseen)}
             await asyncio.wait((self.jobs.next_write(),), timeout=_POLL_S)
-
-    def _unread(self, job_ids: list[str]) -> list[str]:
-        """``job_ids`` from the first one this worker's table does not hold. A request's jobs are folded
-        and written in the order submitted, so while one is missing the rest mostly are too: a wait
-        looks up one job per look, not every job of the request each time."""
-        for at, job_id in enumerate(job_ids):
-            if job_id not in self.jobs:
-                return job_ids[at:]
-        return []
 
     async def queues_at(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
         """{"offset", "timeout_s"} -> once this worker's queue replica has read the `queues` record at ``offset``: its position."""

@@ -62,6 +62,9 @@ class Jobs:
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.jobs
 
+    def missing(self, job_ids: list[str]) -> list[str]:
+        return [job_id for job_id in job_ids if job_id not in self.jobs]
+
     def next_write(self) -> asyncio.Future[None]:
         if self._next_write is None:
             self._next_write = asyncio.get_running_loop().create_future()
@@ -356,4 +359,4 @@ def test_a_wait_for_submitted_jobs_ends_when_the_fold_writes_them_not_at_the_nex
 def test_a_wait_for_submitted_jobs_that_times_out_names_every_job_still_missing() -> None:
     reads = local([], list(range(PARTITIONS)), {"j1": b"1", "j4": b"4"})
     answer = asyncio.run(reads.await_jobs(ALICE, {"job_ids": ["j1", "j2", "j3", "j4", "j2"], "timeout_s": 0.05}))
-    assert answer["missing"] == ["j2", "j3"], "j4, after the first missing job, is looked up too"
+    assert answer["missing"] == ["j2", "j3"], "j4, after the first missing job, is found held"
