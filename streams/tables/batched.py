@@ -68,8 +68,9 @@ class KafkaBatchProducer:
         producer = self._producer()
         futures = []
         batch = _builder(producer)
+        listed = list(headers)  # aiokafka's compiled record builder takes a list, nothing else
         for key, value in records:
-            while batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
+            while batch.append(key=key, value=value, timestamp=None, headers=listed) is None:
                 if batch.record_count() == 0:
                     raise ValueError(f"a record of {len(value or b'')} bytes for {topic} exceeds the producer's batch size")
                 futures.append(await _send_closed(producer, batch, topic, partition))
