@@ -81,6 +81,7 @@ def create_control_plane(settings: Settings) -> ControlPlane:
         replies=plane.replies,
         ids=IdFactory.system(),
         reads=reads,
+        producer=plane.batch_producer,
         submit_timeout_s=settings.submit_timeout_s,
         submission_limits=plane.submission_limits,
         durable=plane.durable,

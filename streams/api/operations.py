@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from streams.api.reads import Reads
     from streams.plane import Topics
     from streams.replies import Replies
+    from streams.tables.batched import BatchProducer
     from streams.tables.queues import QueueReplica
 
 VISIBILITY_TIMEOUT_S = 10.0
@@ -70,6 +71,9 @@ class Operations:
     ids: IdFactory
     # Jobs, job sets, lists and the scheduler's view, wherever in the group they are held.
     reads: Reads
+    # Submissions go out through the batch path: a closed batch is sent at once, where Faust's `topic.send`
+    # let each call's one record linger `producer_linger_ms` (5 ms) for records no one would add.
+    producer: BatchProducer
     submit_timeout_s: float = 30.0
     # The ingest agent's limits; the size limit is checked here too, so a caller hears of it at once.
     submission_limits: SubmissionLimits = field(default_factory=SubmissionLimits)
@@ -160,7 +164,8 @@ class Operations:
         unavailable(self.durable)
         answer = self.replies.expect(request_id)
         try:
-            await self.topics.submissions.send(key=queue, value=message, headers=self.replies.headers())
+            topic, headers = self.topics.submissions.get_topic_name(), list(self.replies.headers().items())
+            await self.producer.send_keyed(topic, [(queue.encode(), message)], headers)
             outcome = await asyncio.wait_for(answer, self.submit_timeout_s)
         except TimeoutError as exc:
             raise ApiError(504, f"request {request_id} is on the log but was not processed in time; check its jobs later") from exc

@@ -25,6 +25,10 @@ REFUSED = {
 HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
 
 
+# One encoder for every manifest: `json.dumps` with options builds one per call (~1.5 us of a gRPC item's ~40).
+_MANIFEST_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 class PodSpecError(ValueError):
     """A pod spec Flotilla cannot take; the message names the field."""
 
@@ -34,7 +38,7 @@ def manifest_text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, Mapping):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return _MANIFEST_JSON(value)
     raise TypeError(f"pod_spec.manifest must be a Kubernetes pod spec (an object) or its JSON text, not {type(value).__name__}")
 
 

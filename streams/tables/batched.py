@@ -33,6 +33,8 @@ from streams.fetched_batches import Fetched
 from streams.tables.types import TEXT_CODEC
 
 Records = Sequence[tuple[bytes | None, bytes | None]]
+# Headers given to every record of a send: (name, value) pairs, as Kafka carries them.
+Headers = Sequence[tuple[str, bytes]]
 
 BATCH_BYTES = 1024 * 1024  # the largest batch the batch path sends (topics take up to MAX_MESSAGE_BYTES)
 
@@ -40,13 +42,15 @@ BATCH_BYTES = 1024 * 1024  # the largest batch the batch path sends (topics take
 class BatchProducer(Protocol):
     """The broker as the batch path sees it: records for one partition, or keyed records for a topic."""
 
-    async def send_partition(self, topic: str, partition: int, records: Records) -> asyncio.Future[int]:
-        """Queue ``records`` for ``partition`` in order; the future gives the first one's offset once all are acknowledged."""
+    async def send_partition(self, topic: str, partition: int, records: Records, headers: Headers = ()) -> asyncio.Future[int]:
+        """Queue ``records`` for ``partition`` in order, each with ``headers``; the future gives the first one's
+        offset once all are acknowledged."""
         ...
 
-    async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[dict[int, int]]:
+    async def send_keyed(self, topic: str, records: Records, headers: Headers = ()) -> asyncio.Future[dict[int, int]]:
         """Queue ``records`` on the partitions their keys hash to (as `topic.send(key=...)` would), in
-        order per partition; the future gives each partition's last offset once all are acknowledged."""
+        order per partition, each with ``headers``; the future gives each partition's last offset once all
+        are acknowledged."""
         ...
 
 
@@ -60,12 +64,13 @@ class KafkaBatchProducer:
     def _producer(self) -> Any:
         return self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # Faust's aiokafka driver
 
-    async def send_partition(self, topic: str, partition: int, records: Records) -> asyncio.Future[int]:
+    async def send_partition(self, topic: str, partition: int, records: Records, headers: Headers = ()) -> asyncio.Future[int]:
         producer = self._producer()
         futures = []
         batch = _builder(producer)
+        listed = list(headers)  # aiokafka's compiled record builder takes a list, nothing else
         for key, value in records:
-            while batch.append(key=key, value=value, timestamp=None) is None:
+            while batch.append(key=key, value=value, timestamp=None, headers=listed) is None:
                 if batch.record_count() == 0:
                     raise ValueError(f"a record of {len(value or b'')} bytes for {topic} exceeds the producer's batch size")
                 futures.append(await _send_closed(producer, batch, topic, partition))
@@ -74,7 +79,7 @@ class KafkaBatchProducer:
             futures.append(await _send_closed(producer, batch, topic, partition))
         return _first_offset(futures)
 
-    async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[dict[int, int]]:
+    async def send_keyed(self, topic: str, records: Records, headers: Headers = ()) -> asyncio.Future[dict[int, int]]:
         producer = self._producer()
         await producer.client._wait_on_metadata(topic)  # the partitioner needs the partition count
         by_partition: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
@@ -88,7 +93,10 @@ class KafkaBatchProducer:
                 if key is not None:
                     partition_of[key] = partition
             by_partition.setdefault(partition, []).append((key, value))
-        sent = {partition: (await self.send_partition(topic, partition, keyed), len(keyed)) for partition, keyed in by_partition.items()}
+        sent = {
+            partition: (await self.send_partition(topic, partition, keyed, headers), len(keyed))
+            for partition, keyed in by_partition.items()
+        }
         return _last_offsets(sent)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +23,7 @@ from schemas.codec import Encoded, Partial, decode, decode_as_written, encode, e
 from streams.config import Settings
 from streams.domain.states import JOB_TERMINAL
 from streams.tables.batched import BatchProducer, TableBatch
-from streams.tables.store import read, store_options
+from streams.tables.store import read, read_many, store_options
 from streams.tables.types import TEXT_CODEC, TextKey
 
 # The Avro type of a job's spec, in events, job-specs and lease commands alike.
@@ -157,6 +157,12 @@ class JobStore:
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.table
+
+    def missing(self, job_ids: Sequence[str]) -> list[str]:
+        """The jobs of ``job_ids`` the table does not hold, in order: one multi-get per partition database
+        (`read_many`). An API call's wait for the 100 jobs it submitted looked each one up through Faust
+        (~20-30 us a job on this machine, py-spy of bench/api.py)."""
+        return [job_id for job_id, raw in zip(job_ids, read_many(self.table, job_ids), strict=True) if raw is None]
 
     def raw(self, job_id: str) -> bytes | None:
         """The job's `job_state` Avro as the table holds it."""

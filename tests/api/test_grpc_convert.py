@@ -120,6 +120,23 @@ def test_a_request_item_becomes_the_avro_item_with_quantities_as_strings() -> No
     )
 
 
+def test_every_map_of_a_converted_item_is_a_plain_dict_of_the_maps_entries() -> None:
+    """Protobuf maps are copied key by key (`convert._dict`), each value converted as its field says."""
+    item = submit_pb2.JobSubmitRequestItem(
+        labels={"app": "x", "tier": "2"},
+        annotations={"a": "1"},
+        required_node_labels={"disk": "ssd"},
+        pod_spec=pod(nodeSelector={"zone": "a"}),
+        ingress=[submit_pb2.IngressConfig(ports=[443], annotations={"b": "2"})],
+    )
+    converted = job_item(item)
+    maps = [converted["labels"], converted["annotations"], converted["ingresses"][0]["annotations"]]
+    assert all(type(found) is dict for found in maps) and maps == [{"app": "x", "tier": "2"}, {"a": "1"}, {"b": "2"}]
+    spec = manifest(item)
+    assert spec["nodeSelector"] == {"disk": "ssd", "zone": "a"}
+    assert spec["containers"][0]["resources"] == {"requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}
+
+
 def manifest(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
     return json.loads(job_item(item)["pod_spec"]["manifest"])
 

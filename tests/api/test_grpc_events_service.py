@@ -44,7 +44,9 @@ def service() -> EventService:
     queues: Any = {"research": QUEUE}
     # Every refusal is decided before the jobs, the topics or the log are touched.
     nothing: Any = None
-    ops = Operations(queues=queues, permissions=Permissions(), topics=nothing, replies=Replies(), ids=IdFactory.system(), reads=nothing)
+    ops = Operations(
+        queues=queues, permissions=Permissions(), topics=nothing, replies=Replies(), ids=IdFactory.system(), reads=nothing, producer=nothing
+    )
     api = Api(auth=auth, ops=ops, events=EventsTopic(KafkaClients("127.0.0.1:1"), "unused"), ready=lambda: True, stopping=lambda: False)
     return EventService(api)
 

@@ -52,6 +52,7 @@ class Jobs:
     def __init__(self, jobs: dict[str, bytes]) -> None:
         self.jobs = jobs
         self._next_write: asyncio.Future[None] | None = None
+        self.looked_up = 0  # job ids `missing` was asked about
 
     def raw(self, job_id: str) -> bytes | None:
         return self.jobs.get(job_id)
@@ -61,6 +62,10 @@ class Jobs:
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.jobs
+
+    def missing(self, job_ids: list[str]) -> list[str]:
+        self.looked_up += len(job_ids)
+        return [job_id for job_id in job_ids if job_id not in self.jobs]
 
     def next_write(self) -> asyncio.Future[None]:
         if self._next_write is None:
@@ -356,4 +361,27 @@ def test_a_wait_for_submitted_jobs_ends_when_the_fold_writes_them_not_at_the_nex
 def test_a_wait_for_submitted_jobs_that_times_out_names_every_job_still_missing() -> None:
     reads = local([], list(range(PARTITIONS)), {"j1": b"1", "j4": b"4"})
     answer = asyncio.run(reads.await_jobs(ALICE, {"job_ids": ["j1", "j2", "j3", "j4", "j2"], "timeout_s": 0.05}))
-    assert answer["missing"] == ["j2", "j3"], "j4, after the first missing job, is looked up too"
+    assert answer["missing"] == ["j2", "j3"], "j4, after the first missing job, is found held"
+
+
+def test_a_wait_reads_the_first_missing_job_alone_until_it_is_written_then_the_rest_together() -> None:
+    """A request's jobs are written in the order submitted: every look at all 100 of them (or one lookup
+    per job) cost the API more than the wait itself."""
+
+    async def scenario() -> tuple[dict[str, Any], int, int]:
+        reads = local([], list(range(PARTITIONS)))
+        table: Any = reads.jobs
+        job_ids = [f"j{number}" for number in range(100)]
+        waiting = asyncio.ensure_future(reads.await_jobs(ALICE, {"job_ids": job_ids, "timeout_s": 30}))
+        for _ in range(3):  # three writes of other jobs: three looks at j0 alone
+            await asyncio.sleep(0.01)
+            table.write({"other": b"x"})
+        await asyncio.sleep(0.01)
+        before = table.looked_up
+        table.write({job_id: b"1" for job_id in job_ids})
+        return await asyncio.wait_for(waiting, 5.0), before, table.looked_up
+
+    answer, before, after = asyncio.run(scenario())
+    assert answer["missing"] == []
+    assert before <= 5, f"{before} job ids read while the first was missing: one per look"
+    assert after - before == 100, "then the first alone and the other 99 together"

@@ -1,13 +1,16 @@
-"""A submission over the size limit is refused by the API at once (413), before it reaches the log."""
+"""How the API puts a submission on the log: refused at once (413) over the size limit, before it reaches
+the log; else sent at once, keyed by its queue, with the address its answer comes back to."""
 
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
 import pytest
 
+from schemas.codec import decode
 from streams.api.errors import ApiError
 from streams.api.grpc.errors import status_of
 from streams.api.operations import Operations
@@ -16,7 +19,7 @@ from streams.auth.principal import ANONYMOUS
 from streams.domain.admission import SubmissionLimits
 from streams.domain.ids import IdFactory
 from streams.domain.jobspec import job_item
-from streams.replies import Replies
+from streams.replies import REPLY_TO, Replies
 from tests.kit.jobs import QUEUE, item
 
 
@@ -30,6 +33,7 @@ def test_a_submission_over_the_size_limit_is_refused_before_the_log() -> None:
         replies=Replies(),
         ids=IdFactory.system(),
         reads=None,  # type: ignore[arg-type]  # on purpose, see above
+        producer=None,  # type: ignore[arg-type]  # on purpose, see above
         submission_limits=SubmissionLimits(max_message_bytes=2_000),
     )
     items = [job_item(item()) for _ in range(50)]
@@ -38,3 +42,34 @@ def test_a_submission_over_the_size_limit_is_refused_before_the_log() -> None:
     assert refused.value.status == 413
     assert refused.value.reason.startswith("submission of ") and "over the limit of 2000 bytes" in refused.value.reason
     assert status_of(refused.value)[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_a_submission_goes_out_through_the_batch_path_keyed_by_its_queue_with_where_to_answer() -> None:
+    """Not through Faust's `topic.send`, which let each call's one record linger 5 ms (`producer_linger_ms`)."""
+    queues: Any = {"team-a": QUEUE}
+    replies = Replies(me="http://worker-1:6066")
+    sent: list[tuple[str, list[tuple[bytes | None, bytes | None]], list[tuple[str, bytes]]]] = []
+
+    class Producer:
+        async def send_keyed(self, topic: str, records: Any, headers: Any = ()) -> asyncio.Future[dict[int, int]]:
+            sent.append((topic, list(records), list(headers)))
+            for _, value in records:  # the ingest agent's answer: every item refused
+                replies.resolve(decode("submit_request", value)["request_id"], [{"error": "refused"}])
+            done: asyncio.Future[dict[int, int]] = asyncio.get_running_loop().create_future()
+            done.set_result({0: 0})
+            return done
+
+    topics: Any = SimpleNamespace(submissions=SimpleNamespace(get_topic_name=lambda: "flotilla.submissions"))
+    ops = Operations(
+        queues=queues,
+        permissions=Permissions(),
+        topics=topics,
+        replies=replies,
+        ids=IdFactory.system(),
+        reads=None,  # type: ignore[arg-type]  # no job is accepted, so none is read
+        producer=Producer(),  # type: ignore[arg-type]
+    )
+    answer = asyncio.run(ops.submit(ANONYMOUS, "team-a", "set-1", [job_item(item())]))
+    ((topic, records, headers),) = sent
+    assert topic == "flotilla.submissions" and records[0][0] == b"team-a" and headers == [(REPLY_TO, b"http://worker-1:6066")]
+    assert decode("submit_request", records[0][1])["request_id"] == answer.request_id and answer.items == [{"error": "refused"}]

@@ -67,18 +67,31 @@ def sent() -> list[tuple[str, Any]]:
 
 
 def operations(durable: ArchivedOffsets, sent: list[tuple[str, Any]], replies: Replies | None = None) -> Operations:
-    """The API's operations over topics that record what is sent and answer at offset 0, and no jobs."""
+    """The API's operations over topics (and the batch path, for submissions) that record what is sent and
+    answer at offset 0, and no jobs."""
+
+    def acknowledged(name: str, value: Any) -> asyncio.Future[Any]:
+        sent.append((name, value))
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        done.set_result(SimpleNamespace(topic=name, partition=0, offset=len(sent) - 1))
+        return done
 
     class Topic:
         def __init__(self, name: str) -> None:
             self.name = name
 
+        def get_topic_name(self) -> str:
+            return self.name
+
         async def send(self, key: str, value: Any, headers: Any = None) -> asyncio.Future[Any]:
-            sent.append((self.name, value))
-            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            done.set_result(SimpleNamespace(topic=self.name, partition=0, offset=len(sent) - 1))
-            if self.name == "submissions" and replies is not None:  # the ingest agent found the archive failing
-                replies.fail(decode("submit_request", value)["request_id"], ArchiveUnavailable("No space left on device"))
+            return acknowledged(self.name, value)
+
+    class Producer:
+        async def send_keyed(self, topic: str, records: Any, headers: Any = ()) -> asyncio.Future[Any]:
+            for _, value in records:
+                done = acknowledged(topic, value)
+                if topic == "submissions" and replies is not None:  # the ingest agent found the archive failing
+                    replies.fail(decode("submit_request", value)["request_id"], ArchiveUnavailable("No space left on device"))
             return done
 
     topics: Any = SimpleNamespace(**{name: Topic(name) for name in ("queues", "events", "submissions")})
@@ -90,6 +103,7 @@ def operations(durable: ArchivedOffsets, sent: list[tuple[str, Any]], replies: R
         replies=replies or Replies(),
         ids=IdFactory.system(),
         reads=None,  # type: ignore[arg-type]  # on purpose: no job is read here
+        producer=Producer(),  # type: ignore[arg-type]  # records the submissions
         durable=durable,
     )
 

@@ -68,3 +68,37 @@ def test_a_batch_is_sent_without_lingering_and_lands_in_order(broker: EmbeddedBr
             await consumer.stop()
 
     assert asyncio.run(scenario()) == records * 2
+
+
+def test_a_keyed_record_goes_at_once_to_its_keys_partition_with_its_headers(broker: EmbeddedBroker) -> None:
+    """How the API sends a submission (`Operations.submit`): one record, keyed by its queue, with the address
+    its answer comes back to, on the partition `topic.send(key=...)` would choose, without lingering."""
+    prefix = f"it-batch-{uuid.uuid4().hex[:8]}."
+    settings = Settings(broker=broker.url, topic_prefix=prefix, app_id=prefix.rstrip("."), partitions=3)
+    asyncio.run(ensure_topics(settings))
+    topic = settings.topic("submissions")
+    headers = [("flotilla-reply-to", b"http://worker-1:6066")]
+
+    async def scenario() -> tuple[int, int, list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]]]:
+        kafka = kafka_clients(settings)
+        producer = kafka.producer(linger_ms=LINGER_MS)
+        await producer.start()
+        try:
+            batches = KafkaBatchProducer(_App(_FaustProducer(producer)))  # type: ignore[arg-type]
+            sent = await batches.send_keyed(topic, [(b"team-a", b"request")], headers)
+            offsets = await asyncio.wait_for(sent, LINGER_MS / 1000 / 4)
+            expected = producer._partition(topic, None, None, None, b"team-a", b"request")
+        finally:
+            await producer.stop()
+        ((partition, offset),) = offsets.items()
+        consumer = kafka.consumer(enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            tp = TopicPartition(topic, partition)
+            consumer.assign([tp])
+            read = await consumer.getmany(tp, timeout_ms=5_000)
+            return partition - expected, offset, [(m.key, m.value, list(m.headers)) for m in read.get(tp, [])]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(scenario()) == (0, 0, [(b"team-a", b"request", headers)])

@@ -32,7 +32,7 @@ from faust.types import TP, AppT, EventT, FutureMessage, RecordMetadata, StreamT
 
 from streams.config import Settings
 from streams.plane import ControlPlane, build_plane
-from streams.tables.batched import Records
+from streams.tables.batched import Headers, Records
 
 # Nothing listens on port 1: should anything try to reach a broker after all, it fails at once
 # instead of finding whatever runs on the default 127.0.0.1:9092 (the benchmarks' broker).
@@ -130,15 +130,15 @@ class RecordingBatchProducer:
 
     producer: RecordingProducer
 
-    async def send_partition(self, topic: str, partition: int, records: Records) -> asyncio.Future[int]:
+    async def send_partition(self, topic: str, partition: int, records: Records, headers: Headers = ()) -> asyncio.Future[int]:
         first = len(self.producer.sent)
         self.producer.sent += [Sent(topic, key, value, partition) for key, value in records]
         done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         done.set_result(first)
         return done
 
-    async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[dict[int, int]]:
-        first = await self.send_partition(topic, 0, records)  # test planes have one partition
+    async def send_keyed(self, topic: str, records: Records, headers: Headers = ()) -> asyncio.Future[dict[int, int]]:
+        first = await self.send_partition(topic, 0, records, headers)  # test planes have one partition
         done: asyncio.Future[dict[int, int]] = asyncio.get_running_loop().create_future()
         done.set_result({0: first.result() + len(records) - 1})
         return done

@@ -16,7 +16,7 @@ from faust.stores.rocksdb import Store
 from faust.types import TP
 
 from streams.plane import ControlPlane
-from streams.tables.batched import Records, TableBatch
+from streams.tables.batched import Headers, Records, TableBatch
 from tests.kit.plane import agent_plane, sent
 
 
@@ -27,14 +27,14 @@ class Recorded:
         self.batches: list[tuple[str, int, list[tuple[bytes | None, bytes | None]]]] = []
         self.next_offset = next_offset
 
-    async def send_partition(self, topic: str, partition: int, records: Records) -> asyncio.Future[int]:
+    async def send_partition(self, topic: str, partition: int, records: Records, headers: Headers = ()) -> asyncio.Future[int]:
         self.batches.append((topic, partition, list(records)))
         done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         done.set_result(self.next_offset)
         self.next_offset += len(records)
         return done
 
-    async def send_keyed(self, topic: str, records: Records) -> asyncio.Future[dict[int, int]]:
+    async def send_keyed(self, topic: str, records: Records, headers: Headers = ()) -> asyncio.Future[dict[int, int]]:
         raise AssertionError("a table writes to the partitions of its source records")
 
 

@@ -217,3 +217,21 @@ def test_a_caller_waiting_for_jobs_hears_once_their_states_are_in_the_table(tmp_
         assert jobs.next_write() is not waiting, "the next caller waits for the next write"
 
     asyncio.run(scenario())
+
+
+def test_the_jobs_a_table_does_not_hold_are_named_in_order_over_every_partition(tmp_path: Path) -> None:
+    """What an API call's wait for its submitted jobs looks up (`LocalReads.await_jobs`): the same answer as `in` per job."""
+
+    async def scenario() -> None:
+        jobs = agent_plane(tmp_path, store="rocksdb://", partitions=2).jobs
+        held = [job(job_id=f"job-{number}") for number in range(3)]
+        for number, state in enumerate(held):
+            jobs.put(state, number % 2)  # two partitions' databases
+        writes = jobs.hand_over()
+        await jobs.write_specs(Recorded(), writes)
+        await jobs.write_states(Recorded(), writes)
+        asked = ["job-9", "job-2", "job-0", "job-7", "job-1"]
+        assert jobs.missing(asked) == [job_id for job_id in asked if job_id not in jobs] == ["job-9", "job-7"]
+        assert jobs.missing([]) == []
+
+    asyncio.run(scenario())

@@ -10,7 +10,7 @@ reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -140,8 +140,8 @@ def _converter(field: FieldDescriptor) -> Callable[[Any], Any] | None:
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
         entry = _single(field.message_type.fields_by_name["value"])
         if entry is None:
-            return dict
-        return lambda value: {key: entry(item) for key, item in value.items()}
+            return _dict
+        return lambda value: {key: entry(value[key]) for key in value}
     single = _single(field)
     if field.is_repeated:
         if single is None:
@@ -162,6 +162,12 @@ def _single(field: FieldDescriptor) -> Callable[[Any], Any] | None:
     if name in _TIMES:
         return _time
     return kubernetes
+
+
+def _dict(value: Mapping[Any, Any]) -> dict[Any, Any]:
+    """A protobuf map as a dict. Its keys are iterated in C, and looked up in C; `dict(value)` and
+    `value.items()` go through `collections.abc`'s Python views (~2x the time, on every item's maps)."""
+    return {key: value[key] for key in value}
 
 
 def _quantity(value: Any) -> Any:
@@ -199,9 +205,9 @@ def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
         manifest = kubernetes(specs[0])
         if item.required_node_labels:
             # The deprecated field means what PodSpec.nodeSelector means; the pod spec's own entries win.
-            manifest["nodeSelector"] = {**item.required_node_labels, **manifest.get("nodeSelector", {})}
+            manifest["nodeSelector"] = {**_dict(item.required_node_labels), **manifest.get("nodeSelector", {})}
         spec = {"manifest": manifest}
-    annotations = dict(item.annotations)
+    annotations = _dict(item.annotations)
     if item.external_job_uri:
         annotations[EXTERNAL_JOB_URI] = item.external_job_uri
     return jobspec.job_item(
@@ -209,7 +215,7 @@ def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
             "client_id": item.client_id,
             "priority": item.priority,
             "namespace": item.namespace,
-            "labels": dict(item.labels),
+            "labels": _dict(item.labels),
             "annotations": annotations,
             "pod_spec": spec,
             "services": [
@@ -218,7 +224,7 @@ def job_item(item: submit_pb2.JobSubmitRequestItem) -> dict[str, Any]:
             "ingresses": [
                 {
                     "ports": _ports(i.ports),
-                    "annotations": dict(i.annotations),
+                    "annotations": _dict(i.annotations),
                     "tls_enabled": i.tls_enabled,
                     "cert_name": i.cert_name or None,
                     "use_cluster_ip": i.use_clusterIP,
