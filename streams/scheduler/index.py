@@ -256,9 +256,11 @@ class Entry:
 
 _PART = feed.PART
 _CANCEL = _PART["cancel_requested"]
-# The text after the delta's row in the table value of an entry with no decisions (`SchedulerIndex.dump`): each
-# `_Decided` field's default.
-_UNDECIDED = ",null,0,null,null,null,0,null]"
+# The decision fields a job's table value holds after its delta's row, in `Entry`'s argument order (`load`).
+_STORED = ("expect", "expect_runs", "announce_priority", "cancel_reason", "fold_run", "fold_run_at", "announce_from")
+_stored_of = attrgetter(*_STORED)
+# That tail for an entry with no decisions (each field's default), written as text (`SchedulerIndex.dump`).
+_UNDECIDED = "," + feed.compact_json([getattr(Entry, name).default for name in _STORED])[1:]
 
 
 # What `scheduling_job` reads of a delta (the others are state and run fields).
@@ -596,17 +598,7 @@ class SchedulerIndex:
             view = entry._view
             if entry._decisions is None and type(view) is tuple:  # queued, never ran, nothing decided: the commonest
                 return f"[{feed.part_row_text(entry.job_id, entry._submitted, view)}{_UNDECIDED}".encode()  # type: ignore[arg-type]
-            row = [
-                feed.delta_row(entry.delta),
-                entry.expect,
-                entry.expect_runs,
-                entry.announce_priority,
-                entry.cancel_reason,
-                entry.fold_run,
-                entry.fold_run_at,
-                entry.announce_from,
-            ]
-            return feed.compact_json(row).encode()
+            return feed.compact_json([feed.delta_row(entry.delta), *_stored_of(entry)]).encode()
         if kind == "a":
             relying = self.acceptances.get(int(name))
             if not relying:
