@@ -155,9 +155,6 @@ class JobStore:
     # Done when `write_states` next writes a batch (`next_write`).
     _next_write: asyncio.Future[None] | None = field(default=None, repr=False)
 
-    def __contains__(self, job_id: str) -> bool:
-        return job_id in self.table
-
     def missing(self, job_ids: Sequence[str]) -> list[str]:
         """The jobs of ``job_ids`` the table does not hold, in order: one multi-get per partition database
         (`read_many`). An API call's wait for the 100 jobs it submitted looked each one up through Faust

@@ -60,9 +60,6 @@ class Jobs:
     def spec_raw(self, job_id: str) -> bytes | None:
         return SPECS.get(job_id) if job_id in self.jobs else None
 
-    def __contains__(self, job_id: str) -> bool:
-        return job_id in self.jobs
-
     def missing(self, job_ids: list[str]) -> list[str]:
         self.looked_up += len(job_ids)
         return [job_id for job_id in job_ids if job_id not in self.jobs]
