@@ -91,8 +91,8 @@ class Cycle:
 
     def decide(self, entry: Entry, expect: str, delta: JobDelta) -> None:
         if expect == END:
-            self.ended.add(entry.delta.job_id)
-        self.outcome.changed.append(self.index.decide(entry.delta.job_id, expect, delta))
+            self.ended.add(entry.job_id)
+        self.outcome.changed.append(self.index.decide(entry.job_id, expect, delta))
 
     def end(self, entry: Entry, kind: str, payload: dict[str, Any]) -> None:
         self.emit(entry.delta, kind, payload)
@@ -307,7 +307,7 @@ class Cycle:
         weights = {queue.name: queue.weight for queue in inputs.queues}
         queued, running = gathered.queued_per_queue, gathered.running_per_queue
         jobs = self.index.jobs
-        scheduled = Counter(jobs[placed.job_id].delta.queue for placed in result.scheduled)
+        scheduled = Counter(jobs[placed.job_id].value("queue") for placed in result.scheduled)
         preempted = Counter(jobs[victim.job_id].delta.queue for victim in result.preempted)
         # Summed per resource, not node by node into a Counter: a thousand nodes cost an idle cycle a quarter of its time so.
         names = set().union(*(node.resources for node in inputs.nodes))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from operator import attrgetter, itemgetter
+from operator import attrgetter, is_, itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from streams.scheduler import feed
@@ -159,6 +159,9 @@ class Entry:
         self._store(delta)
         self._job = None
         self._decisions = None
+        decided = (expect, expect_runs, announce_priority, cancel_reason, fold_run, fold_run_at, announce_from, accepted_in)
+        if all(map(is_, decided, _DEFAULTS)):  # a job the feed brings first: nothing decided (eight descriptor calls saved)
+            return
         self.expect = expect
         self.expect_runs = expect_runs
         self.announce_priority = announce_priority
@@ -238,20 +241,29 @@ class Entry:
         """Whether a cycle's lease lifecycle may act on the job (`Cycle.lifecycle`): a reprioritisation
         to announce, a cancel request, an active or returned run. A queued job with none of these
         waits for placement only, and the lifecycle need not look at it."""
-        if self.expect == END:
-            return False
+        # Read off `_decisions` itself, not through the fields' descriptors: asked at every change of an entry.
+        decisions = self._decisions
+        announcing = False
+        if decisions is not None:
+            if decisions.expect == END:
+                return False
+            announcing = decisions.announce_priority is not None
         view = self._view
         if type(view) is tuple:  # never ran: no run active or returned
-            return self.announce_priority is not None or bool(view[_CANCEL])
+            return announcing or bool(view[_CANCEL])
         d: JobDelta = view  # type: ignore[assignment]
-        return self.announce_priority is not None or d.cancel_requested or d.run_active or d.run_returned
+        return announcing or d.cancel_requested or d.run_active or d.run_returned
 
     def confirmed_by(self, delta: JobDelta) -> bool:
-        if self.expect == LEASE:
-            return delta.runs >= self.expect_runs
-        if self.expect == REQUEUE:
-            return delta.runs > self.expect_runs or (delta.runs == self.expect_runs and delta.state == "queued")
-        return False  # END: only the terminal delta, which removes the entry
+        decisions = self._decisions
+        if decisions is None:
+            return False
+        expect, runs = decisions.expect, decisions.expect_runs
+        if expect == LEASE:
+            return delta.runs >= runs
+        if expect == REQUEUE:
+            return delta.runs > runs or (delta.runs == runs and delta.state == "queued")
+        return False  # END: only the terminal delta, which removes the entry (None: nothing to confirm)
 
 
 _PART = feed.PART
@@ -259,6 +271,8 @@ _CANCEL = _PART["cancel_requested"]
 # The decision fields a job's table value holds after its delta's row, in `Entry`'s argument order (`load`).
 _STORED = ("expect", "expect_runs", "announce_priority", "cancel_reason", "fold_run", "fold_run_at", "announce_from")
 _stored_of = attrgetter(*_STORED)
+# Every decision field's default, in `Entry`'s argument order: an entry given just these has no `_Decisions`.
+_DEFAULTS = tuple(getattr(Entry, name).default for name in (*_STORED, "accepted_in"))
 # That tail for an entry with no decisions (each field's default), written as text (`SchedulerIndex.dump`).
 _UNDECIDED = "," + feed.compact_json([getattr(Entry, name).default for name in _STORED])[1:]
 
@@ -343,7 +357,9 @@ class SchedulerIndex:
         if isinstance(record, JobDelta):
             return self._apply_job(record)
         if isinstance(record, Changes):
-            return [key for change in record.records for key in self.apply(change)]
+            # Its job deltas folded here, not each through `apply` again: hundreds a record, a call each showed.
+            apply_job = self._apply_job
+            return [key for change in record.records for key in (apply_job(change) if type(change) is JobDelta else self.apply(change))]
         if isinstance(record, ExecutorState):
             self.executors[record.executor] = record
             self.unheld_runs[record.executor] = self.unheld(record)
@@ -459,12 +475,14 @@ class SchedulerIndex:
             entry = self.jobs[delta.job_id] = Entry(delta)
             self._fold_run(entry)
             return [key]
-        announced = self._announced(entry, delta)
+        # The decision fields read off `_decisions` (None: nothing decided), not one descriptor call each: once per delta.
+        decisions = entry._decisions
+        announced = decisions is not None and decisions.announce_priority is not None and self._announced(entry, delta)
         held = entry.delta
         # Requests are sticky, and a job-set cancel is known here only (the fold does not mark
         # the jobs), so neither a newer nor an older delta takes one away.
         flags = (held.cancel_requested or delta.cancel_requested, held.preempt_requested or delta.preempt_requested)
-        if entry.expect is None or entry.confirmed_by(delta):
+        if decisions is None or decisions.expect is None or entry.confirmed_by(delta):
             # Mostly the delta says the requests already: it is kept as it is then, not copied.
             same = flags == (delta.cancel_requested, delta.preempt_requested)
             merged = delta if same else updated(delta, cancel_requested=flags[0], preempt_requested=flags[1])
@@ -497,9 +515,10 @@ class SchedulerIndex:
 
     def _fold_run(self, entry: Entry) -> bool:
         """Note the entry's active run as accepted by the fold, if it is new; whether it was."""
-        if not entry.has_run:
+        view = entry._view
+        if type(view) is tuple:  # never ran
             return False
-        d = entry.delta
+        d: JobDelta = view  # type: ignore[assignment]
         if not d.run_active or d.run_id is None or entry.fold_run == d.run_id:
             return False
         entry.fold_run = d.run_id

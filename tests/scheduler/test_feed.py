@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import FrozenInstanceError, replace
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streams.domain.shared import shared
 from streams.domain.validation import SubmitPolicy, validate_item
 from streams.scheduler import feed
 from streams.scheduler.feed import (
@@ -438,6 +440,19 @@ def test_jobs_of_one_queue_job_set_and_shape_share_one_part_and_values_of_anothe
     assert feed.part_of(as_int) is not feed.part_of(first)
     made = feed.delta_of("j3", 5, *feed.part_of(as_int))
     assert type(made.priority) is int and type(feed.delta_row(made)[5]) is int
+
+
+def test_rows_share_one_object_per_priority_and_keep_zero_s_sign() -> None:
+    """A row's priority is read as `shared` gives it (`feed._row_priority`, keyed by the float's exact text)."""
+    read = [_read_back(_queued_job(f"j{i}", priority=p)) for i, p in enumerate((0.0, -0.0, 0.0, -0.0, 2.5, 2.5))]
+    priorities = [d.priority for d in read]
+    assert [math.copysign(1.0, p) for p in priorities[:4]] == [1.0, -1.0, 1.0, -1.0]
+    assert priorities[0] is priorities[2] and priorities[1] is priorities[3] and priorities[4] is priorities[5]
+    assert priorities[4] is shared(2.5)
+
+
+def _read_back(job: dict[str, Any]) -> JobDelta:
+    return feed.delta_from_row(json.loads(feed.compact_json(feed.job_row(job))))
 
 
 def _queued_job(job_id: str, priority: float) -> dict[str, Any]:

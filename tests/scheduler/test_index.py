@@ -581,7 +581,7 @@ def test_an_entry_answers_for_its_delta_whichever_way_it_holds_it(d: feed.JobDel
     assert entry.busy
 
 
-@given(test_feed.job_deltas, st.sampled_from((None, "lease", "requeue", "end")), st.integers(0, 3), st.sampled_from((0, 5)))
+@given(test_feed.job_deltas, st.sampled_from((None, "lease", "requeue", "end")), st.integers(0, 3), st.sampled_from((0, 5, 0.0)))
 def test_an_entry_holds_decision_fields_only_once_one_is_set_and_reads_them_back_as_set(
     d: feed.JobDelta, expect: str | None, runs: int, fold_run_at: int
 ) -> None:
@@ -591,8 +591,10 @@ def test_an_entry_holds_decision_fields_only_once_one_is_set_and_reads_them_back
     assert plain._decisions is None
     assert (plain.expect, plain.expect_runs, plain.fold_run, plain.fold_run_at, plain.accepted_in) == (None, 0, None, 0, None)
     given_ = Entry(d, expect, runs, None, None, None, fold_run_at)
-    assert (given_._decisions is None) == (expect is None and runs == 0 and fold_run_at == 0)
+    # A default is the default object itself: a fold_run_at of 0.0 is kept, as a float.
+    assert (given_._decisions is None) == (expect is None and runs == 0 and type(fold_run_at) is int and fold_run_at == 0)
     assert (given_.expect, given_.expect_runs, given_.fold_run_at) == (expect, runs, fold_run_at)
+    assert type(given_.fold_run_at) is type(fold_run_at)
     plain.fold_run, plain.accepted_in = "r1", 3
     assert (plain.fold_run, plain.accepted_in, plain.expect) == ("r1", 3, None) and plain._decisions is not None
 
