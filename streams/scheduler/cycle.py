@@ -254,10 +254,15 @@ class Cycle:
         for placed in result.scheduled:
             entry = self.index.jobs[placed.job_id]
             executor, node = where[placed.node]
-            d = entry.delta
-            new_run = run_id_for(d.job_id, d.runs + 1)
+            runs = entry.value("runs") + 1
+            new_run = run_id_for(entry.job_id, runs)
+            # Made once from the entry, not from its delta (a job that never ran is held as its part): the event
+            # names the same job, queue and job set as the delta before it.
+            lease = entry.updated(
+                state="leased", runs=runs, run_id=new_run, executor=executor, node=node, run_state="leased", leased_at=self.now
+            )
             self.emit(
-                d,
+                lease,
                 "JobLeased",
                 {
                     "run_id": new_run,
@@ -268,13 +273,7 @@ class Cycle:
                     "cycle_id": self.outcome.cycle_id,
                 },
             )
-            self.decide(
-                entry,
-                LEASE,
-                updated(
-                    d, state="leased", runs=d.runs + 1, run_id=new_run, executor=executor, node=node, run_state="leased", leased_at=self.now
-                ),
-            )
+            self.decide(entry, LEASE, lease)
             leased.add(placed.job_id)
             self.decisions.append(
                 {"job_id": placed.job_id, "kind": "leased", "executor": executor, "node": node, "reason": f"scheduled in pool {pool}"}

@@ -186,6 +186,13 @@ class Entry:
             return feed.delta_of(self.job_id, self._submitted, *view)
         return view  # type: ignore[return-value]
 
+    def updated(self, **changes: Any) -> JobDelta:
+        """Its delta with ``changes`` (`feed.updated`), made at once from the part of a job that never ran."""
+        view = self._view
+        if type(view) is tuple:
+            return feed.updated_part(self.job_id, self._submitted, view, **changes)  # type: ignore[arg-type]
+        return updated(view, **changes)  # type: ignore[arg-type]
+
     @property
     def has_run(self) -> bool:
         """Whether the job's delta names a run (it was leased): if not, it is held in part (`feed.part_of`)."""

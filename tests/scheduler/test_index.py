@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -567,6 +568,17 @@ def test_a_worker_rebuilding_from_the_table_at_any_batch_end_has_the_same_index(
 def test_an_entry_answers_for_its_delta_whichever_way_it_holds_it(d: feed.JobDelta) -> None:
     entry = Entry(d)
     assert entry.delta == d and entry.has_run == (d.run_id is not None or d.run_state is not None)
+    lease: dict[str, Any] = {
+        "state": "leased",
+        "runs": d.runs + 1,
+        "run_id": "r",
+        "executor": "e",
+        "node": "n",
+        "run_state": "leased",
+        "leased_at": 9,
+    }
+    made = entry.updated(**lease)
+    assert made == replace(d, **lease) and type(made) is feed.JobDelta and entry.delta == d  # the entry itself unchanged
     assert all(entry.value(name) == getattr(d, name) for name in feed.PART_FIELDS)
     assert entry.busy == (d.cancel_requested or d.run_active or d.run_returned)
     assert entry.job == scheduling_job(d) and Entry(d).job == entry.job  # the second made from a remembered part
