@@ -645,7 +645,7 @@ def updated(delta: JobDelta, **changes: Any) -> JobDelta:
 _OF_POSITION = {name: i for i, name in enumerate(("job_id", "submitted", *PART_FIELDS))}
 
 
-def updated_part(job_id: str, submitted: int, part: tuple[Any, ...], **changes: Any) -> JobDelta:
+def updated_part(job_id: str, submitted: int, part: tuple[Any, ...], changes: dict[str, Any]) -> JobDelta:
     """``updated(delta_of(job_id, submitted, *part), **changes)``, made once: a cycle leases jobs that never
     ran, which the index holds as their part, and making the delta first cost a second one per lease."""
     values = [job_id, submitted, *part]

@@ -190,7 +190,7 @@ class Entry:
         """Its delta with ``changes`` (`feed.updated`), made at once from the part of a job that never ran."""
         view = self._view
         if type(view) is tuple:
-            return feed.updated_part(self.job_id, self._submitted, view, **changes)  # type: ignore[arg-type]
+            return feed.updated_part(self.job_id, self._submitted, view, changes)  # type: ignore[arg-type]
         return updated(view, **changes)  # type: ignore[arg-type]
 
     @property
