@@ -240,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
                 if health.get("status") == "refolding" and health.get("folded", 0) > 0 and not first_progress:
                     first_progress.append(now)
                     if args.py_spy and worker.process is not None:
-                        profiler = [args.py_spy, "record", "--format", "raw", "-o", args.profile_out, "--pid", str(worker.process.pid)]
+                        profiler = [args.py_spy, "record", "--format", "raw", "--subprocesses", "-o", args.profile_out]
+                        profiler += ["--pid", str(worker.process.pid)]  # and its refold's child (streams.agents.refold_child)
                         command = Command([*profiler, "--rate", "100", "--nonblocking"], stop_signal=signal.SIGINT, grace_s=30.0)
                         spy.append(children.add(command).start())  # py-spy writes its output on SIGINT
                 if now - last_log[0] > 5:

@@ -65,6 +65,10 @@ PART_MAX_EVENTS = 1_000
 # feed delta are written once, not once a part, and each part's round trips to the broker are
 # shared by more events (bench/fold.py's refold: ~40 -> ~34 us per event from 1,000 to 20,000).
 REFOLD_PART_MAX_EVENTS = 10_000
+# Messages a batch takes while a restored log is refolded in the child process (`refold_child`): the child
+# idles while the worker writes a batch's last part and takes the next batch, once a batch (~100 events a
+# message in bench/restore.py's log: 20 parts, not 5).
+REFOLD_BATCH_MAX_MESSAGES = 2_000
 
 
 def register(plane: ControlPlane) -> None:
@@ -139,8 +143,12 @@ def register(plane: ControlPlane) -> None:
         # started before the first batch, so that its start-up overlaps the worker's.
         child = None if plane.refold.caught_up else RefoldChild(REFOLD_PART_MAX_EVENTS)
         first = True
+
+        def batch_max() -> int:
+            return BATCH_MAX_MESSAGES if child is None else REFOLD_BATCH_MAX_MESSAGES
+
         try:
-            async for events in batches(stream, BATCH_MAX_MESSAGES, BATCH_WITHIN_S):
+            async for events in batches(stream, batch_max, BATCH_WITHIN_S):
                 if first and child is not None and not jobs.empty():
                     child.stop()  # the tables hold jobs (an agent restarted mid-refold): they are the fold's state
                     child = None

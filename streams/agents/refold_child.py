@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from socket import SHUT_RDWR, socketpair
+from socket import SHUT_RDWR, SO_RCVBUF, SO_SNDBUF, SOL_SOCKET, socketpair
 from typing import Any, NamedTuple
 
 from streams.agents.job_state import FoldedPart, PartFold, sent
@@ -40,6 +40,9 @@ from streams.tables.jobs import JobStore
 
 log = logging.getLogger(__name__)
 
+# Socket buffers of the pipe between the worker and the child (capped by the kernel's net.core.[rw]mem_max): a
+# part is a few MB, and the child waits on a full buffer until the worker's thread reads it.
+PIPE_BUFFER_BYTES = 4 << 20
 # Seconds the worker waits for its child to end once told to, before killing it.
 STOP_WAIT_S = 5.0
 
@@ -130,6 +133,9 @@ class RefoldChild:
 
     def __init__(self, part_max: int) -> None:
         ours, theirs = socketpair()
+        for end in (ours, theirs):
+            end.setsockopt(SOL_SOCKET, SO_SNDBUF, PIPE_BUFFER_BYTES)
+            end.setsockopt(SOL_SOCKET, SO_RCVBUF, PIPE_BUFFER_BYTES)
         self._socket = ours  # shut down to stop: closing the connection would not wake the thread reading it
         self._connection = Connection(os.dup(ours.fileno()))
         fd = theirs.fileno()
