@@ -17,7 +17,7 @@ events inside the records (an `events` record carries an event sequence); both c
 After the refold, `--check` (200) jobs picked at random are read through the REST API and must be in
 the state the log gives them (succeeded or queued).
 
-`--py-spy BIN` records a `--format raw` profile of the worker from its first refold progress to healthy
+`--py-spy BIN` records a `--format raw` profile of the worker and its refold's child process from its first refold progress to healthy
 (`--profile-out`; that run's figures are perturbed).
 
 Usage: .venv/bin/python bench/restore.py [--events 1000000] [--wave 100] [--codec deflate] [--check 200] [--py-spy BIN] [--worker-log PATH]

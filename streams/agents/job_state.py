@@ -17,7 +17,8 @@ leases of runs that ended within the part: `ended_lease`) in one produce batch p
 batch's job index rows and new specs, each table in one `TableBatch`; once the broker has them all, its
 job states (each job's last) go to `jobs`; a batch of more than `PART_MAX_EVENTS` job events does so in
 parts, with a turn of the event loop between them
-(`REFOLD_PART_MAX_EVENTS` while a restored log is refolded).
+(`REFOLD_PART_MAX_EVENTS` while a restored log is refolded; then into empty tables the fold runs in a child
+process and the agent writes what it gives back: `streams.agents.refold_child`).
 A per-message Faust write and send cost 90-230 us each; a batched one about 3 us.
 
 All the logic is the pure fold in `streams.scheduler.fold` (over `streams.domain.jobs`). A message it cannot decode or an event
