@@ -17,7 +17,7 @@ events inside the records (an `events` record carries an event sequence); both c
 After the refold, `--check` (200) jobs picked at random are read through the REST API and must be in
 the state the log gives them (succeeded or queued).
 
-`--py-spy BIN` records a `--format raw` profile of the worker from its first refold progress to healthy
+`--py-spy BIN` records a `--format raw` profile of the worker and its refold's child process from its first refold progress to healthy
 (`--profile-out`; that run's figures are perturbed).
 
 Usage: .venv/bin/python bench/restore.py [--events 1000000] [--wave 100] [--codec deflate] [--check 200] [--py-spy BIN] [--worker-log PATH]
@@ -69,6 +69,33 @@ START_MS = 1_800_000_000_000
 
 def log(message: str) -> None:
     print(f"[restore] {message}", file=sys.stderr, flush=True)
+
+
+def tree_cpu_seconds(pid: int | None) -> tuple[float, float]:
+    """User + system CPU time of a process and its child processes (the refold's, `streams.agents.refold_child`),
+    the ended ones included; and the children's part of it."""
+    if pid is None:
+        return 0.0, 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0, 0.0
+    own = cpu_seconds(pid)
+    children = (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")  # ended children, once waited for
+    for child in child_pids(pid):
+        children += sum(tree_cpu_seconds(child))
+    return own + children, children
+
+
+def child_pids(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
 
 
 def synthetic_log(root: Path, events_wanted: int, wave: int, codec: str) -> tuple[int, int, dict[str, str]]:
@@ -213,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
                 if health.get("status") == "refolding" and health.get("folded", 0) > 0 and not first_progress:
                     first_progress.append(now)
                     if args.py_spy and worker.process is not None:
-                        profiler = [args.py_spy, "record", "--format", "raw", "-o", args.profile_out, "--pid", str(worker.process.pid)]
+                        profiler = [args.py_spy, "record", "--format", "raw", "--subprocesses", "-o", args.profile_out]
+                        profiler += ["--pid", str(worker.process.pid)]  # and its refold's child (streams.agents.refold_child)
                         command = Command([*profiler, "--rate", "100", "--nonblocking"], stop_signal=signal.SIGINT, grace_s=30.0)
                         spy.append(children.add(command).start())  # py-spy writes its output on SIGINT
                 if now - last_log[0] > 5:
@@ -225,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             worker.start(timeout_s=300, on_health=progress)
             healthy = time.perf_counter()
             worker_pid = worker.process.pid if worker.process else None
-            worker_cpu = cpu_seconds(worker_pid)
+            worker_cpu, children_cpu = tree_cpu_seconds(worker_pid)
             broker_cpu = cpu_seconds(broker_pid) - broker_cpu_before
             for command in spy:
                 command.stop()
@@ -266,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"refold: {refold_s:.1f} s from the first progress to healthy ({counted / refold_s:,.0f} events/s, "
         f"{len(states) / refold_s:,.0f} jobs/s); {start_s:.1f} s from the worker's spawn (Faust start-up included); "
-        f"worker CPU {worker_cpu:.1f} s ({worker_cpu / counted * 1e6:.0f} us per event), "
+        f"worker CPU {worker_cpu:.1f} s ({worker_cpu / counted * 1e6:.0f} us per event; its child processes {children_cpu:.1f} s of it), "
         f"broker {broker_cpu:.1f} s ({broker_cpu / counted * 1e6:.0f} us per event)"
     )
     rate = counted / total_s
@@ -292,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                 "events_per_s": round(rate),
                 "worker_cpu_s": round(worker_cpu, 1),
                 "worker_cpu_us_per_event": round(worker_cpu / counted * 1e6, 1),
+                "worker_children_cpu_s": round(children_cpu, 1),
                 "broker_cpu_s": round(broker_cpu, 1),
                 "codec": args.codec,
             }

@@ -18,15 +18,17 @@ offsets are committed only after what they caused was written (at-least-once; th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from faust.types import EventT, StreamT
 
 
-async def batches(stream: StreamT[Any], max_messages: int, within_s: float) -> AsyncIterator[list[EventT[Any]]]:
-    """The stream's events in batches of at most ``max_messages``, each acknowledged once its
+async def batches(stream: StreamT[Any], max_messages: int | Callable[[], int], within_s: float) -> AsyncIterator[list[EventT[Any]]]:
+    """The stream's events in batches of at most ``max_messages`` (or as many as it says when called: the
+    job-state agent takes bigger batches while a restored log is refolded), each acknowledged once its
     consumer's loop body has run (or raised)."""
+    limit = max_messages if callable(max_messages) else lambda: max_messages
     stream.enable_acks = False  # acknowledged below, after the batch
     waiting: list[EventT[Any]] = []
     arrived = asyncio.Event()  # set while ``waiting`` holds events or the reader ended
@@ -38,7 +40,7 @@ async def batches(stream: StreamT[Any], max_messages: int, within_s: float) -> A
             async for event in stream.events():
                 waiting.append(event)
                 arrived.set()
-                if len(waiting) >= max_messages:
+                if len(waiting) >= limit():
                     room.clear()
                     await room.wait()
         finally:
@@ -52,10 +54,11 @@ async def batches(stream: StreamT[Any], max_messages: int, within_s: float) -> A
             if not waiting:  # the reader ended
                 reader.result()  # the stream's error, if any
                 return
-            if idle and len(waiting) < max_messages:
+            most = limit()
+            if idle and len(waiting) < most:
                 await asyncio.sleep(within_s)  # the rest of the fetch the first message came with
-            batch = waiting[:max_messages]
-            del waiting[:max_messages]
+            batch = waiting[:most]
+            del waiting[:most]
             if not waiting:
                 arrived.clear()
             room.set()

@@ -17,7 +17,8 @@ leases of runs that ended within the part: `ended_lease`) in one produce batch p
 batch's job index rows and new specs, each table in one `TableBatch`; once the broker has them all, its
 job states (each job's last) go to `jobs`; a batch of more than `PART_MAX_EVENTS` job events does so in
 parts, with a turn of the event loop between them
-(`REFOLD_PART_MAX_EVENTS` while a restored log is refolded).
+(`REFOLD_PART_MAX_EVENTS` while a restored log is refolded; then into empty tables the fold runs in a child
+process and the agent writes what it gives back: `streams.agents.refold_child`).
 A per-message Faust write and send cost 90-230 us each; a batched one about 3 us.
 
 All the logic is the pure fold in `streams.scheduler.fold` (over `streams.domain.jobs`). A message it cannot decode or an event
@@ -65,9 +66,15 @@ PART_MAX_EVENTS = 1_000
 # feed delta are written once, not once a part, and each part's round trips to the broker are
 # shared by more events (bench/fold.py's refold: ~40 -> ~34 us per event from 1,000 to 20,000).
 REFOLD_PART_MAX_EVENTS = 10_000
+# Messages a batch takes while a restored log is refolded in the child process (`refold_child`): the child
+# idles while the worker writes a batch's last part and takes the next batch, once a batch (~100 events a
+# message in bench/restore.py's log: 20 parts, not 5).
+REFOLD_BATCH_MAX_MESSAGES = 2_000
 
 
 def register(plane: ControlPlane) -> None:
+    from streams.agents.refold_child import RefoldChild, RefoldedPart  # it folds with this module's PartFold
+
     jobs, producer = plane.jobs, plane.batch_producer
     feed_topic = plane.topics.scheduler_feed.get_topic_name()
     commands_topic = plane.topics.executor_commands.get_topic_name()
@@ -96,6 +103,31 @@ def register(plane: ControlPlane) -> None:
             plane.metrics.events.labels(outcome).inc(count)
         plane.refold.folded_batch(part.messages, part.changes)
 
+    async def write_refolded(part: RefoldedPart, messages: Sequence[Message]) -> None:
+        """`write` of a part the refold's child folded and encoded (`streams.agents.refold_child`), in the same order."""
+        outbox = Outbox(producer)
+        await outbox.partition(feed_topic, 0, [(None, record) for record in part.records])
+        await outbox.keyed(commands_topic, part.commands)
+        await asyncio.gather(
+            outbox.delivered(), plane.job_index.write_rows(producer, part.rows), jobs.write_encoded_specs(producer, part.specs)
+        )
+        await jobs.write_encoded_states(producer, part.states)
+        for outcome, count in part.outcomes.items():
+            plane.metrics.events.labels(outcome).inc(count)
+        plane.refold.folded_part(messages, part.active)
+
+    async def refolded(child: RefoldChild, messages: list[Message]) -> None:
+        """Fold a batch in the child and write its parts in order, each while the child folds the next."""
+        child.send(messages)
+        at, writing = 0, None
+        while (part := await child.next()) is not None:
+            taken, at = messages[at : at + part.messages], at + part.messages
+            if writing is not None:
+                await writing
+            writing = asyncio.ensure_future(write_refolded(part, taken))
+        if writing is not None:
+            await writing
+
     async def written_then(writing: asyncio.Future[None] | None, part: FoldedPart) -> asyncio.Future[None]:
         """Start writing ``part`` once the part before it is written (parts are written in order, one at a time)."""
         if writing is not None:
@@ -108,20 +140,46 @@ def register(plane: ControlPlane) -> None:
         message while a write is under way, so its round trips to the broker overlap the fold instead of
         holding it (a refold's worker waited on the broker ~11% of the time, bench/restore.py)."""
         jobs.forget_pending()  # a restarted agent folds again what its failed run had not written
-        async for events in batches(stream, BATCH_MAX_MESSAGES, BATCH_WITHIN_S):
-            folding = PartFold(jobs, PART_MAX_EVENTS if plane.refold.caught_up else REFOLD_PART_MAX_EVENTS)
-            writing: asyncio.Future[None] | None = None
-            for event in events:
-                part = folding.add(event.message)
-                if part is not None:
-                    writing = await written_then(writing, part)
-                if writing is not None and not writing.done():
-                    await asyncio.sleep(0)  # the write goes on; so does everything else waiting on the loop
-            part = folding.rest()
+        # A restored log is refolded in a child process while the tables hold nothing else (`refold_child`);
+        # started before the first batch, so that its start-up overlaps the worker's.
+        child = None if plane.refold.caught_up else RefoldChild(REFOLD_PART_MAX_EVENTS)
+        first = True
+
+        def batch_max() -> int:
+            return BATCH_MAX_MESSAGES if child is None else REFOLD_BATCH_MAX_MESSAGES
+
+        try:
+            async for events in batches(stream, batch_max, BATCH_WITHIN_S):
+                if first and child is not None and not jobs.empty():
+                    child.stop()  # the tables hold jobs (an agent restarted mid-refold): they are the fold's state
+                    child = None
+                first = False
+                if child is not None:
+                    await refolded(child, [event.message for event in events])
+                    if plane.refold.caught_up:
+                        child.stop()
+                        child = None
+                    continue
+                await folded(events)
+        finally:
+            if child is not None:
+                child.stop()
+
+    async def folded(events: list[Any]) -> None:
+        """Fold a batch in this process, each part written while the next one is folded."""
+        folding = PartFold(jobs, PART_MAX_EVENTS if plane.refold.caught_up else REFOLD_PART_MAX_EVENTS)
+        writing: asyncio.Future[None] | None = None
+        for event in events:
+            part = folding.add(event.message)
             if part is not None:
                 writing = await written_then(writing, part)
-            if writing is not None:
-                await writing
+            if writing is not None and not writing.done():
+                await asyncio.sleep(0)  # the write goes on; so does everything else waiting on the loop
+        part = folding.rest()
+        if part is not None:
+            writing = await written_then(writing, part)
+        if writing is not None:
+            await writing
 
 
 def fold_batch(jobs: JobStore, messages: Sequence[Message], part_max: int | None = None) -> Iterator[FoldedPart]:

@@ -62,19 +62,21 @@ class RefoldGate:
     def folded_batch(self, messages: Iterable[Any], forwarded: Iterable[feed.Change]) -> None:
         """A batch of `events` messages folded and its outputs acknowledged; ``forwarded``: the changes it
         sent the scheduler (each changed job as the batch left it, see `streams.scheduler.feed.Change`)."""
+        if self.armed:
+            self.folded_part(messages, active_runs(forwarded))
+
+    def folded_part(self, messages: Iterable[Any], active: Iterable[tuple[str, str | None]]) -> None:
+        """As `folded_batch`, with what the changes say of runs (`active_runs`): worked out where they were folded."""
         if not self.armed:
             return
         for message in messages:
             if message.offset + 1 > self.folded.get(message.partition, 0):
                 self.folded[message.partition] = message.offset + 1
-        for change in forwarded:
-            if isinstance(change, dict):
-                runs = change["runs"]
-                executor = runs[-1]["executor"] if runs and runs[-1]["state"] in ACTIVE else None
-                if executor and change["state"] not in JOB_TERMINAL:
-                    self.active[change["job_id"]] = executor
-                else:
-                    self.active.pop(change["job_id"], None)
+        for job_id, executor in active:
+            if executor:
+                self.active[job_id] = executor
+            else:
+                self.active.pop(job_id, None)
         if self.caught_up_at is None and self.caught_up:
             self.caught_up_at = self.clock()
             log.info("refolded %d events; %d runs were active, on executors %s", self.total, len(self.active), self.waiting_for() or "-")
@@ -101,3 +103,14 @@ class RefoldGate:
         self.armed = False
         self.active.clear()
         return True
+
+
+def active_runs(forwarded: Iterable[feed.Change]) -> list[tuple[str, str | None]]:
+    """(job id, executor of its active run, or None once it has none or the job ended) of each job change forwarded, in order."""
+    found: list[tuple[str, str | None]] = []
+    for change in forwarded:
+        if isinstance(change, dict):
+            runs = change["runs"]
+            executor = runs[-1]["executor"] if runs and runs[-1]["state"] in ACTIVE else None
+            found.append((change["job_id"], executor if executor and change["state"] not in JOB_TERMINAL else None))
+    return found

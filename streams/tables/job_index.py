@@ -94,28 +94,10 @@ class JobIndexStore:
 
         Call it before the jobs are written: see the module's docstring."""
         index = self._index if not listed and self._index is not None else self.current()
+        puts, rows, held_requests = index_writes(index, jobs, events, requests)
         batch = TableBatch(self.table, producer)
-        changed: dict[str, tuple[int, JobRow]] = {}
-        for partition, job_id, job in jobs:
-            held = index.rows.get(job_id)
-            changed[job_id] = (partition, row_of(job, merged_events(() if held is None else held.events, events.get(job_id, ()))))
-        for job_id, positions in events.items():
-            held = index.rows.get(job_id)
-            if job_id not in changed and held is not None:
-                changed[job_id] = (positions[-1][0], with_events(held, held.events, positions))
-        rows = []
-        for job_id, (partition, row) in changed.items():
-            if index.changed(row):
-                batch.put(partition, job_id, row.encode())
-                rows.append(row)
-        held_requests = {}
-        for (queue, job_set), positions in requests.items():
-            known = index.requests.get((queue, job_set), ())
-            merged = tuple(sorted({*known, *positions}))
-            if merged != known:
-                key, value = encode_requests(queue, job_set, merged)
-                batch.put(positions[-1][0], key, value)
-                held_requests[(queue, job_set)] = merged
+        for partition, key, value in puts:
+            batch.put(partition, key, value)
         await batch.write()
         # Held once written, before the jobs table is: a caller told its jobs are in finds them in lists too.
         for row in rows:
@@ -125,3 +107,45 @@ class JobIndexStore:
                 index.rows[row.job_id] = row
         self._unlisted = self._unlisted or (not listed and bool(rows))
         index.requests.update(held_requests)
+
+    async def write_rows(self, producer: BatchProducer, puts: Iterable[tuple[int, str, bytes]]) -> None:
+        """Write rows and job-set request entries another process worked out (`index_writes`, a refold's child:
+        `streams.agents.refold_child`); the held index is rebuilt from the table when next read."""
+        batch = TableBatch(self.table, producer)
+        for partition, key, value in puts:
+            batch.put(partition, key, value)
+        await batch.write()
+        self.forget()
+
+
+def index_writes(
+    index: JobIndex,
+    jobs: Iterable[tuple[int, str, dict[str, Any]]],
+    events: Mapping[str, list[Position]],
+    requests: Mapping[tuple[str, str], list[Position]],
+) -> tuple[list[tuple[int, str, bytes]], list[JobRow], dict[tuple[str, str], tuple[Position, ...]]]:
+    """What `JobIndexStore.write_pending` writes, worked out against ``index`` (which it does not change): the
+    (partition, key, value) puts, the changed rows and the job sets' merged request positions, to hold once written."""
+    puts: list[tuple[int, str, bytes]] = []
+    changed: dict[str, tuple[int, JobRow]] = {}
+    for partition, job_id, job in jobs:
+        held = index.rows.get(job_id)
+        changed[job_id] = (partition, row_of(job, merged_events(() if held is None else held.events, events.get(job_id, ()))))
+    for job_id, positions in events.items():
+        held = index.rows.get(job_id)
+        if job_id not in changed and held is not None:
+            changed[job_id] = (positions[-1][0], with_events(held, held.events, positions))
+    rows = []
+    for job_id, (partition, row) in changed.items():
+        if index.changed(row):
+            puts.append((partition, job_id, row.encode()))
+            rows.append(row)
+    held_requests = {}
+    for (queue, job_set), positions in requests.items():
+        known = index.requests.get((queue, job_set), ())
+        merged = tuple(sorted({*known, *positions}))
+        if merged != known:
+            key, value = encode_requests(queue, job_set, merged)
+            puts.append((positions[-1][0], key, value))
+            held_requests[(queue, job_set)] = merged
+    return puts, rows, held_requests

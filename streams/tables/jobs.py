@@ -301,9 +301,33 @@ class JobStore:
             batch.put(partition, job_id, raw)
         await batch.write()
         self.written(writes)
+        self._wake_next_write()
+
+    def _wake_next_write(self) -> None:
         waiting, self._next_write = self._next_write, None
         if waiting is not None and not waiting.done():
             waiting.set_result(None)
+
+    def empty(self) -> bool:
+        """Whether the jobs table holds no job (in this worker's partitions)."""
+        return next(iter(self.table.keys()), None) is None
+
+    async def write_encoded_specs(self, producer: BatchProducer, specs: Sequence[tuple[int, str, bytes]]) -> None:
+        """Write (partition, job id, job_submitted message) specs that another process folded (a refold's child,
+        `streams.agents.refold_child`: its own store's `new_specs`), as `write_specs` would; before their states."""
+        batch = TableBatch(self.specs, producer)
+        for partition, job_id, raw in specs:
+            batch.put(partition, job_id, raw)
+        await batch.write()
+
+    async def write_encoded_states(self, producer: BatchProducer, states: Sequence[tuple[int, str, bytes]]) -> None:
+        """Write (partition, job id, job_state bytes) states another process folded and encoded (its own store's
+        `encoded`), as `write_states` would."""
+        batch = TableBatch(self.table, producer)
+        for partition, job_id, raw in states:
+            batch.put(partition, job_id, raw)
+        await batch.write()
+        self._wake_next_write()
 
     def written(self, writes: PendingWrites) -> None:
         """The tables hold ``writes`` (handed over): the fold reads their jobs from there again."""

@@ -59,3 +59,26 @@ def test_messages_waiting_are_one_batch_acknowledged_after_its_body_and_an_idle_
             assert taken[-1] == [b"e"]
 
     asyncio.run(scenario())
+
+
+def test_a_limit_given_as_a_callable_is_asked_for_each_batch(tmp_path: Path) -> None:
+    """The job-state agent takes bigger batches while a restored log is refolded in its child process, and the usual ones after."""
+    plane = agent_plane(tmp_path)
+    taken: list[list[bytes | None]] = []
+    limit = [2]
+
+    @plane.app.agent(plane.topics.submissions, name="batched", concurrency=1)
+    async def batched(stream: Any) -> None:
+        async for batch in batches(stream, lambda: limit[0], WITHIN_S):
+            taken.append([event.message.value for event in batch])
+            limit[0] = 3
+
+    async def scenario() -> None:
+        async with running(plane, "batched") as agent:
+            for value in (b"a", b"b", b"c", b"d", b"e", b"f"):
+                await agent.wrapper.put(value, wait=False)
+            await agent.settle(6)
+
+    asyncio.run(scenario())
+
+    assert taken == [[b"a", b"b"], [b"c", b"d", b"e"], [b"f"]]
