@@ -12,9 +12,13 @@ job set's jobs.
 
 The rows of this worker's active partitions are held in memory as a `JobIndex` with its sorted
 lists; it is rebuilt from the table (one read of small rows, each list sorted once) after every
-rebalance, so queries never read the jobs table. While a restored log is refolded the fold holds
-its rows without moving them between lists (``listed=False``): the lists are sorted once when the
-index is next read, which costs a refold about a third of moving each row as it changes.
+rebalance, so queries never read the jobs table. A row written is moved between the lists when the
+index is next read (`current`), not as it is written: a job's row changes about four times on its
+way to running (queued, leased, pending, running), the last three mostly between two reads, and is
+then moved once for all of them (the lists and counts depend only on the rows held, so a read finds what moving each
+row as written would have made). While a restored log is refolded the fold holds its rows without
+moving them at all (``listed=False``): the lists are sorted once when the index is next read, which
+costs a refold about a third of moving each row as it changes.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ from streams.tables.batched import BatchProducer, TableBatch
 from streams.tables.store import store_options
 from streams.tables.types import TextKey
 
+# Rows held unmoved at most (see the module's docstring); a few hundred bytes each.
+MOST_UNMOVED = 50_000
+
 
 def job_index_table(app: faust.App, settings: Settings) -> TableT:
     return app.Table(
@@ -59,13 +66,29 @@ class JobIndexStore:
     table: TableT
     _index: JobIndex | None = field(default=None, repr=False)  # None: to be rebuilt from the table
     _unlisted: bool = field(default=False, repr=False)  # the held rows are current, their lists are not
+    # Rows written since the index was last read, the newest per job, not yet held by it (see the module's docstring).
+    _unmoved: dict[str, JobRow] = field(default_factory=dict, repr=False)
 
     def forget(self, *args: Any, **kwargs: Any) -> None:
         """Partitions moved: the held rows are rebuilt from the table when next needed (a signal receiver)."""
         self._index, self._unlisted = None, False
+        self._unmoved.clear()  # in the table already
 
     def current(self) -> JobIndex:
         """The index of this worker's active partitions (rebuilt first if they changed); call once tables are recovered."""
+        index, unmoved = self._held(), self._unmoved
+        if self._unlisted:
+            index.rows.update(unmoved)
+            index = self._index = JobIndex.of(index.rows.values(), index.requests.items())
+        else:
+            for row in unmoved.values():
+                index.put(row)
+        unmoved.clear()
+        self._unlisted = False
+        return index
+
+    def _held(self) -> JobIndex:
+        """The held index, its rows' moves between lists not made yet (rebuilt from the table first if the partitions changed)."""
         if self._index is None:
             rows, requests = [], []
             for key, raw in self.table.items():
@@ -73,10 +96,8 @@ class JobIndexStore:
                     requests.append(decode_requests(key, raw))
                 else:
                     rows.append(JobRow.decode(key, raw))
-            self._index = JobIndex.of(rows, requests)
-        elif self._unlisted:
-            self._index = JobIndex.of(self._index.rows.values(), self._index.requests.items())
-        self._unlisted = False
+            self._index, self._unlisted = JobIndex.of(rows, requests), False
+            self._unmoved.clear()
         return self._index
 
     async def write_pending(
@@ -89,23 +110,24 @@ class JobIndexStore:
     ) -> None:
         """Write the rows of the jobs the fold changed in this batch (``jobs``: (partition, job id, job), `JobStore.pending`), or whose
         ``events`` it read (a refused event is shown on the job's page too), that differ from the
-        index's; and the positions of job sets' ``requests``. ``listed``: move the rows between the
-        held index's lists now (False while a restored log is refolded: once when next read).
+        index's; and the positions of job sets' ``requests``. ``listed``: the rows are moved between the held
+        index's lists when it is next read (False while a restored log is refolded: the lists are sorted anew then).
 
         Call it before the jobs are written: see the module's docstring."""
-        index = self._index if not listed and self._index is not None else self.current()
+        index, unmoved = self._held(), self._unmoved
+        held_rows = index.rows
         batch = TableBatch(self.table, producer)
         changed: dict[str, tuple[int, JobRow]] = {}
         for partition, job_id, job in jobs:
-            held = index.rows.get(job_id)
+            held = unmoved.get(job_id) or held_rows.get(job_id)
             changed[job_id] = (partition, row_of(job, merged_events(() if held is None else held.events, events.get(job_id, ()))))
         for job_id, positions in events.items():
-            held = index.rows.get(job_id)
+            held = unmoved.get(job_id) or held_rows.get(job_id)
             if job_id not in changed and held is not None:
                 changed[job_id] = (positions[-1][0], with_events(held, held.events, positions))
         rows = []
         for job_id, (partition, row) in changed.items():
-            if index.changed(row):
+            if (unmoved.get(job_id) or held_rows.get(job_id)) != row:
                 batch.put(partition, job_id, row.encode())
                 rows.append(row)
         held_requests = {}
@@ -117,11 +139,16 @@ class JobIndexStore:
                 batch.put(positions[-1][0], key, value)
                 held_requests[(queue, job_set)] = merged
         await batch.write()
-        # Held once written, before the jobs table is: a caller told its jobs are in finds them in lists too.
+        # Held once written, before the jobs table is: a caller told its jobs are in finds them in lists too (`current`).
         for row in rows:
-            if listed:
-                index.put(row)
+            if not listed:
+                unmoved.pop(row.job_id, None)
+                held_rows[row.job_id] = row
+            elif self._unlisted or row.job_id in held_rows:
+                unmoved[row.job_id] = row  # a move, made when the index is next read
             else:
-                index.rows[row.job_id] = row
+                index.put(row)  # a new job's row moves nowhere: held at once
         self._unlisted = self._unlisted or (not listed and bool(rows))
+        if len(unmoved) > MOST_UNMOVED:  # a worker nobody reads from holds two rows of these jobs meanwhile
+            self.current()
         index.requests.update(held_requests)
