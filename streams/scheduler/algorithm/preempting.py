@@ -375,7 +375,8 @@ class _PreemptingScheduler:
         unfeasible.clear()
 
         def skip(js: JobState) -> bool:
-            reason = unfeasible.get(js.scheduling_key) if first else None
+            # An empty dict first: looking a key up hashes its nested tuples, for every job of the pass.
+            reason = unfeasible.get(js.scheduling_key) if first and unfeasible else None
             if reason is None:
                 return False
             js.attempted, js.reason = True, reason
@@ -417,7 +418,7 @@ class _PreemptingScheduler:
         while heap:
             key, i = heapq.heappop(heap)
             group = groups[i]
-            if bulk_skip and group.shape.scheduling_key in self.unfeasible:
+            if bulk_skip and self.unfeasible and group.shape.scheduling_key in self.unfeasible:
                 continue
             job = group.jobs[group.next]
             group.next += 1
