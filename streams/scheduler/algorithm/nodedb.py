@@ -358,8 +358,8 @@ class NodeDb:
         if last is not None and last[1] is mask and last[0] == js.pairs and self.fits(last[2], EVICTED_LEVEL, js):
             return Placement(last[2], priority, NO_PREEMPTION)
         node = self.search(EVICTED_LEVEL, js, mask)
+        self._last_fit = None if node is None else (js.pairs, mask, node)
         if node is not None:
-            self._last_fit = (js.pairs, mask, node)
             return Placement(node, priority, NO_PREEMPTION)
         top = self.level(priority)
         if self.search(top, js, mask) is None:
