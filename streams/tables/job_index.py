@@ -149,6 +149,6 @@ class JobIndexStore:
             else:
                 index.put(row)  # a new job's row moves nowhere: held at once
         self._unlisted = self._unlisted or (not listed and bool(rows))
+        index.requests.update(held_requests)
         if len(unmoved) > MOST_UNMOVED:  # a worker nobody reads from holds two rows of these jobs meanwhile
             self.current()
-        index.requests.update(held_requests)

@@ -68,3 +68,26 @@ def test_a_read_finds_what_moving_each_row_as_written_makes_and_every_change_is_
         assert sum(len(records) for _, _, records in producer.batches) == len(written) == 6
 
     asyncio.run(scenario())
+
+
+def test_rows_refolded_unlisted_and_then_written_past_the_most_unmoved_are_read_with_every_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refold's rows (not listed), then a batch written once caught up that holds more than `MOST_UNMOVED`
+    rows unmoved: the index is sorted anew from every row, and keeps both batches' job set requests."""
+    monkeypatch.setattr(job_index, "MOST_UNMOVED", 0)
+    spec, reason = validate_item(item(), SubmitPolicy())
+    assert reason is None
+    one = Events("J1")
+    submitted, leased = fold([one.submitted(spec)]), fold([one.submitted(spec), one.leased("J1-1", node="n1")])
+
+    async def scenario() -> None:
+        plane, producer = agent_plane(tmp_path), Recorded()
+        store = plane.job_index
+        await store.write_pending([(0, "J1", submitted)], producer, {}, {("team-a", "set-1"): [(0, 1)]}, listed=False)
+        await store.write_pending([(0, "J1", leased)], producer, {}, {("team-a", "set-2"): [(0, 2)]})
+        index = store.current()
+        assert held(index) == held(JobIndex.of([row_of(leased)]))
+        assert index.requests == {("team-a", "set-1"): ((0, 1),), ("team-a", "set-2"): ((0, 2),)}
+
+    asyncio.run(scenario())
