@@ -87,6 +87,13 @@ class JobIndexStore:
         self._unlisted = False
         return index
 
+    def rebuild(self) -> None:
+        """Rebuild the index if the partitions changed or a refold left its lists unsorted, so that no request
+        waits for it; the rows written since it was read wait for the next read (the app calls this twice a
+        second: moving them then would move a job's row at most of its changes again)."""
+        if self._index is None or self._unlisted:
+            self.current()
+
     def _held(self) -> JobIndex:
         """The held index, its rows' moves between lists not made yet (rebuilt from the table first if the partitions changed)."""
         if self._index is None:
