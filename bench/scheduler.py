@@ -3,7 +3,10 @@
 
 Cases (after Armada's Go benchmarks): a full cycle that evicts and re-schedules 32,000 running
 1-cpu jobs on 1,000 32-cpu nodes (10 queues); one 32,000-member gang on 1,000 nodes; one job on
-each of 10,000 nearly full nodes; one cycle over 1,000,000 queued jobs (10 queues, 1,000 nodes).
+each of 10,000 nearly full nodes; one cycle over 1,000,000 queued jobs (10 queues, 1,000 nodes); and a
+cycle of `pipeline.py`'s stream (`stream_cycle`: 1,000 32-cpu / 256Gi nodes of two executors, 50,000
+running and 20,000 queued 250m / 1Gi jobs of one queue in Armada's default, non-preemptible class, the
+worker's default configuration, the running jobs' states kept from the cycle before as the worker keeps them).
 Inputs are built once per case, outside the timing. `seconds` is the median of `--runs` timed
 `schedule()` calls on those inputs, `range` their minimum and maximum (other processes share the
 machine, so a single figure is noise); garbage left by building the inputs or by the previous run
@@ -44,6 +47,8 @@ from streams.scheduler.algorithm.model import (
     SchedulingConfig,
 )
 from streams.scheduler.algorithm.preempting import schedule
+from streams.scheduler.algorithm.state import RunningStates
+from streams.scheduler.config import CycleConfig
 
 CPU = 1000
 GI = 2**30 * 1000
@@ -83,27 +88,44 @@ def queued_1m() -> CycleInput:
     return CycleInput(queues=QUEUES, nodes=_nodes(1000), running=(), queued=queued, now=0.0)
 
 
+def stream_cycle() -> CycleInput:
+    nodes = tuple(Node(f"ex{i % 2}-n{i:04d}", {"cpu": 32 * CPU, "memory": 256 * GI}, executor=f"ex{i % 2}") for i in range(1000))
+    request = {"cpu": CPU // 4, "memory": GI}
+
+    def job(i: int) -> Job:
+        return Job(f"job-{i:07d}", "queue-0", "armada-default", request, submit_time=float(i))
+
+    running = tuple(RunningJob(job(i), nodes[i * 7 % 1000].id, 1000) for i in range(50_000))
+    queued = tuple(job(50_000 + i) for i in range(20_000))
+    return CycleInput(queues=QUEUES[:1], nodes=nodes, running=running, queued=queued, now=0.0, carried=RunningStates())
+
+
 CASES: dict[str, Callable[[], CycleInput]] = {
     "full_cycle": full_cycle,
     "gang_32k": gang_32k,
     "nodes_10k": nodes_10k,
     "queued_1m": queued_1m,
+    "stream_cycle": stream_cycle,
 }
+# The cases scheduled with a configuration of their own.
+CONFIGS = {"stream_cycle": CycleConfig().scheduling}
 
 
 def measure(name: str, runs: int) -> dict[str, object]:
-    inputs = CASES[name]()
+    inputs, config = CASES[name](), CONFIGS.get(name, CONFIG)
+    if inputs.carried is not None:
+        schedule(inputs, config)  # the running jobs' states made, as the cycle before made them
     times, cpu_times = [], []
     for _ in range(runs):
         gc.collect()
         start, cpu_start = time.perf_counter(), time.process_time()
-        result = schedule(inputs, CONFIG)
+        result = schedule(inputs, config)
         times.append(time.perf_counter() - start)
         cpu_times.append(time.process_time() - cpu_start)
         del result
     gc.collect()
     tracemalloc.start()
-    schedule(inputs, CONFIG)
+    schedule(inputs, config)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {

@@ -45,7 +45,7 @@ def create_control_plane(settings: Settings) -> ControlPlane:
     async def rebuild_job_index() -> None:
         """Rebuild the job index once the tables are recovered after a rebalance, so no request waits for it."""
         if plane.ready:
-            plane.job_index.current()
+            plane.job_index.rebuild()
 
     if plane.archiver is not None:
         plane.app.service(plane.archiver)  # type: ignore[arg-type]  # an instance, as above

@@ -99,7 +99,7 @@ class ChildFold:
         jobs, index = self.jobs, self.index
         writes = jobs.hand_over()
         records, commands = sent(part)
-        rows, held_rows, held_requests = index_writes(index, writes.listed(), part.events, part.requests)
+        rows, held_rows, held_requests = index_writes(index.rows.get, index.requests, writes.listed(), part.events, part.requests)
         specs = jobs.new_specs(writes)
         states = jobs.encoded(writes)
         for row in held_rows:

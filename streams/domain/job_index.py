@@ -357,9 +357,6 @@ class JobIndex:
             "label": self.by_label,
         }
 
-    def changed(self, row: JobRow) -> bool:
-        return self.rows.get(row.job_id) != row
-
     def put(self, row: JobRow) -> None:
         """Hold ``row`` as its job's row, moving the job between lists as its row says."""
         before = self.rows.get(row.job_id)

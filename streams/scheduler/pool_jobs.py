@@ -67,11 +67,18 @@ class PoolJobs:
         self._queued_per_queue: Counter[str] = Counter()
         # Each node's id as one string, held by every run on it (`Entry.running` keeps them from cycle to cycle).
         self._node_ids = {node: node for node in context.where}
+        # The running jobs' ids in id order as `gathered` last gave them, the ids that started running since
+        # (and run still), and whether one of the ids in order stopped running: a cycle sorts only the new
+        # ids into the order (most of 100,000 running jobs were there at the last cycle), not every id.
+        self._order: list[str] = []
+        self._joined: list[str] = []
+        self._left = False
 
     def refresh(self, jobs: Mapping[str, Entry], job_ids: Iterable[str]) -> None:
         """Make the parts of ``job_ids`` again from their entries (gone from ``jobs``: no part)."""
+        running = self.running
         for job_id in job_ids:
-            run = self.running.pop(job_id, None)
+            run = running.pop(job_id, None)
             if run is not None:
                 self._running_per_queue[run.job.queue] -= 1
             job = self.queued.pop(job_id, None)
@@ -81,6 +88,11 @@ class PoolJobs:
             entry = jobs.get(job_id)
             if entry is not None:
                 self._add(job_id, entry)
+            if job_id in running:
+                if run is None:
+                    self._joined.append(job_id)
+            elif run is not None:
+                self._left = True
 
     def _add(self, job_id: str, entry: Entry) -> None:
         """A running job holds its node at its class's priority, or at a lower one where it runs away
@@ -121,8 +133,14 @@ class PoolJobs:
             node, requests = self.unmanaged[job_id]
             for name, amount in requests.items():
                 unmanaged[node][name] = unmanaged[node].get(name, 0) + amount
+        if self._left:
+            self._order = sorted(running)
+        elif self._joined:
+            self._order += self._joined
+            self._order.sort()  # a sorted run and the new ids: merged, not sorted anew
+        self._joined, self._left = [], False
         return Gathered(
-            [running[job_id] for job_id in sorted(running)],
+            list(map(running.__getitem__, self._order)),
             tuple(queued.values()),
             unmanaged,
             +self._running_per_queue,

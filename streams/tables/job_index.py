@@ -12,14 +12,18 @@ job set's jobs.
 
 The rows of this worker's active partitions are held in memory as a `JobIndex` with its sorted
 lists; it is rebuilt from the table (one read of small rows, each list sorted once) after every
-rebalance, so queries never read the jobs table. While a restored log is refolded the fold holds
-its rows without moving them between lists (``listed=False``): the lists are sorted once when the
-index is next read, which costs a refold about a third of moving each row as it changes.
+rebalance, so queries never read the jobs table. A row written is moved between the lists when the
+index is next read (`current`), not as it is written: a job's row changes about four times on its
+way to running (queued, leased, pending, running), the last three mostly between two reads, and is
+then moved once for all of them (the lists and counts depend only on the rows held, so a read finds what moving each
+row as written would have made). While a restored log is refolded the fold holds its rows without
+moving them at all (``listed=False``): the lists are sorted once when the index is next read, which
+costs a refold about a third of moving each row as it changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +46,9 @@ from streams.tables.batched import BatchProducer, TableBatch
 from streams.tables.store import store_options
 from streams.tables.types import TextKey
 
+# Rows held unmoved at most (see the module's docstring); a few hundred bytes each.
+MOST_UNMOVED = 50_000
+
 
 def job_index_table(app: faust.App, settings: Settings) -> TableT:
     return app.Table(
@@ -59,13 +66,36 @@ class JobIndexStore:
     table: TableT
     _index: JobIndex | None = field(default=None, repr=False)  # None: to be rebuilt from the table
     _unlisted: bool = field(default=False, repr=False)  # the held rows are current, their lists are not
+    # Rows written since the index was last read, the newest per job, not yet held by it (see the module's docstring).
+    _unmoved: dict[str, JobRow] = field(default_factory=dict, repr=False)
 
     def forget(self, *args: Any, **kwargs: Any) -> None:
         """Partitions moved: the held rows are rebuilt from the table when next needed (a signal receiver)."""
         self._index, self._unlisted = None, False
+        self._unmoved.clear()  # in the table already
 
     def current(self) -> JobIndex:
         """The index of this worker's active partitions (rebuilt first if they changed); call once tables are recovered."""
+        index, unmoved = self._held(), self._unmoved
+        if self._unlisted:
+            index.rows.update(unmoved)
+            index = self._index = JobIndex.of(index.rows.values(), index.requests.items())
+        else:
+            for row in unmoved.values():
+                index.put(row)
+        unmoved.clear()
+        self._unlisted = False
+        return index
+
+    def rebuild(self) -> None:
+        """Rebuild the index if the partitions changed or a refold left its lists unsorted, so that no request
+        waits for it; the rows written since it was read wait for the next read (the app calls this twice a
+        second: moving them then would move a job's row at most of its changes again)."""
+        if self._index is None or self._unlisted:
+            self.current()
+
+    def _held(self) -> JobIndex:
+        """The held index, its rows' moves between lists not made yet (rebuilt from the table first if the partitions changed)."""
         if self._index is None:
             rows, requests = [], []
             for key, raw in self.table.items():
@@ -73,10 +103,8 @@ class JobIndexStore:
                     requests.append(decode_requests(key, raw))
                 else:
                     rows.append(JobRow.decode(key, raw))
-            self._index = JobIndex.of(rows, requests)
-        elif self._unlisted:
-            self._index = JobIndex.of(self._index.rows.values(), self._index.requests.items())
-        self._unlisted = False
+            self._index, self._unlisted = JobIndex.of(rows, requests), False
+            self._unmoved.clear()
         return self._index
 
     async def write_pending(
@@ -89,24 +117,34 @@ class JobIndexStore:
     ) -> None:
         """Write the rows of the jobs the fold changed in this batch (``jobs``: (partition, job id, job), `JobStore.pending`), or whose
         ``events`` it read (a refused event is shown on the job's page too), that differ from the
-        index's; and the positions of job sets' ``requests``. ``listed``: move the rows between the
-        held index's lists now (False while a restored log is refolded: once when next read).
+        index's; and the positions of job sets' ``requests``. ``listed``: the rows are moved between the held
+        index's lists when it is next read (False while a restored log is refolded: the lists are sorted anew then).
 
         Call it before the jobs are written: see the module's docstring."""
-        index = self._index if not listed and self._index is not None else self.current()
-        puts, rows, held_requests = index_writes(index, jobs, events, requests)
+        index, unmoved = self._held(), self._unmoved
+        held_rows = index.rows
+
+        def newest(job_id: str) -> JobRow | None:
+            return unmoved.get(job_id) or held_rows.get(job_id)
+
+        puts, rows, held_requests = index_writes(newest, index.requests, jobs, events, requests)
         batch = TableBatch(self.table, producer)
         for partition, key, value in puts:
             batch.put(partition, key, value)
         await batch.write()
-        # Held once written, before the jobs table is: a caller told its jobs are in finds them in lists too.
+        # Held once written, before the jobs table is: a caller told its jobs are in finds them in lists too (`current`).
         for row in rows:
-            if listed:
-                index.put(row)
+            if not listed:
+                unmoved.pop(row.job_id, None)
+                held_rows[row.job_id] = row
+            elif self._unlisted or row.job_id in held_rows:
+                unmoved[row.job_id] = row  # a move, made when the index is next read
             else:
-                index.rows[row.job_id] = row
+                index.put(row)  # a new job's row moves nowhere: held at once
         self._unlisted = self._unlisted or (not listed and bool(rows))
         index.requests.update(held_requests)
+        if len(unmoved) > MOST_UNMOVED:  # a worker nobody reads from holds two rows of these jobs meanwhile
+            self.current()
 
     async def write_rows(self, producer: BatchProducer, puts: Iterable[tuple[int, str, bytes]]) -> None:
         """Write rows and job-set request entries another process worked out (`index_writes`, a refold's child:
@@ -119,30 +157,32 @@ class JobIndexStore:
 
 
 def index_writes(
-    index: JobIndex,
+    held: Callable[[str], JobRow | None],
+    known_requests: Mapping[tuple[str, str], tuple[Position, ...]],
     jobs: Iterable[tuple[int, str, dict[str, Any]]],
     events: Mapping[str, list[Position]],
     requests: Mapping[tuple[str, str], list[Position]],
 ) -> tuple[list[tuple[int, str, bytes]], list[JobRow], dict[tuple[str, str], tuple[Position, ...]]]:
-    """What `JobIndexStore.write_pending` writes, worked out against ``index`` (which it does not change): the
-    (partition, key, value) puts, the changed rows and the job sets' merged request positions, to hold once written."""
+    """What `JobIndexStore.write_pending` writes, worked out against ``held`` (a job's newest row, None for a new
+    job) and the job sets' ``known_requests``, neither changed here: the (partition, key, value) puts, the changed
+    rows and the job sets' merged request positions, to hold once written."""
     puts: list[tuple[int, str, bytes]] = []
     changed: dict[str, tuple[int, JobRow]] = {}
     for partition, job_id, job in jobs:
-        held = index.rows.get(job_id)
-        changed[job_id] = (partition, row_of(job, merged_events(() if held is None else held.events, events.get(job_id, ()))))
+        row = held(job_id)
+        changed[job_id] = (partition, row_of(job, merged_events(() if row is None else row.events, events.get(job_id, ()))))
     for job_id, positions in events.items():
-        held = index.rows.get(job_id)
-        if job_id not in changed and held is not None:
-            changed[job_id] = (positions[-1][0], with_events(held, held.events, positions))
+        row = held(job_id)
+        if job_id not in changed and row is not None:
+            changed[job_id] = (positions[-1][0], with_events(row, row.events, positions))
     rows = []
     for job_id, (partition, row) in changed.items():
-        if index.changed(row):
+        if held(job_id) != row:
             puts.append((partition, job_id, row.encode()))
             rows.append(row)
     held_requests = {}
     for (queue, job_set), positions in requests.items():
-        known = index.requests.get((queue, job_set), ())
+        known = known_requests.get((queue, job_set), ())
         merged = tuple(sorted({*known, *positions}))
         if merged != known:
             key, value = encode_requests(queue, job_set, merged)

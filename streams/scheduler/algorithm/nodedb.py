@@ -11,19 +11,21 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from streams.scheduler.algorithm.matching import static_mismatch
 from streams.scheduler.algorithm.model import Node, SchedulingConfig, Toleration
-from streams.scheduler.algorithm.state import JobState
+from streams.scheduler.algorithm.state import JobState, Pairs
 
 EVICTED_LEVEL = 0
 # Preempted-at priority of a placement that displaced nobody.
 NO_PREEMPTION = -(2**31)
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(NamedTuple):
+    """Where a job goes, at what priority. A named tuple: one is made for every job placed, and a
+    frozen dataclass costs several times as much to make."""
+
     node: int
     priority: int
     preempted_at: int
@@ -51,6 +53,34 @@ class _LevelIndex:
             self.key_of[node] = new
 
 
+def _key_maker(alloc: list[list[list[int]]], lvl: int, indexed: tuple[tuple[int, int], ...]) -> Callable[[int], tuple[int, ...]]:
+    """A node's key at ``lvl``: its allocatable of each indexed resource at index resolution, then the node.
+    Made for every job bound, so written out for the usual two or three indexed resources (a
+    comprehension over them costs five times as much)."""
+    if len(indexed) == 2:
+        (i0, r0), (i1, r1) = indexed
+
+        def two(node: int) -> tuple[int, ...]:
+            row = alloc[node][lvl]
+            return (row[i0] // r0, row[i1] // r1, node)
+
+        return two
+    if len(indexed) == 3:
+        (i0, r0), (i1, r1), (i2, r2) = indexed
+
+        def three(node: int) -> tuple[int, ...]:
+            row = alloc[node][lvl]
+            return (row[i0] // r0, row[i1] // r1, row[i2] // r2, node)
+
+        return three
+
+    def any_number(node: int) -> tuple[int, ...]:
+        row = alloc[node][lvl]
+        return (*[row[i] // res for i, res in indexed], node)
+
+    return any_number
+
+
 class NodeDb:
     def __init__(
         self, nodes: Sequence[Node], resource_names: Sequence[str], priorities: Sequence[int], config: SchedulingConfig, track_held: bool
@@ -71,6 +101,13 @@ class NodeDb:
         self.tops = [0] * (len(self.nodes) * self.n_levels)
         self._indices: dict[int, _LevelIndex] = {}
         self._masks: dict[tuple[object, ...], bytearray] = {}
+        # The masks of jobs placed at their own class's priority with nothing added, by `Shape.static_key`.
+        self._home_masks: dict[tuple[object, ...], bytearray] = {}
+        # The last fit found at the evicted level: (request pairs, mask, node), kept while the node db
+        # changed only by binding jobs of those pairs on that node (`bind`). A job of the same pairs
+        # and mask goes there again while it fits: the nodes before it in the level's key order are
+        # unchanged and still do not fit, and binding only lowered its own key.
+        self._last_fit: tuple[Pairs, bytearray, int] | None = None
         self._domains: dict[str, list[tuple[str, str]]] = {}
         # Placements before each change (job, node, priority, bound, evicted) while in a transaction.
         self._journal: list[tuple[JobState, int | None, int, bool, bool]] | None = None
@@ -147,6 +184,7 @@ class NodeDb:
             self.tops[js.node * self.n_levels + cut - 1] -= sign  # type: ignore[operator]
 
     def _mark(self, node: int, start: int, stop: int, pairs: tuple[tuple[int, int], ...], sign: int) -> None:
+        self._last_fit = None
         rows = self.alloc[node]
         for lvl in range(start, stop):
             row = rows[lvl]
@@ -175,7 +213,10 @@ class NodeDb:
         else:
             js.node, js.sched_priority, js.evicted, js.bound = placement.node, placement.priority, False, True
             cut = self.bind_cut(js)
+            last = self._last_fit
             self._mark(placement.node, 0, cut, js.pairs, -1)
+            if last is not None and last[2] == placement.node and last[0] == js.pairs:
+                self._last_fit = last  # only capacity of that node taken, by a job of those pairs: still the first fit
         self.tops[placement.node * self.n_levels + cut - 1] += 1
 
     def bind_counted(self, counts: Mapping[tuple[int, int, tuple[tuple[int, int], ...]], int]) -> None:
@@ -217,6 +258,11 @@ class NodeDb:
         self, js: JobState, tolerations: tuple[Toleration, ...], selector: Mapping[str, str], executor: str | None = None
     ) -> bytearray:
         """Nodes the job may use; ``executor``, when given, keeps only that executor's nodes."""
+        if not tolerations and not selector and executor is None:  # most placements: asked once per job
+            mask = self._home_masks.get(js.static_key)
+            if mask is None:
+                mask = self._home_masks[js.static_key] = bytearray(static_mismatch(node, js.job, (), {}) is None for node in self.nodes)
+            return mask
         key = (js.static_key, tolerations, tuple(sorted(selector.items())), executor)
         mask = self._masks.get(key)
         if mask is None:
@@ -230,14 +276,7 @@ class NodeDb:
     def _index(self, lvl: int) -> _LevelIndex:
         index = self._indices.get(lvl)
         if index is None:
-            alloc, indexed = self.alloc, self.indexed
-
-            def make_key(node: int) -> tuple[int, ...]:
-                row = alloc[node][lvl]
-                return (*[row[i] // res for i, res in indexed], node)
-
-            index = _LevelIndex(make_key, len(self.nodes))
-            self._indices[lvl] = index
+            index = self._indices[lvl] = _LevelIndex(_key_maker(self.alloc, lvl, self.indexed), len(self.nodes))
         return index
 
     def search(self, lvl: int, js: JobState, mask: bytearray) -> int | None:
@@ -315,7 +354,11 @@ class NodeDb:
         self, js: JobState, priority: int, tolerations: tuple[Toleration, ...], selector: Mapping[str, str], executor: str | None
     ) -> Placement | None:
         mask = self.mask(js, tolerations, selector, executor)
+        last = self._last_fit
+        if last is not None and last[1] is mask and last[0] == js.pairs and self.fits(last[2], EVICTED_LEVEL, js):
+            return Placement(last[2], priority, NO_PREEMPTION)
         node = self.search(EVICTED_LEVEL, js, mask)
+        self._last_fit = None if node is None else (js.pairs, mask, node)
         if node is not None:
             return Placement(node, priority, NO_PREEMPTION)
         top = self.level(priority)

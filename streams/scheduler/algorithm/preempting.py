@@ -375,7 +375,8 @@ class _PreemptingScheduler:
         unfeasible.clear()
 
         def skip(js: JobState) -> bool:
-            reason = unfeasible.get(js.scheduling_key) if first else None
+            # An empty dict first: looking a key up hashes its nested tuples, for every job of the pass.
+            reason = unfeasible.get(js.scheduling_key) if first and unfeasible else None
             if reason is None:
                 return False
             js.attempted, js.reason = True, reason
@@ -417,7 +418,7 @@ class _PreemptingScheduler:
         while heap:
             key, i = heapq.heappop(heap)
             group = groups[i]
-            if bulk_skip and group.shape.scheduling_key in self.unfeasible:
+            if bulk_skip and self.unfeasible and group.shape.scheduling_key in self.unfeasible:
                 continue
             job = group.jobs[group.next]
             group.next += 1
@@ -435,7 +436,7 @@ class _PreemptingScheduler:
     # -- one gang ---------------------------------------------------------------------------
     def _try_gang(self, queue: str, gang: list[JobState]) -> str:
         """Try to place the whole gang; returns "" on success, else why not."""
-        new = not all(js.evicted for js in gang)
+        new = not gang[0].evicted if len(gang) == 1 else not all(js.evicted for js in gang)
         if new and exceeds(self.scheduled_now, self.round_limits):
             for js in gang:
                 js.reason = reasons.ROUND_LIMIT
@@ -495,7 +496,7 @@ class _PreemptingScheduler:
 
     def _place_gang(self, gang: list[JobState]) -> str:
         nodedb = self.nodedb
-        label = gang[0].job.gang_uniformity_label
+        label = gang[0].job.gang_uniformity_label if gang[0].gang_id else ""
         if not label and len(gang) == 1:
             ok, _, _, displaced = self._place(gang, {}, None)
             if not ok:

@@ -37,9 +37,13 @@ def _gangs(items: Iterable[JobState], lookback: int, skip: Callable[[JobState], 
 
 
 class QueueCursor:
-    """A queue's next gang together with the costs that rank it against other queues."""
+    """A queue's next gang together with the costs that rank it against other queues.
 
-    __slots__ = ("name", "weight", "budget", "gang", "all_evicted", "proposed", "current", "size", "class_priority", "_gangs", "_shared")
+    The costs are made when the cursor is first compared, not when it advances: a queue alone in the
+    pass (the common case) is never compared, and a queue's allocation changes only while its gang is
+    being tried, outside the heap, so they are what `advance` would have found."""
+
+    __slots__ = ("name", "weight", "budget", "gang", "all_evicted", "_costs", "class_priority", "_gangs", "_shared")
 
     def __init__(self, name: str, weight: float, budget: float, gangs: Iterator[list[JobState]], shared: _Ranking) -> None:
         self.name = name
@@ -51,49 +55,58 @@ class QueueCursor:
         self.advance()
 
     def advance(self) -> None:
-        self.gang = next(self._gangs, None)
-        if self.gang is None:
+        self.gang = gang = next(self._gangs, None)
+        if gang is None:
             return
-        shared = self._shared
-        allocation = shared.allocation[self.name]
-        gang = self.gang
-        if len(gang) == 1:  # most gangs: the job's own request vector and priority
+        self._costs: tuple[float, float, float] | None = None
+        if len(gang) == 1:  # most gangs: the job's own priority
             js = gang[0]
-            request: Sequence[int] = js.req
             self.all_evicted = js.evicted
             self.class_priority = js.sched_priority if js.bound or js.evicted else js.pc.priority
         else:
-            request = [0] * len(allocation)
-            for js in gang:
-                for i, amount in js.pairs:
-                    request[i] += amount
             self.all_evicted = all(js.evicted for js in gang)
             # A gang whose members were placed at different priorities ranks by the lowest.
             self.class_priority = min(js.sched_priority if js.bound or js.evicted else js.pc.priority for js in gang)
-        proposed = [a + r for a, r in zip(allocation, request, strict=True)]
-        cost = shared.cost
-        self.current = cost.weighted(allocation, self.weight)
-        self.proposed = cost.weighted(proposed, self.weight)
-        self.size = cost.unweighted(request) * self.weight
+
+    def costs(self) -> tuple[float, float, float]:
+        """(current, proposed, size): the queue's weighted cost now and with its gang, and the gang's."""
+        costs = self._costs
+        if costs is None:
+            gang, shared = self.gang, self._shared
+            assert gang is not None
+            allocation = shared.allocation[self.name]
+            if len(gang) == 1:
+                request: Sequence[int] = gang[0].req
+            else:
+                request = [0] * len(allocation)
+                for js in gang:
+                    for i, amount in js.pairs:
+                        request[i] += amount
+            proposed = [a + r for a, r in zip(allocation, request, strict=True)]
+            cost = shared.cost
+            current, size = cost.weighted(allocation, self.weight), cost.unweighted(request) * self.weight
+            costs = self._costs = (current, cost.weighted(proposed, self.weight), size)
+        return costs
 
     def __lt__(self, other: QueueCursor) -> bool:
         shared = self._shared
         if shared.consider_priority and self.class_priority != other.class_priority:
             return self.class_priority > other.class_priority
+        (current, proposed, size), (other_current, other_proposed, other_size) = self.costs(), other.costs()
         if shared.prefer_large:
-            mine, theirs = self.proposed <= self.budget, other.proposed <= other.budget
+            mine, theirs = proposed <= self.budget, other_proposed <= other.budget
             if mine and theirs:
-                if self.current == other.current and self.size != other.size:
-                    return self.size > other.size
-                if self.current != other.current:
-                    return self.current < other.current
+                if current == other_current and size != other_size:
+                    return size > other_size
+                if current != other_current:
+                    return current < other_current
             elif not mine and not theirs:
-                if self.proposed != other.proposed:
-                    return self.proposed < other.proposed
+                if proposed != other_proposed:
+                    return proposed < other_proposed
             else:
                 return mine
-        elif self.proposed != other.proposed:
-            return self.proposed < other.proposed
+        elif proposed != other_proposed:
+            return proposed < other_proposed
         return self.name < other.name
 
 

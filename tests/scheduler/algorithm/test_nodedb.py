@@ -2,6 +2,9 @@
 
 import copy
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from streams.scheduler.algorithm.model import NodeAllocation
 from streams.scheduler.algorithm.nodedb import NO_PREEMPTION, NodeDb, Placement
 from streams.scheduler.algorithm.state import JobState, Shape
@@ -70,3 +73,39 @@ def test_put_back_in_the_last_pass_may_still_displace_other_pods_below_it():
     db.evict(mid)
     db.displacement_follows = False
     assert db.select(mid, {}) == Placement(0, 1, NO_PREEMPTION)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(1, 8), min_size=1, max_size=6),
+    st.lists(st.tuples(st.sampled_from(["place", "evict", "unbind", "rollback"]), st.integers(0, 2), st.integers(0, 30)), max_size=60),
+)
+# Three 1-cpu jobs: two fill n0, the third goes to n1; the first is taken off n0, which is then the tighter fit again.
+@example([2, 8], [("place", 0, 0), ("place", 0, 0), ("place", 0, 0), ("evict", 0, 0), ("unbind", 0, 0), ("place", 0, 0)])
+def test_a_placement_at_the_evicted_level_is_the_tightest_fit_a_full_search_finds(cpus, steps):
+    """The node db keeps a shape's last fit while only binds of that shape changed it (`NodeDb._last_fit`):
+    every placement it makes is still the node a search over the whole level finds, whatever came between."""
+    db = NodeDb([node(f"n{i}", cpu=cpu) for i, cpu in enumerate(cpus)], NAMES, [0, 1, 2, 3], config(), track_held=False)
+    shapes = [_state(f"shape-{i}", cpu).pairs for i, cpu in enumerate((1, 2, 3))]
+    placed: list[JobState] = []
+    for n, (kind, which, pick) in enumerate(steps):
+        if kind == "place":
+            js = _state(f"j{n}", (1, 2, 3)[which])
+            assert js.pairs == shapes[which]
+            expected = db.search(0, js, db.mask(js, (), {}))
+            placement = db.select(js, {})
+            if expected is not None:
+                assert placement is not None and (placement.node, placement.preempted_at) == (expected, NO_PREEMPTION)
+                db.bind(js, placement)
+                placed.append(js)
+        elif kind == "evict" and placed and not placed[pick % len(placed)].evicted:
+            db.evict(placed[pick % len(placed)])
+        elif kind == "unbind" and placed and placed[pick % len(placed)].evicted and placed[pick % len(placed)].bound:
+            db.unbind_evicted(placed[pick % len(placed)])
+        elif kind == "rollback":
+            db.begin()
+            js = _state(f"t{n}", (1, 2, 3)[which])
+            placement = db.select(js, {})
+            if placement is not None:
+                db.bind(js, placement)
+            db.rollback()
