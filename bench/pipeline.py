@@ -22,7 +22,9 @@ Two sessions, each with its own broker and worker:
      timestamp); leased = `created` of its JobLeased event (the scheduler stamps its cycle's tick
      time, i.e. when the timer produced the tick that closed the window, before the scheduler has
      read it: "at the tick") and the JobLeased message's own timestamp (when the worker produced
-     it, after the cycle: "on the log"). p50 / p99 / max of both;
+     it, after the cycle: "on the log"). p50 / p99 / max of both; from the scheduler feed, each job's
+     hops, and the ticks' cadence (tick -> next tick, tick -> its cycle's Committed record: p50 / p90),
+     which the slowest jobs, queued just after a tick, wait on;
    - stream: `--jobs` jobs in requests of `--batch`, produced to `flotilla.submissions` as fast as
      possible (as bench/ingest.py does). leases/s = leases / (the first leasing cycle's tick -> the
      last JobLeased message timestamp): a cycle's leases reach the log together, so first -> last
@@ -600,12 +602,23 @@ HOPS = (
 HOPS_READ_S = 30.0
 
 
-async def idle_hops(bootstrap: str, follower: EventFollower) -> dict[str, list[float]]:
-    """Seconds each leased idle job spent on each of `HOPS`, in job order, from the scheduler feed read from its start."""
+@dataclass(frozen=True)
+class IdleFeed:
+    """The idle phase as the scheduler feed shows it: each job's hops, and the scheduler's cadence over the
+    ticks from the first idle job's queued record to the tick after the last one's (seconds, message timestamps)."""
+
+    hops: dict[str, list[float]]  # `HOPS`, each in the same job order
+    tick_gaps: list[float]  # tick -> next tick: what the slowest jobs, queued just after a tick, wait for
+    tick_to_commit: list[float]  # tick -> its cycle's Committed record, for the cycles that decided something
+
+
+async def idle_hops(bootstrap: str, follower: EventFollower) -> IdleFeed:
+    """Seconds each leased idle job spent on each of `HOPS`, in job order, and the tick cadence, from the feed read from its start."""
     leases = follower.leased(IDLE)
     wanted = {job_id for job_id in leases if job_id in follower.ingested}
     queued: dict[str, tuple[int, int]] = {}  # job id -> (offset, timestamp) of the first feed record that brings it queued
     ticks: list[tuple[int, int]] = []  # (offset, timestamp) of every tick
+    commits: dict[int, int] = {}  # tick offset -> timestamp of its Committed record
     consumer = await started_consumer(bootstrap, {FEED: 1})
     deadline = time.monotonic() + HOPS_READ_S
     try:
@@ -618,6 +631,8 @@ async def idle_hops(bootstrap: str, follower: EventFollower) -> dict[str, list[f
                         continue
                     if isinstance(decoded, feed.Tick):
                         ticks.append((record.offset, record.timestamp))
+                    elif isinstance(decoded, feed.Committed):
+                        commits.setdefault(decoded.tick, record.timestamp)
                     elif isinstance(decoded, feed.Changes):
                         for change in decoded.records:
                             if isinstance(change, feed.JobDelta) and change.state == "queued" and change.job_id in wanted:
@@ -628,15 +643,21 @@ async def idle_hops(bootstrap: str, follower: EventFollower) -> dict[str, list[f
         await consumer.stop()
     tick_offsets = [offset for offset, _ in ticks]
     hops: dict[str, list[float]] = {hop: [] for hop in HOPS}
+    used: list[int] = []  # the first tick after each job's queued record
     for job_id in sorted(queued):
         offset, fed = queued[job_id]
         after = bisect.bisect_right(tick_offsets, offset)
         if after == len(ticks):
             continue
+        used.append(after)
         times = (follower.submitted[job_id], follower.ingested[job_id], fed, ticks[after][1], leases[job_id].log_ms)
         for hop, start, end in zip(HOPS, times, times[1:], strict=False):
             hops[hop].append((end - start) / 1000)
-    return hops
+    first = bisect.bisect_right(tick_offsets, min((offset for offset, _ in queued.values()), default=0)) - 1
+    span = ticks[max(first, 0) : max(used, default=-1) + 1]
+    gaps = [(later - earlier) / 1000 for (_, earlier), (_, later) in zip(span, span[1:], strict=False)]
+    to_commit = [(commits[offset] - at) / 1000 for offset, at in span if offset in commits]
+    return IdleFeed(hops, gaps, to_commit)
 
 
 @dataclass(frozen=True)
@@ -795,7 +816,7 @@ def worker_progress(session: Session) -> Callable[[], str]:
 class StreamResult:
     idle_tick: list[float]
     idle_log: list[float]
-    idle_hops: dict[str, list[float]]  # `HOPS`, each in the same job order
+    idle_feed: IdleFeed
     idle_cycles: tuple[float | None, ...]  # the idle phase's cycles, and of those the ones run ahead of the feed (None: not counted)
     stream_tick: list[float]
     stream_log: list[float]
@@ -831,7 +852,7 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
             await submit_spread(producer, idle, args.idle_interval, seed=1)
             await wait_leased(session, follower, IDLE, args.idle_jobs, first_cycle, progress)
         idle_tick, idle_log = latencies(follower, IDLE)
-        hops = await idle_hops(session.broker.bootstrap, follower)
+        idle_feed = await idle_hops(session.broker.bootstrap, follower)
         run_ahead = tuple(
             None if after is None else after - (before or 0.0) for before, after in zip(counted, session.cycles_run_ahead(), strict=True)
         )
@@ -850,7 +871,7 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
         return StreamResult(
             idle_tick,
             idle_log,
-            hops,
+            idle_feed,
             run_ahead,
             stream_tick,
             stream_log,
@@ -981,6 +1002,19 @@ def print_hops(hops: dict[str, list[float]]) -> None:
     print(f"    the slowest 1% of them, mean per hop: {tail}")
 
 
+def p50_p90(values: list[float]) -> tuple[float | None, float | None]:
+    return (percentile(values, 0.5), percentile(values, 0.9)) if values else (None, None)
+
+
+def print_cadence(found: IdleFeed) -> None:
+    gaps, to_commit = p50_p90(found.tick_gaps), p50_p90(found.tick_to_commit)
+    print(
+        f"    idle ticks ({len(found.tick_gaps) + 1:,}, message timestamps): tick -> next tick p50 {fmt(gaps[0], '.3f')}s, "
+        f"p90 {fmt(gaps[1], '.3f')}s; tick -> its Committed record ({len(found.tick_to_commit):,} deciding cycles) "
+        f"p50 {fmt(to_commit[0], '.3f')}s, p90 {fmt(to_commit[1], '.3f')}s"
+    )
+
+
 def print_rate(label: str, rate: Rate | None, leased: int, jobs: int, start: str) -> None:
     if rate is None:
         print(f"  {label}: nothing leased")
@@ -1056,7 +1090,8 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
     )
     print("stream session (executors up from the start):")
     print_latencies("idle submit-to-lease", stream.idle_tick, stream.idle_log)
-    print_hops(stream.idle_hops)
+    print_hops(stream.idle_feed.hops)
+    print_cadence(stream.idle_feed)
     cycles, ahead = stream.idle_cycles
     print(f"    idle phase cycles {fmt(cycles)}, of which run as soon as their tick was on the feed {fmt(ahead)}")
     print_latencies("submit-to-lease under the stream", stream.stream_tick, stream.stream_log)
@@ -1125,9 +1160,11 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
                 "idle_log_p50_s": none_or_round(idle_log["p50"]),
                 "idle_log_p99_s": none_or_round(idle_log["p99"]),
                 "idle_log_max_s": none_or_round(idle_log["max"]),
-                "idle_hops_p50_s": {hop: none_or_round(summary(times)["p50"]) for hop, times in stream.idle_hops.items()},
-                "idle_hops_p99_s": {hop: none_or_round(summary(times)["p99"]) for hop, times in stream.idle_hops.items()},
-                "idle_slowest_hops_s": rounded(slowest_hops(stream.idle_hops)),
+                "idle_hops_p50_s": {hop: none_or_round(summary(times)["p50"]) for hop, times in stream.idle_feed.hops.items()},
+                "idle_hops_p99_s": {hop: none_or_round(summary(times)["p99"]) for hop, times in stream.idle_feed.hops.items()},
+                "idle_slowest_hops_s": rounded(slowest_hops(stream.idle_feed.hops)),
+                "idle_tick_gap_p50_p90_s": [none_or_round(q) for q in p50_p90(stream.idle_feed.tick_gaps)],
+                "idle_tick_to_commit_p50_p90_s": [none_or_round(q) for q in p50_p90(stream.idle_feed.tick_to_commit)],
                 "idle_cycles": stream.idle_cycles[0],
                 "idle_cycles_run_ahead": stream.idle_cycles[1],
                 "stream_p50_s": none_or_round(summary(stream.stream_tick)["p50"]),
