@@ -70,6 +70,10 @@ REFOLD_PART_MAX_EVENTS = 10_000
 # idles while the worker writes a batch's last part and takes the next batch, once a batch (~100 events a
 # message in bench/restore.py's log: 20 parts, not 5).
 REFOLD_BATCH_MAX_MESSAGES = 2_000
+# Jobs the refold's child may hold: it keeps every job it made in memory (states, specs and index rows, ~1.4 KB a
+# job at bench/restore.py's log, bench/README.md), so past this many the worker stops it and folds the rest of the
+# log itself, from the tables the child's parts were written to (as after an agent restarted mid-refold).
+REFOLD_CHILD_MOST_JOBS = 1_000_000
 
 
 def register(plane: ControlPlane) -> None:
@@ -116,17 +120,19 @@ def register(plane: ControlPlane) -> None:
             plane.metrics.events.labels(outcome).inc(count)
         plane.refold.folded_part(messages, part.active)
 
-    async def refolded(child: RefoldChild, messages: list[Message]) -> None:
-        """Fold a batch in the child and write its parts in order, each while the child folds the next."""
+    async def refolded(child: RefoldChild, messages: list[Message]) -> int:
+        """Fold a batch in the child and write its parts in order, each while the child folds the next; returns how
+        many jobs the child holds now."""
         child.send(messages)
-        at, writing = 0, None
+        at, writing, held = 0, None, 0
         while (part := await child.next()) is not None:
-            taken, at = messages[at : at + part.messages], at + part.messages
+            taken, at, held = messages[at : at + part.messages], at + part.messages, part.held
             if writing is not None:
                 await writing
             writing = asyncio.ensure_future(write_refolded(part, taken))
         if writing is not None:
             await writing
+        return held
 
     async def written_then(writing: asyncio.Future[None] | None, part: FoldedPart) -> asyncio.Future[None]:
         """Start writing ``part`` once the part before it is written (parts are written in order, one at a time)."""
@@ -155,8 +161,10 @@ def register(plane: ControlPlane) -> None:
                     child = None
                 first = False
                 if child is not None:
-                    await refolded(child, [event.message for event in events])
-                    if plane.refold.caught_up:
+                    held = await refolded(child, [event.message for event in events])
+                    if held > REFOLD_CHILD_MOST_JOBS:
+                        log.info("the refold's child holds %d jobs, more than %d: the worker folds the rest", held, REFOLD_CHILD_MOST_JOBS)
+                    if plane.refold.caught_up or held > REFOLD_CHILD_MOST_JOBS:
                         child.stop()
                         child = None
                     continue

@@ -61,7 +61,8 @@ class RefoldedPart:
     """A part folded by the child, as the worker writes it: how many of the batch's messages it holds (the
     parts of a batch are its messages in order), how their events went, the feed records and commands it
     sends, the job-index puts, the new specs and the job states (each (partition, key, bytes)), and each
-    forwarded job's active run (`active_runs`) for the refold gate."""
+    forwarded job's active run (`active_runs`) for the refold gate; and how many jobs the child holds after it (its
+    memory: `job_state.REFOLD_CHILD_MOST_JOBS`)."""
 
     messages: int
     outcomes: Counter[str]
@@ -71,6 +72,7 @@ class RefoldedPart:
     specs: list[tuple[int, str, bytes]]
     states: list[tuple[int, str, bytes]]
     active: list[tuple[str, str | None]]
+    held: int
 
 
 @dataclass
@@ -110,7 +112,9 @@ class ChildFold:
         for _, job_id, raw in states:
             jobs.table[job_id] = raw
         jobs.written(writes)
-        return RefoldedPart(len(part.messages), part.outcomes, records, commands, rows, specs, states, active_runs(part.changes))
+        return RefoldedPart(
+            len(part.messages), part.outcomes, records, commands, rows, specs, states, active_runs(part.changes), len(jobs.table)
+        )
 
 
 def serve(connection: Connection, part_max: int) -> None:

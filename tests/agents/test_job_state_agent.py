@@ -5,6 +5,7 @@ records and executor commands the fold forwards."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from schemas.codec import decode, encode
 from streams.agents import job_state
+from streams.agents.refold_child import RefoldChild
 from streams.plane import ControlPlane
 from streams.scheduler import feed
 from streams.tables.job_index import JobIndexStore
@@ -252,5 +254,48 @@ def test_while_a_restored_log_is_refolded_a_batch_is_written_in_larger_parts(tmp
             rebuilt.ordered,
             rebuilt.counts,
         )
+
+    asyncio.run(scenario())
+
+
+def test_a_refold_child_holding_too_many_jobs_is_stopped_and_the_worker_folds_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The refold's child keeps every job it made in memory; past `REFOLD_CHILD_MOST_JOBS` the worker stops it and
+    folds the next batches itself, reading the jobs the child's parts wrote to the tables."""
+    monkeypatch.setattr(job_state, "REFOLD_CHILD_MOST_JOBS", 3)
+    monkeypatch.setattr(job_state, "BATCH_WITHIN_S", 1.0)  # each put_batch in one take, however busy the machine
+    ids = [f"job-{n}{i}" for n in range(3) for i in "ab"]
+    sent_to_child: list[int] = []
+    send = RefoldChild.send
+
+    def counted_send(child: RefoldChild, messages: Sequence[Any]) -> None:
+        sent_to_child.append(len(messages))
+        send(child, messages)
+
+    monkeypatch.setattr(RefoldChild, "send", counted_send)
+
+    async def scenario() -> None:
+        jobs = plane(tmp_path)
+        jobs.refold.arm({0: 6})  # the restored log: six messages in two batches
+        events = {job_id: Events(job_id) for job_id in ids}
+        submitted = [message(*(events[job_id].submitted() for job_id in ids[n : n + 2])) for n in range(0, 6, 2)]
+        leased = [message(*(events[job_id].leased(f"{job_id}-run") for job_id in ids[n : n + 2])) for n in range(0, 6, 2)]
+        async with running(jobs, "job-state") as agent:
+            with caplog.at_level("INFO", logger=job_state.__name__):
+                await agent.put_batch(submitted, key=KEY)  # folded by the child, which then holds six jobs
+            assert "the refold's child holds 6 jobs, more than 3" in caplog.text
+            assert not jobs.refold.caught_up
+            await agent.put_batch(leased, key=KEY)  # folded by the worker, from the tables the child's parts filled
+            assert jobs.refold.caught_up
+
+        assert sent_to_child == [3]  # the first batch only
+        assert all(stored(jobs, job_id)["state"] == "leased" for job_id in ids)
+        assert [(d.job_id, d.state) for r in feed_records(jobs) for d in deltas(r)] == [
+            *[(job_id, "queued") for job_id in ids],
+            *[(job_id, "leased") for job_id in ids],
+        ]
+        assert [row.job_id for row in jobs.job_index.current().in_states({"leased"})] == ids
+        assert counted(jobs, "applied") == 12
 
     asyncio.run(scenario())
