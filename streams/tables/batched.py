@@ -221,6 +221,14 @@ class Outbox:
         await asyncio.gather(*sent)
 
 
+async def write_puts(table: Any, producer: BatchProducer, puts: Iterable[tuple[int, Any, Any]]) -> None:
+    """Write (partition, key, value) ``puts`` to ``table`` and its changelog as one `TableBatch`."""
+    batch = TableBatch(table, producer)
+    for partition, key, value in puts:
+        batch.put(partition, key, value)
+    await batch.write()
+
+
 @dataclass
 class TableBatch:
     """The writes of one batch to one table, in order; ``write`` applies and publishes them."""

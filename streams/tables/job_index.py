@@ -42,7 +42,7 @@ from streams.domain.job_index import (
     row_of,
     with_events,
 )
-from streams.tables.batched import BatchProducer, TableBatch
+from streams.tables.batched import BatchProducer, write_puts
 from streams.tables.store import store_options
 from streams.tables.types import TextKey
 
@@ -128,10 +128,7 @@ class JobIndexStore:
             return unmoved.get(job_id) or held_rows.get(job_id)
 
         puts, rows, held_requests = index_writes(newest, index.requests, jobs, events, requests)
-        batch = TableBatch(self.table, producer)
-        for partition, key, value in puts:
-            batch.put(partition, key, value)
-        await batch.write()
+        await write_puts(self.table, producer, puts)
         # Held once written, before the jobs table is: a caller told its jobs are in finds them in lists too (`current`).
         for row in rows:
             if not listed:
@@ -149,10 +146,7 @@ class JobIndexStore:
     async def write_rows(self, producer: BatchProducer, puts: Iterable[tuple[int, str, bytes]]) -> None:
         """Write rows and job-set request entries another process worked out (`index_writes`, a refold's child:
         `streams.agents.refold_child`); the held index is rebuilt from the table when next read."""
-        batch = TableBatch(self.table, producer)
-        for partition, key, value in puts:
-            batch.put(partition, key, value)
-        await batch.write()
+        await write_puts(self.table, producer, puts)
         self.forget()
 
 

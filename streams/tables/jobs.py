@@ -22,7 +22,7 @@ from faust.types import TableT
 from schemas.codec import Encoded, Partial, decode, decode_as_written, encode, encode_body, framed, writer_of
 from streams.config import Settings
 from streams.domain.states import JOB_TERMINAL
-from streams.tables.batched import BatchProducer, TableBatch
+from streams.tables.batched import BatchProducer, write_puts
 from streams.tables.store import read, read_many, store_options
 from streams.tables.types import TEXT_CODEC, TextKey
 
@@ -289,17 +289,11 @@ class JobStore:
     async def write_specs(self, producer: BatchProducer, writes: PendingWrites) -> None:
         """Write the specs of the jobs ``writes`` created (`hand_over`), `job-specs` and its changelog in one
         batch; before `write_states`, so that a job's state is never stored before its spec."""
-        specs = TableBatch(self.specs, producer)
-        for partition, job_id, raw in self.new_specs(writes):
-            specs.put(partition, job_id, raw)
-        await specs.write()
+        await self.write_encoded_specs(producer, self.new_specs(writes))
 
     async def write_states(self, producer: BatchProducer, writes: PendingWrites) -> None:
         """Write the jobs of ``writes``, the table and its changelog (`job-states`) in one batch, once their specs are written."""
-        batch = TableBatch(self.table, producer)
-        for partition, job_id, raw in self.encoded(writes):
-            batch.put(partition, job_id, raw)
-        await batch.write()
+        await write_puts(self.table, producer, self.encoded(writes))
         self.written(writes)
         self._wake_next_write()
 
@@ -315,18 +309,12 @@ class JobStore:
     async def write_encoded_specs(self, producer: BatchProducer, specs: Sequence[tuple[int, str, bytes]]) -> None:
         """Write (partition, job id, job_submitted message) specs that another process folded (a refold's child,
         `streams.agents.refold_child`: its own store's `new_specs`), as `write_specs` would; before their states."""
-        batch = TableBatch(self.specs, producer)
-        for partition, job_id, raw in specs:
-            batch.put(partition, job_id, raw)
-        await batch.write()
+        await write_puts(self.specs, producer, specs)
 
     async def write_encoded_states(self, producer: BatchProducer, states: Sequence[tuple[int, str, bytes]]) -> None:
         """Write (partition, job id, job_state bytes) states another process folded and encoded (its own store's
         `encoded`), as `write_states` would."""
-        batch = TableBatch(self.table, producer)
-        for partition, job_id, raw in states:
-            batch.put(partition, job_id, raw)
-        await batch.write()
+        await write_puts(self.table, producer, states)
         self._wake_next_write()
 
     def written(self, writes: PendingWrites) -> None:
