@@ -542,7 +542,7 @@ def delta_from_row(row: Any) -> JobDelta:
         intern(job_set_id),
         intern(state),
         intern(priority_class),
-        _row_priority(priority),
+        shared(priority),
         shared_time(submitted),
         runs,
         run_id,
@@ -556,24 +556,6 @@ def delta_from_row(row: Any) -> JobDelta:
         preempt_requested,
         *shape,
     )
-
-
-# Each priority a row holds as `shared` gives it, by its float's exact text (`float.hex`: -0.0 and 0.0 apart, as
-# `shared` keeps them): every row has one, and `shared`'s key for a float cost a sixth of reading a row.
-_PRIORITIES: dict[str, float] = {}
-_PRIORITIES_SIZE = 4096
-
-
-def _row_priority(priority: Any) -> Any:
-    if type(priority) is not float:
-        return shared(priority)
-    key = priority.hex()
-    known = _PRIORITIES.get(key)
-    if known is None:
-        if len(_PRIORITIES) >= _PRIORITIES_SIZE:
-            _PRIORITIES.clear()
-        known = _PRIORITIES[key] = shared(priority)
-    return known
 
 
 # Rows are read into deltas without JobDelta's own __init__ (`streams.domain.frozen`): a million a replay.

@@ -443,7 +443,7 @@ def test_jobs_of_one_queue_job_set_and_shape_share_one_part_and_values_of_anothe
 
 
 def test_rows_share_one_object_per_priority_and_keep_zero_s_sign() -> None:
-    """A row's priority is read as `shared` gives it (`feed._row_priority`, keyed by the float's exact text)."""
+    """A row's priority is read as `shared` gives it (a float keyed by its exact text)."""
     read = [_read_back(_queued_job(f"j{i}", priority=p)) for i, p in enumerate((0.0, -0.0, 0.0, -0.0, 2.5, 2.5))]
     priorities = [d.priority for d in read]
     assert [math.copysign(1.0, p) for p in priorities[:4]] == [1.0, -1.0, 1.0, -1.0]
