@@ -80,6 +80,12 @@ class Metrics:
             "Cycles that a worker taking the scheduler feed over ran again with another outcome than the one committed",
             registry=self.registry,
         )
+        self.scheduler_failures = Counter(
+            "flotilla_scheduler_failures",
+            "Feed batches or ticks the scheduling agent could not finish (a broker error while committing or writing): "
+            "its index was dropped, rebuilt from its table and the feed folded again from there",
+            registry=self.registry,
+        )
         self.ticks_run_ahead = Counter(
             "flotilla_scheduling_ticks_run_ahead",
             "Ticks whose cycle ran as soon as the broker had taken them (every feed record before them folded), not when read back",

@@ -17,6 +17,8 @@ decisions) without publishing them, and publishes a committed outcome again only
 before it may have stopped half-way (its readers recognise the repeated events by their ids). A
 cycle that was never committed is committed by the new owner when it reads its own first tick. So
 no executor acts on a cycle that was not committed whole, and no cycle is recorded twice differently.
+A worker whose broker fails it half-way through a batch or a cycle takes the feed over from itself:
+it drops the index and folds the batch again on the index rebuilt from its table (`failed`).
 
 The agent is thin: `streams.scheduler` decides, this module reads the feed, writes the table and
 publishes the events, commands and cycle record a cycle produced. It takes the feed records
@@ -60,6 +62,9 @@ BATCH_MAX_RECORDS = 500
 BATCH_WITHIN_S = 0.005
 # A tick not seen back within this many periods is taken as lost and another is sent.
 _TICK_PATIENCE_PERIODS = 10
+# A feed batch that failed is folded again after this long, doubled at each failure up to the most.
+RETRY_FIRST_S = 0.1
+RETRY_MOST_S = 5.0
 # Early ticks: at least this long after the last tick, and at least this many times the last
 # cycle's own duration (its CPU time: not broker round trips, nor waits for a core that another
 # agent or process held), so that cycles never take more than a fifth of the agent's time.
@@ -192,7 +197,11 @@ def register(plane: ControlPlane) -> SchedulerState:
         queues = tuple(feed.queue_info(q) for q in sorted(plane.queues.values(), key=lambda q: q["name"]))
         tick = feed.Tick(time=int(time.time() * 1000), queues=queues, owner=state.owner)
         records.append((None, feed.encode(tick)))
-        first = await (await plane.batch_producer.send_partition(feed_partition.topic, 0, records))
+        try:
+            first = await (await plane.batch_producer.send_partition(feed_partition.topic, 0, records))
+        except Exception:
+            state.tick_sent_at = None  # not in flight: the next period sends another
+            raise
         await run_ahead(tick, first + len(records) - 1)
 
     async def run_ahead(tick: feed.Tick, offset: int) -> None:
@@ -206,9 +215,14 @@ def register(plane: ControlPlane) -> SchedulerState:
                 return
             plane.metrics.ticks_run_ahead.inc()
             writes = TableBatch(plane.scheduler_index, plane.batch_producer)
-            await cycle_of(writes, index, tick, offset, feed_partition.partition)
-            index.offset = offset
-            await close(writes, index)
+            try:
+                await cycle_of(writes, index, tick, offset, feed_partition.partition)
+                index.offset = offset
+                await close(writes, index)
+            except Exception:
+                # The tick is on the feed: read back, it runs again on the index rebuilt from the table.
+                failed()
+                raise
 
     async def cycle_of(writes: TableBatch, index: SchedulerIndex, record: feed.Tick, offset: int, partition: int) -> None:
         """The tick's cycle run (`tick`), its CPU time noted for the early ticks, and the index keys it changed into ``writes``."""
@@ -222,12 +236,41 @@ def register(plane: ControlPlane) -> SchedulerState:
         count_writes(plane.metrics, writes)
         await writes.write()
 
+    def failed() -> None:
+        """A cycle or fold failed half-way: what the index holds is no longer what its table and the
+        feed imply (a cycle's decisions taken, its commit or index write not made). The index is
+        dropped and rebuilt from the table at the next fold, which folds the feed again from the
+        offset stored there, under a new owner token: as a worker that took the feed over, it runs
+        those ticks again without publishing and commits what was not committed at its own first tick."""
+        plane.metrics.scheduler_failures.inc()
+        state.forget()
+
     @app.agent(plane.topics.scheduler_feed, name="scheduler", concurrency=1)
     async def run(stream: Any) -> None:
         async for batch in batches(stream, BATCH_MAX_RECORDS, BATCH_WITHIN_S):
-            async with state.folding:
-                await fold(batch)
+            await fold_until_done(batch)
             await early_tick()
+
+    async def fold_until_done(batch: list[Any]) -> None:
+        """Fold the batch, again and again after a pause if it fails (the broker may be away for a
+        while). Raising would lose it: the batch is acknowledged when the loop body ends, and Faust
+        restarts a crashed agent on the records after it, so the index would miss its records."""
+        pause = RETRY_FIRST_S
+        while True:
+            async with state.folding:
+                try:
+                    await fold(batch)
+                    return
+                except Exception:
+                    failed()
+                    log.exception(
+                        "scheduler-feed batch at offsets %d-%d not folded; again in %.1f s",
+                        batch[0].message.offset,
+                        batch[-1].message.offset,
+                        pause,
+                    )
+            await asyncio.sleep(pause)
+            pause = min(2 * pause, RETRY_MOST_S)
 
     async def fold(batch: list[Any]) -> None:
         """Fold the batch's feed records into the index and run the cycles of its ticks, in order."""
@@ -271,7 +314,7 @@ def register(plane: ControlPlane) -> SchedulerState:
         if delay is None:
             return
         if delay == 0:
-            await send_tick()
+            await tick_now()
             return
 
         async def after_gap() -> None:
@@ -280,11 +323,15 @@ def register(plane: ControlPlane) -> SchedulerState:
             await early_tick()
 
         state.early_timer = asyncio.ensure_future(after_gap())
-        state.early_timer.add_done_callback(early_tick_failed)
 
-    def early_tick_failed(timer: asyncio.Future[None]) -> None:
-        if not timer.cancelled() and timer.exception() is not None:
-            log.error("early tick not sent: %r (the period's tick will close the window)", timer.exception())
+    async def tick_now() -> None:
+        """Send a tick and run it ahead. A broker error is logged, not raised: from the timer it would
+        stop the worker (a Faust timer's error crashes the app), from the agent the agent, and the
+        next period's tick tries again anyway."""
+        try:
+            await send_tick()
+        except Exception:
+            log.exception("tick not sent or its cycle not committed; the next period's tick tries again")
 
     async def tick(record: feed.Tick, offset: int) -> tuple[CycleOutcome, float]:
         """Run the tick's cycle; commit and publish its outcome unless still catching up. Returns the
@@ -340,7 +387,7 @@ def register(plane: ControlPlane) -> SchedulerState:
         period = plane.settings.schedule_period_s
         if state.tick_sent_at is not None and time.monotonic() - state.tick_sent_at < _TICK_PATIENCE_PERIODS * period:
             return
-        await send_tick()
+        await tick_now()
 
     return state
 

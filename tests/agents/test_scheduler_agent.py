@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka.errors import KafkaTimeoutError
 
 from schemas.codec import decode
 from streams.agents import scheduler
@@ -297,5 +299,74 @@ def test_a_lease_is_written_to_the_index_table_once_and_a_rebuild_has_its_confir
         accepted = {job_id: (entry.fold_run, entry.fold_run_at) for job_id, entry in index.jobs.items()}
         assert accepted == {"job-1": ("job-1-1", T_MS + 2_000), "job-2": ("job-2-1", T_MS + 2_000)}
         assert {job_id: (entry.fold_run, entry.fold_run_at) for job_id, entry in rebuilt.jobs.items()} == accepted
+
+    asyncio.run(scenario())
+
+
+@dataclass
+class FailingOnce:
+    """The batch path with the broker failing the first send of each listed topic that it is given."""
+
+    producer: Any
+    topics: set[str]
+
+    async def send_partition(self, topic: str, partition: int, records: Any, headers: Any = ()) -> asyncio.Future[int]:
+        if topic in self.topics:
+            self.topics.discard(topic)
+            raise KafkaTimeoutError(f"{topic}: no broker answered")
+        return await self.producer.send_partition(topic, partition, records, headers)
+
+    async def send_keyed(self, topic: str, records: Any, headers: Any = ()) -> asyncio.Future[dict[int, int]]:
+        if topic in self.topics:
+            self.topics.discard(topic)
+            raise KafkaTimeoutError(f"{topic}: no broker answered")
+        return await self.producer.send_keyed(topic, records, headers)
+
+
+def failing_plane(tmp_path: Path, failing: str) -> tuple[ControlPlane, scheduler.SchedulerState]:
+    """The plane with the broker failing the first send to the scheduler's feed, to events or to the index's changelog."""
+    built = agent_plane(tmp_path)
+    topics = {
+        "feed": built.topics.scheduler_feed.get_topic_name(),
+        "events": built.topics.events.get_topic_name(),
+        "index": built.scheduler_index.changelog_topic.get_topic_name(),
+    }
+    built.batch_producer = FailingOnce(built.batch_producer, {topics[failing]})
+    return built, scheduler.register(built)
+
+
+@pytest.mark.parametrize("failing", ["feed", "events", "index"])
+def test_a_batch_that_fails_half_way_is_folded_again_from_the_table_and_nothing_in_it_is_lost(tmp_path: Path, failing: str) -> None:
+    """A broker error while the cycle is committed (the feed), published (events) or the batch's index
+    written (its changelog): the index had taken the cycle's decisions, so it is rebuilt from the table
+    and the batch folded again, as by a worker that took the feed over. Its cycle is published once
+    committed; the record after the tick in the same batch is folded, not lost with the failed batch."""
+
+    async def scenario() -> None:
+        sched, state = failing_plane(tmp_path, failing)
+        first_owner = state.owner
+        later = delta("job-3", "a", submitted=T_MS + 100)
+        async with running(sched, "scheduler") as agent:
+            await agent.put_batch([feed.encode(r) for r in (*WORK, tick(T_MS + 500, "a", owner=first_owner), later)])
+            assert sched.metrics.registry.get_sample_value("flotilla_scheduler_failures_total") == 1
+            assert state.owner != first_owner, "folded again as a new owner: the failed cycle's outcome is not its own yet"
+            assert state.index is not None and state.index.offset == 4
+            assert set(state.index.jobs) == {"job-1", "job-2", "job-3"}
+            await put(agent, tick(T_MS + 1_500, "a", owner=state.owner))
+
+        commits = committed_on_feed(sched)
+        assert [c.tick for c in commits][-2:] == [3, 5], "the failed tick's cycle committed by the new owner, then its own"
+        # Published again where it may have been already: the same events (their readers skip repeats by id).
+        leases = {
+            (e["job_id"], json.dumps(e, sort_keys=True))
+            for _, s in published(sched)
+            for e in s["events"]
+            if e["payload"][0].endswith("JobLeased")
+        }
+        assert sorted(job for job, _ in leases) == ["job-1", "job-2", "job-3"], "each job leased once"
+        rebuilt = scheduler.rebuild(sched.scheduler_index)
+        assert rebuilt.offset == 5 and {j: e.delta.state for j, e in rebuilt.jobs.items()} == dict.fromkeys(
+            ("job-1", "job-2", "job-3"), "leased"
+        )
 
     asyncio.run(scenario())
