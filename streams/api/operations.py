@@ -12,9 +12,11 @@ layer maps each to its status code.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Awaitable, Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from aiokafka.errors import KafkaError
 
 from schemas.codec import SchemaError, encode
 from streams.api.control_requests import VERBS, JobFilter
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from streams.tables.queues import QueueReplica
 
 VISIBILITY_TIMEOUT_S = 10.0
+T = TypeVar("T")
 
 
 class QueueExists(ApiError):
@@ -165,7 +168,7 @@ class Operations:
         answer = self.replies.expect(request_id)
         try:
             topic, headers = self.topics.submissions.get_topic_name(), list(self.replies.headers().items())
-            await self.producer.send_keyed(topic, [(queue.encode(), message)], headers)
+            await on_the_log(self.producer.send_keyed(topic, [(queue.encode(), message)], headers), f"request {request_id}")
             outcome = await asyncio.wait_for(answer, self.submit_timeout_s)
         except TimeoutError as exc:
             raise ApiError(504, f"request {request_id} is on the log but was not processed in time; check its jobs later") from exc
@@ -292,12 +295,21 @@ class Operations:
     async def _durably(self, topic: Any, key: str, value: bytes | None) -> int:
         """Send one record and return its offset once it is durable; 503 with the reason when the archive cannot take it."""
         unavailable(self.durable)
-        sent = await (await topic.send(key=key, value=value))
+        sent = await on_the_log(topic.send(key=key, value=value))
         try:
             await self.durable.wait(sent.topic, {sent.partition: sent.offset})
         except ArchiveUnavailable as exc:
             raise ApiError(503, f"written to the log but not archived: {exc.reason}") from exc
         return int(sent.offset)
+
+
+async def on_the_log(sending: Awaitable[Awaitable[T]], request: str = "the change") -> T:
+    """What the broker answered once it has the record(s) being sent; 503 when it did not take them,
+    at once, rather than a wait for an answer that cannot come and a 504 claiming they are on the log."""
+    try:
+        return await (await sending)
+    except KafkaError as exc:
+        raise ApiError(503, f"the log did not acknowledge {request} ({exc!r}); retry it") from exc
 
 
 def unavailable(durable: Durability) -> None:

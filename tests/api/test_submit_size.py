@@ -9,6 +9,7 @@ from typing import Any
 
 import grpc
 import pytest
+from aiokafka.errors import KafkaTimeoutError
 
 from schemas.codec import decode
 from streams.api.errors import ApiError
@@ -73,3 +74,36 @@ def test_a_submission_goes_out_through_the_batch_path_keyed_by_its_queue_with_wh
     ((topic, records, headers),) = sent
     assert topic == "flotilla.submissions" and records[0][0] == b"team-a" and headers == [(REPLY_TO, b"http://worker-1:6066")]
     assert decode("submit_request", records[0][1])["request_id"] == answer.request_id and answer.items == [{"error": "refused"}]
+
+
+def test_a_submission_the_log_does_not_take_is_answered_503_at_once_not_504_after_the_timeout() -> None:
+    queues: Any = {"team-a": QUEUE}
+    replies = Replies(me="http://worker-1:6066")
+
+    class Producer:
+        async def send_keyed(self, topic: str, records: Any, headers: Any = ()) -> asyncio.Future[dict[int, int]]:
+            done: asyncio.Future[dict[int, int]] = asyncio.get_running_loop().create_future()
+            done.set_exception(KafkaTimeoutError())
+            return done
+
+    topics: Any = SimpleNamespace(submissions=SimpleNamespace(get_topic_name=lambda: "flotilla.submissions"))
+    ops = Operations(
+        queues=queues,
+        permissions=Permissions(),
+        topics=topics,
+        replies=replies,
+        ids=IdFactory.system(),
+        reads=None,  # type: ignore[arg-type]  # nothing is accepted, so nothing is read
+        producer=Producer(),  # type: ignore[arg-type]
+        submit_timeout_s=3_600.0,
+    )
+
+    async def submit() -> float:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(ApiError) as refused:
+            await ops.submit(ANONYMOUS, "team-a", "set-1", [job_item(item())])
+        assert refused.value.status == 503 and "did not acknowledge request" in refused.value.reason
+        assert status_of(refused.value)[0] == grpc.StatusCode.UNAVAILABLE
+        return asyncio.get_running_loop().time() - started
+
+    assert asyncio.run(submit()) < 5.0, "refused when the broker refused, not at the hour's timeout"
