@@ -81,7 +81,7 @@ class KafkaBatchProducer:
 
     async def send_keyed(self, topic: str, records: Records, headers: Headers = ()) -> asyncio.Future[dict[int, int]]:
         producer = self._producer()
-        await producer.client._wait_on_metadata(topic)  # the partitioner needs the partition count
+        await producer.partitions_for(topic)  # the partitioner needs the partition count
         by_partition: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
         # A key's partition once per key: the records of a batch share few keys (an executor's
         # commands, a job set's events), and hashing each again was ~2% of a refold's worker.
