@@ -9,19 +9,21 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiokafka.errors import KafkaTimeoutError
+from faust.types import TP
 
-from schemas.codec import decode
+from schemas.codec import decode, encode
 from streams.agents import scheduler
 from streams.plane import ControlPlane
 from streams.scheduler import feed
 from streams.scheduler.cycle import CYCLES_JOB_SET, CYCLES_QUEUE, CycleOutcome
 from streams.scheduler.index import CYCLES_KEY
+from tests.kit.jobs import QUEUE
 from tests.kit.plane import AgentUnderTest, agent_plane, running, sent
 from tests.kit.scheduler import delta, executor, tick
 
@@ -368,5 +370,92 @@ def test_a_batch_that_fails_half_way_is_folded_again_from_the_table_and_nothing_
         assert rebuilt.offset == 5 and {j: e.delta.state for j, e in rebuilt.jobs.items()} == dict.fromkeys(
             ("job-1", "job-2", "job-3"), "leased"
         )
+
+    asyncio.run(scenario())
+
+
+@dataclass
+class FeedLog:
+    """The feed partition as the broker keeps it, for a worker that owns it: what the test puts and
+    what the agent sends to it, at their offsets, delivered back to the agent in order. The
+    ``fail_send``-th send of the agent to the feed fails."""
+
+    producer: Any
+    topic: str
+    fail_send: int
+    records: list[bytes] = field(default_factory=list)
+    sends: int = 0
+    delivered: int = 0
+
+    async def send_partition(self, topic: str, partition: int, records: Any, headers: Any = ()) -> asyncio.Future[int]:
+        if topic == self.topic:
+            self.sends += 1
+            if self.sends == self.fail_send:
+                raise KafkaTimeoutError(f"{topic}: no broker answered")
+            await self.producer.send_partition(topic, partition, records, headers)  # kept in the record of what was sent
+            first, self.records = len(self.records), self.records + [value for _, value in records]
+            done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            done.set_result(first)
+            return done
+        return await self.producer.send_partition(topic, partition, records, headers)
+
+    async def send_keyed(self, topic: str, records: Any, headers: Any = ()) -> asyncio.Future[dict[int, int]]:
+        return await self.producer.send_keyed(topic, records, headers)
+
+    async def deliver(self, agent: AgentUnderTest, *records: feed.FeedRecord, sent_meanwhile: bool = True) -> None:
+        """Append ``records``, then deliver everything not delivered yet, and what the agent sends meanwhile
+        unless not ``sent_meanwhile``."""
+        self.records += [feed.encode(record) for record in records]
+        end = len(self.records)
+        while self.delivered < (len(self.records) if sent_meanwhile else end):
+            await agent.put(self.records[self.delivered], offset=self.delivered)
+            self.delivered += 1
+
+    async def sent_by_agent(self) -> None:
+        """Until the agent has sent something not delivered yet (an early tick, after its gap)."""
+        for _ in range(500):
+            if self.delivered < len(self.records):
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the agent sent nothing to the feed")
+
+
+def test_a_tick_run_ahead_whose_commit_fails_runs_again_when_read_back_and_its_lease_is_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner runs its early tick's cycle before reading the tick back (run ahead); the commit of that
+    cycle fails. The index, which took the cycle's decisions, is dropped, so when the tick is read back its
+    cycle runs again on the index rebuilt from the table, and the lease reaches the log once."""
+
+    async def scenario() -> None:
+        sched = agent_plane(tmp_path)
+        feed_topic = sched.topics.scheduler_feed.get_topic_name()
+        # Sends to the feed: 1 the first tick (with the configuration), 2 its commit, 3 the early tick run ahead, 4 its commit.
+        log = FeedLog(sched.batch_producer, feed_topic, fail_send=4)
+        sched.batch_producer = log
+        state = scheduler.register(sched)
+        sched.queues.apply(b"a", encode("queue", {**QUEUE, "name": "a"}), 0)
+        monkeypatch.setattr(sched.app.assignor, "assigned_actives", lambda: {TP(feed_topic, 0)})  # this worker owns the feed
+        async with running(sched, "scheduler") as agent:
+            await log.deliver(agent, *WORK)  # an early tick leases job-1 and job-2 when read back
+            assert [c.tick for c in committed_on_feed(sched)] == [4]
+            first_owner = state.owner
+            await log.deliver(agent, delta("job-3", "a", submitted=T_MS + 100), sent_meanwhile=False)
+            await log.sent_by_agent()  # the early tick, after its gap: run ahead, its commit failed
+            assert sched.metrics.registry.get_sample_value("flotilla_scheduling_ticks_run_ahead_total") == 1
+            assert sched.metrics.registry.get_sample_value("flotilla_scheduler_failures_total") == 1
+            assert state.index is None and state.owner != first_owner
+            await log.deliver(agent)  # read back: run again on the rebuilt index, as another owner's tick
+            assert state.index is not None and state.index.jobs["job-3"].delta.state == "leased"
+            await log.deliver(agent, tick(T_MS + 5_000, "a", owner=state.owner))  # this worker's next tick commits it
+
+        assert [c.tick for c in committed_on_feed(sched)] == [4, 7]
+        leases = {
+            (e["job_id"], json.dumps(e, sort_keys=True))
+            for _, s in published(sched)
+            for e in s["events"]
+            if e["payload"][0].endswith("JobLeased")
+        }
+        assert sorted(job for job, _ in leases) == ["job-1", "job-2", "job-3"], "each job leased once"
 
     asyncio.run(scenario())
