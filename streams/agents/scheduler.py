@@ -180,9 +180,12 @@ def register(plane: ControlPlane) -> SchedulerState:
     app.on_partitions_revoked.connect(forget_index)
     app.on_partitions_assigned.connect(forget_index)
 
+    def holds_feed() -> bool:
+        return not app.rebalancing and feed_partition in app.assignor.assigned_actives()
+
     def owner() -> bool:
         """This worker closes the windows: it owns the feed (and, after a restore, the log is refolded: streams/archive/refold.py)."""
-        return not app.rebalancing and feed_partition in app.assignor.assigned_actives() and plane.refold.may_schedule()
+        return holds_feed() and plane.refold.may_schedule()
 
     async def send_tick() -> None:
         # In flight from now on, so that the timer and the agent never both send one.
@@ -254,7 +257,10 @@ def register(plane: ControlPlane) -> SchedulerState:
     async def fold_until_done(batch: list[Any]) -> None:
         """Fold the batch, again and again after a pause if it fails (the broker may be away for a
         while). Raising would lose it: the batch is acknowledged when the loop body ends, and Faust
-        restarts a crashed agent on the records after it, so the index would miss its records."""
+        restarts a crashed agent on the records after it, so the index would miss its records.
+        It is folded again only while this worker holds the feed, so that a worker that lost it
+        meanwhile writes nothing beside the new owner; should the feed come back, the batch is
+        folded then (its records are the next ones after the table's stored offset)."""
         pause = RETRY_FIRST_S
         while True:
             async with state.folding:
@@ -264,13 +270,15 @@ def register(plane: ControlPlane) -> SchedulerState:
                 except Exception:
                     failed()
                     log.exception(
-                        "scheduler-feed batch at offsets %d-%d not folded; again in %.1f s",
+                        "scheduler-feed batch at offsets %d-%d not folded; again in %.1f s or once the feed is back",
                         batch[0].message.offset,
                         batch[-1].message.offset,
                         pause,
                     )
             await asyncio.sleep(pause)
             pause = min(2 * pause, RETRY_MOST_S)
+            while not holds_feed():
+                await asyncio.sleep(pause)
 
     async def fold(batch: list[Any]) -> None:
         """Fold the batch's feed records into the index and run the cycles of its ticks, in order."""

@@ -326,8 +326,11 @@ class FailingOnce:
 
 
 def failing_plane(tmp_path: Path, failing: str) -> tuple[ControlPlane, scheduler.SchedulerState]:
-    """The plane with the broker failing the first send to the scheduler's feed, to events or to the index's changelog."""
+    """The plane of the worker holding the feed, with the broker failing the first send to the scheduler's
+    feed, to events or to the index's changelog."""
     built = agent_plane(tmp_path)
+    feed_partition = TP(built.topics.scheduler_feed.get_topic_name(), 0)
+    built.app.assignor.assigned_actives = lambda: {feed_partition}  # type: ignore[method-assign]
     topics = {
         "feed": built.topics.scheduler_feed.get_topic_name(),
         "events": built.topics.events.get_topic_name(),
@@ -457,5 +460,27 @@ def test_a_tick_run_ahead_whose_commit_fails_runs_again_when_read_back_and_its_l
             if e["payload"][0].endswith("JobLeased")
         }
         assert sorted(job for job, _ in leases) == ["job-1", "job-2", "job-3"], "each job leased once"
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_batch_is_folded_again_only_once_this_worker_holds_the_feed_again(tmp_path: Path) -> None:
+    """A worker that lost the feed while its batch failed writes nothing beside the new owner; given the
+    feed back, it folds the batch then, on the index rebuilt from its table."""
+
+    async def scenario() -> None:
+        sched, state = failing_plane(tmp_path, "feed")
+        feed_partition = TP(sched.topics.scheduler_feed.get_topic_name(), 0)
+        held: set[TP] = set()
+        sched.app.assignor.assigned_actives = lambda: held  # type: ignore[method-assign]
+        async with running(sched, "scheduler") as agent:
+            folding = asyncio.ensure_future(agent.put_batch([feed.encode(r) for r in (*WORK, tick(T_MS + 500, "a", owner=state.owner))]))
+            await asyncio.sleep(1.0)  # several pauses
+            assert not folding.done() and state.index is None, "not folded again while another worker may hold the feed"
+            assert sched.metrics.registry.get_sample_value("flotilla_scheduler_failures_total") == 1
+            held.add(feed_partition)
+            await folding
+            assert state.index is not None and state.index.offset == 3
+            assert {j: e.delta.state for j, e in state.index.jobs.items()} == {"job-1": "leased", "job-2": "leased"}
 
     asyncio.run(scenario())
