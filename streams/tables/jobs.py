@@ -163,7 +163,7 @@ class JobStore:
 
     def raw(self, job_id: str) -> bytes | None:
         """The job's `job_state` Avro as the table holds it."""
-        raw = self.table.get(job_id)
+        raw = read(self.table, job_id)
         return None if raw is None else bytes(raw)
 
     def spec_raw(self, job_id: str) -> bytes | None:
