@@ -111,7 +111,8 @@ def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random
         bits = rng.getrandbits(RANDOM_BITS)
         command = executor_command(before, after, "", event["created"])
         if command is not None:
-            commands.append({**command, "command_id": ulid(event["created"], bits)})
+            command["command_id"] = ulid(event["created"], bits)  # a new dict: its id set in place, not copied
+            commands.append(command)
     if applied:
         outcomes["applied"] += applied
     return folded
