@@ -67,9 +67,12 @@ PART_MAX_EVENTS = 1_000
 # shared by more events (bench/fold.py's refold: ~40 -> ~34 us per event from 1,000 to 20,000).
 REFOLD_PART_MAX_EVENTS = 10_000
 # Messages a batch takes while a restored log is refolded in the child process (`refold_child`): the child
-# idles while the worker writes a batch's last part and takes the next batch, once a batch (~100 events a
-# message in bench/restore.py's log: 20 parts, not 5).
-REFOLD_BATCH_MAX_MESSAGES = 2_000
+# idles from its batch's last part until the worker has written every part it gave and takes the next batch,
+# and the worker lags behind it by several parts there (2.0 s of a 16.8 s refold at the last of four batches of
+# 2,000, bench/restore.py --events 300000), so fewer batch ends leave it idle less (~100 events a message in
+# bench/restore.py's log: 50 parts a batch). The child's jobs are counted against `REFOLD_CHILD_MOST_JOBS`
+# once a batch, so it may hold up to a batch's new jobs beyond it.
+REFOLD_BATCH_MAX_MESSAGES = 5_000
 # Jobs the refold's child may hold: it keeps every job it made in memory (states, specs and index rows, ~1.4 KB a
 # job at bench/restore.py's log, bench/README.md), so past this many the worker stops it and folds the rest of the
 # log itself, from the tables the child's parts were written to (as after an agent restarted mid-refold).
