@@ -146,6 +146,7 @@ class RefoldChild:
         self._process = subprocess.Popen([sys.executable, "-m", "streams.agents.refold_child", str(fd), str(part_max)], pass_fds=[fd])
         theirs.close()
         self._parts: asyncio.Queue[RefoldedPart | None | BaseException] = asyncio.Queue()
+        self._batch_ended = False  # `parts` gave the batch's last parts: the next call gives none
         loop = asyncio.get_running_loop()
         self._reader = threading.Thread(target=self._read, args=(loop,), name="refold-child-reader", daemon=True)
         self._reader.start()
@@ -175,6 +176,20 @@ class RefoldChild:
         if isinstance(part, BaseException):
             raise RuntimeError(f"the refold's child process ended (exit status {self._process.poll()})") from part
         return part
+
+    async def parts(self) -> list[RefoldedPart]:
+        """The batch's next parts: every one the child has given so far (waiting for the first), none after its
+        last. Raises when the child ended."""
+        if self._batch_ended:
+            self._batch_ended = False
+            return []
+        found: list[RefoldedPart] = []
+        while (part := await self.next()) is not None:
+            found.append(part)
+            if self._parts.empty():
+                return found
+        self._batch_ended = bool(found)  # its end came with these: the next call says so
+        return found
 
     def stop(self) -> None:
         """End the child without holding the event loop: its connection shut down, it ends at once (on end of
