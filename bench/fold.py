@@ -230,7 +230,7 @@ def run_child(messages: list[Message], stages: Stages) -> ChildFold:
     child = ChildFold(job_state.REFOLD_PART_MAX_EVENTS)
     raws = [Raw(m.topic, m.partition, m.offset, m.value) for m in messages]
     for start in range(0, len(raws), job_state.REFOLD_BATCH_MAX_MESSAGES):
-        parts = stages.timed("fold", partial(child.batch, raws[start : start + job_state.REFOLD_BATCH_MAX_MESSAGES]))
+        parts = stages.timed("fold", partial(list, child.batch(raws[start : start + job_state.REFOLD_BATCH_MAX_MESSAGES])))
         stages.timed("pickle", partial(pickle.dumps, parts, pickle.HIGHEST_PROTOCOL))
     return child
 

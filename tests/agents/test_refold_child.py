@@ -96,6 +96,17 @@ def test_a_run_active_when_the_part_ends_is_given_for_the_refold_gate() -> None:
     assert jobs.latest("job-1")["runs"][-1]["state"] in ACTIVE  # type: ignore[index]
 
 
+def test_the_child_gives_each_part_as_soon_as_it_is_folded() -> None:
+    log = [message(0, n, encode("event_sequence", sequence(Events(f"job-{n}").submitted()))) for n in range(30)]
+    fold = ChildFold(10)
+
+    parts = fold.batch(raw(log))
+    first = next(parts)
+
+    assert first.messages == 10 and len(fold.jobs.table) == 10  # the rest of the batch is not folded yet
+    assert [part.messages for part in parts] == [10, 10]
+
+
 def exit_status(child: RefoldChild) -> int | None:
     """The child process's exit status once it has ended (the reaper waits for it), None if still running after 5 s."""
     for _ in range(50):
@@ -124,7 +135,7 @@ def test_the_child_process_folds_a_batch_as_the_fold_in_process_does_and_ends_wh
 
     parts, child = asyncio.run(scenario())
 
-    assert parts == ChildFold(2).batch(raw(log))
+    assert parts == list(ChildFold(2).batch(raw(log)))
     assert len(parts) == 2
     assert exit_status(child) == 0  # it ended on its own, not killed
 
@@ -203,5 +214,5 @@ def test_the_parts_a_child_gave_while_the_worker_wrote_come_together_and_each_ba
     taken = asyncio.run(scenario())
 
     fold = ChildFold(4)
-    assert taken == [fold.batch(raw(log[:20])), [], fold.batch(raw(log[20:])), []]
+    assert taken == [list(fold.batch(raw(log[:20]))), [], list(fold.batch(raw(log[20:]))), []]
     assert len(taken[0]) == 5  # given together: the worker writes them as one
