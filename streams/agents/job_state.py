@@ -68,8 +68,8 @@ PART_MAX_EVENTS = 1_000
 REFOLD_PART_MAX_EVENTS = 10_000
 # Messages a batch takes while a restored log is refolded in the child process (`refold_child`): the child
 # idles while the worker writes a batch's last parts and takes the next batch, once a batch (~100 events a
-# message in bench/restore.py's log: 20 parts, not 5). Batches of 5,000 idled it as long (the worker lagged
-# behind it by more parts at each batch end) and held ~45 MiB more in the worker and ~70 MiB more in the child.
+# message in bench/restore.py's log: 20 parts, not 5). Batches of 5,000 left it idle about as long in all (measured
+# before it gave its parts as it folded them) and held ~45 MiB more in the worker and ~70 MiB more in the child.
 REFOLD_BATCH_MAX_MESSAGES = 2_000
 # Jobs the refold's child may hold: it keeps every job it made in memory (states, specs and index rows, ~1.4 KB a
 # job at bench/restore.py's log, bench/README.md), so past this many the worker stops it and folds the rest of the
@@ -126,9 +126,9 @@ def register(plane: ControlPlane) -> None:
 
     async def refolded(child: RefoldChild, messages: list[Message]) -> int:
         """Fold a batch in the child and write its parts in order while the child folds the next ones: the parts
-        that came while the last were written, together (`write_refolded`). Written one at a time, with three
-        round trips to the broker each, the worker lagged behind its child and left it idle 1.5-1.7 s at each
-        batch end (7 s of a 39 s refold, bench/restore.py). Returns how many jobs the child holds now."""
+        that came while the last were written, together (`write_refolded`): one write for several when the worker
+        falls behind its child (in bench/restore.py's runs it kept up: every write took one part, bench/README.md).
+        Returns how many jobs the child holds now."""
         child.send(messages)
         at, held = 0, 0
         while parts := await child.parts():
