@@ -13,13 +13,16 @@ tables (a dict where RocksDB would be) and no Faust or aiokafka work:
   submitted, leased with their cycle record, pending, running and succeeded, every tenth wave left
   queued), folded the same way (in the agent's refold parts, `REFOLD_PART_MAX_EVENTS`): what a restore's refold
   costs the worker, less Faust's share.
+- ``child``: the same log folded as the refold's child process folds it (`streams.agents.refold_child.ChildFold`, in
+  batches of `REFOLD_BATCH_MAX_MESSAGES`), each part pickled as its pipe hands it over: the child's CPU per event,
+  the critical path of a restore's refold (bench/README.md).
 
 Figures are process CPU time per job (ingest) or per event (refold), per stage and in all; the
 median of `--rounds` (3) runs, each on fresh tables, with the worker's garbage-collector settings
 (`streams.gc_tuning`). `--profile FILE` writes a cProfile of one more
 run of each workload. The last stdout line is one JSON object.
 
-Usage: .venv/bin/python bench/fold.py [--jobs 20000] [--events 100000] [--rounds 3] [--profile FILE]
+Usage: .venv/bin/python bench/fold.py [--jobs 20000] [--events 100000] [--rounds 3] [--child-only] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import argparse
 import asyncio
 import cProfile
 import json
+import pickle
 import platform
 import statistics
 import sys
@@ -47,6 +51,7 @@ from bench.restore import QUEUE, synthetic_events  # noqa: E402
 from schemas.codec import decode, encode  # noqa: E402
 from streams.agents import job_state  # noqa: E402
 from streams.agents.ingest import Ingest  # noqa: E402
+from streams.agents.refold_child import ChildFold, Raw  # noqa: E402
 from streams.domain.job_index import row_of  # noqa: E402
 from streams.domain.queues import validate_queue  # noqa: E402
 from streams.domain.validation import SubmitPolicy  # noqa: E402
@@ -220,6 +225,16 @@ def run_refold(messages: list[Message], stages: Stages) -> Tables:
     return tables
 
 
+def run_child(messages: list[Message], stages: Stages) -> ChildFold:
+    """The refold child's work on ``messages``: its batches folded into parts, each part pickled for its pipe."""
+    child = ChildFold(job_state.REFOLD_PART_MAX_EVENTS)
+    raws = [Raw(m.topic, m.partition, m.offset, m.value) for m in messages]
+    for start in range(0, len(raws), job_state.REFOLD_BATCH_MAX_MESSAGES):
+        parts = stages.timed("fold", partial(list, child.batch(raws[start : start + job_state.REFOLD_BATCH_MAX_MESSAGES])))
+        stages.timed("pickle", partial(pickle.dumps, parts, pickle.HIGHEST_PROTOCOL))
+    return child
+
+
 def median_stages(runs: list[Stages], per: int) -> dict[str, float]:
     """µs per item of each stage (and ``total``), the median over the runs."""
     names = list(runs[0].seconds)
@@ -235,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=100_000, help="events of the refold workload (default 100,000)")
     parser.add_argument("--wave", type=int, default=100, help="jobs per wave of the refold workload (default 100)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--child-only", action="store_true", help="run the child workload only (its profile too)")
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile (pstats) of one more run of each workload")
     args = parser.parse_args(argv)
 
@@ -246,22 +262,32 @@ def main(argv: list[str] | None = None) -> int:
         f"job set {JOB_SET}; refold: {counted:,} events in {len(events):,} records (waves of {args.wave}, queue {QUEUE}); "
         f"median of {args.rounds} rounds, process CPU time"
     )
-    ingest_runs, refold_runs = [], []
+    ingest_runs, refold_runs, child_runs = [], [], []
     for _ in range(args.rounds):
+        if not args.child_only:
+            stages = Stages()
+            tables = run_ingest(submissions, stages)
+            assert len(tables.jobs) == args.jobs, f"{len(tables.jobs)} job states for {args.jobs} jobs"
+            ingest_runs.append(stages)
+            stages = Stages()
+            tables = run_refold(events, stages)
+            refold_runs.append(stages)
         stages = Stages()
-        tables = run_ingest(submissions, stages)
-        assert len(tables.jobs) == args.jobs, f"{len(tables.jobs)} job states for {args.jobs} jobs"
-        ingest_runs.append(stages)
-        stages = Stages()
-        tables = run_refold(events, stages)
-        refold_runs.append(stages)
-    figures = {"ingest_us_per_job": median_stages(ingest_runs, args.jobs), "refold_us_per_event": median_stages(refold_runs, counted)}
+        child = run_child(events, stages)
+        assert args.child_only or len(child.jobs.table) == len(tables.jobs), f"the child holds {len(child.jobs.table)} jobs"
+        child_runs.append(stages)
+    figures = {"child_us_per_event": median_stages(child_runs, counted)}
+    if not args.child_only:
+        ingest_figures, refold_figures = median_stages(ingest_runs, args.jobs), median_stages(refold_runs, counted)
+        figures = {"ingest_us_per_job": ingest_figures, "refold_us_per_event": refold_figures, **figures}
     for workload, stages_us in figures.items():
         print(f"{workload}: " + ", ".join(f"{name} {value:.1f}" for name, value in stages_us.items()))
     if args.profile:
         profile = cProfile.Profile()
-        profile.runcall(run_ingest, submissions, Stages())
-        profile.runcall(run_refold, events, Stages())
+        if not args.child_only:
+            profile.runcall(run_ingest, submissions, Stages())
+            profile.runcall(run_refold, events, Stages())
+        profile.runcall(run_child, events, Stages())
         profile.dump_stats(args.profile)
         print(f"profile of one run of each workload: {args.profile} (python -m pstats)")
     print(json.dumps({"jobs": args.jobs, "events": counted, **figures}))

@@ -67,8 +67,9 @@ PART_MAX_EVENTS = 1_000
 # shared by more events (bench/fold.py's refold: ~40 -> ~34 us per event from 1,000 to 20,000).
 REFOLD_PART_MAX_EVENTS = 10_000
 # Messages a batch takes while a restored log is refolded in the child process (`refold_child`): the child
-# idles while the worker writes a batch's last part and takes the next batch, once a batch (~100 events a
-# message in bench/restore.py's log: 20 parts, not 5).
+# idles while the worker writes a batch's last parts and takes the next batch, once a batch (~100 events a
+# message in bench/restore.py's log: 20 parts, not 5). Batches of 5,000 left it idle about as long in all (measured
+# before it gave its parts as it folded them) and held ~45 MiB more in the worker and ~70 MiB more in the child.
 REFOLD_BATCH_MAX_MESSAGES = 2_000
 # Jobs the refold's child may hold: it keeps every job it made in memory (states, specs and index rows, ~1.4 KB a
 # job at bench/restore.py's log, bench/README.md), so past this many the worker stops it and folds the rest of the
@@ -107,31 +108,33 @@ def register(plane: ControlPlane) -> None:
             plane.metrics.events.labels(outcome).inc(count)
         plane.refold.folded_batch(part.messages, part.changes)
 
-    async def write_refolded(part: RefoldedPart, messages: Sequence[Message]) -> None:
-        """`write` of a part the refold's child folded and encoded (`streams.agents.refold_child`), in the same order."""
+    async def write_refolded(parts: Sequence[RefoldedPart], messages: Sequence[Message]) -> None:
+        """`write` of consecutive parts the refold's child folded and encoded (`streams.agents.refold_child`), in the
+        same order, written as one: each table's puts in one batch (a job in two of them written once, as it was
+        left last), their forwarded messages in one round trip to the broker."""
         outbox = Outbox(producer)
-        await outbox.partition(feed_topic, 0, [(None, record) for record in part.records])
-        await outbox.keyed(commands_topic, part.commands)
-        await asyncio.gather(
-            outbox.delivered(), plane.job_index.write_rows(producer, part.rows), jobs.write_encoded_specs(producer, part.specs)
-        )
-        await jobs.write_encoded_states(producer, part.states)
-        for outcome, count in part.outcomes.items():
-            plane.metrics.events.labels(outcome).inc(count)
-        plane.refold.folded_part(messages, part.active)
+        await outbox.partition(feed_topic, 0, [(None, record) for part in parts for record in part.records])
+        await outbox.keyed(commands_topic, [command for part in parts for command in part.commands])
+        rows = [row for part in parts for row in part.rows]
+        specs = [spec for part in parts for spec in part.specs]
+        await asyncio.gather(outbox.delivered(), plane.job_index.write_rows(producer, rows), jobs.write_encoded_specs(producer, specs))
+        await jobs.write_encoded_states(producer, [state for part in parts for state in part.states])
+        for part in parts:
+            for outcome, count in part.outcomes.items():
+                plane.metrics.events.labels(outcome).inc(count)
+        plane.refold.folded_part(messages, [run for part in parts for run in part.active])
 
     async def refolded(child: RefoldChild, messages: list[Message]) -> int:
-        """Fold a batch in the child and write its parts in order, each while the child folds the next; returns how
-        many jobs the child holds now."""
+        """Fold a batch in the child and write its parts in order while the child folds the next ones: the parts
+        that came while the last were written, together (`write_refolded`): one write for several when the worker
+        falls behind its child (in bench/restore.py's runs it kept up: every write took one part, bench/README.md).
+        Returns how many jobs the child holds now."""
         child.send(messages)
-        at, writing, held = 0, None, 0
-        while (part := await child.next()) is not None:
-            taken, at, held = messages[at : at + part.messages], at + part.messages, part.held
-            if writing is not None:
-                await writing
-            writing = asyncio.ensure_future(write_refolded(part, taken))
-        if writing is not None:
-            await writing
+        at, held = 0, 0
+        while parts := await child.parts():
+            count = sum(part.messages for part in parts)
+            taken, at, held = messages[at : at + count], at + count, parts[-1].held
+            await write_refolded(parts, taken)
         return held
 
     async def written_then(writing: asyncio.Future[None] | None, part: FoldedPart) -> asyncio.Future[None]:
@@ -211,6 +214,9 @@ class PartFold:
     jobs: JobStore
     part_max: int
     part: FoldedPart = field(default_factory=lambda: FoldedPart())
+    # The part's jobs' scheduling views as their last change left them (`feed.changed`): dropped with each part,
+    # so that it holds no job longer than the part does.
+    views: feed.Views = field(default_factory=dict)
 
     def add(self, message: Message) -> FoldedPart | None:
         """Fold ``message``; the part, once it holds ``part_max`` job events or more."""
@@ -223,12 +229,12 @@ class PartFold:
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)
             return None
         rng = message_rng(message.topic, message.partition, message.offset)
-        part.add(message, sequence, apply_sequence(self.jobs, sequence, rng, message.partition))
+        part.add(message, sequence, apply_sequence(self.jobs, sequence, rng, message.partition, views=self.views))
         return self.rest() if part.job_events >= self.part_max else None
 
     def rest(self) -> FoldedPart | None:
         """The part folded so far, if it holds any message."""
-        part, self.part = self.part, FoldedPart()
+        part, self.part, self.views = self.part, FoldedPart(), {}
         return part.done(self.jobs) if part.messages else None
 
 

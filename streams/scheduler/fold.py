@@ -65,12 +65,22 @@ class Folded:
         return deltas(self.changes)
 
 
-def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random, partition: int = 0, *, forward: bool = True) -> Folded:
+def apply_sequence(
+    jobs: JobsStore,
+    sequence: dict[str, Any],
+    rng: random.Random,
+    partition: int = 0,
+    *,
+    forward: bool = True,
+    views: feed.Views | None = None,
+) -> Folded:
     """Fold every job event of the sequence, read from ``partition``. ``rng`` (seeded from the
     message's position) makes command ids the same when a message is folded again after a crash:
     each applied event draws one id's random bits from it, whether it makes a command or not.
     Without ``forward``, only the job states are folded: no job's change for the scheduler and no
-    command is worked out (a refold of the log for the recovery drill or a ``--at`` read sends none)."""
+    command is worked out (a refold of the log for the recovery drill or a ``--at`` read sends none).
+    ``views``: the jobs' scheduling views as their last change left them, kept across the sequences of a
+    part (`feed.changed`)."""
     folded = Folded()
     outcomes, named, changes, commands = folded.outcomes, folded.named, folded.changes, folded.commands
     latest, put = jobs.latest, jobs.put  # looked up once: this loop runs for every event of the log
@@ -106,12 +116,13 @@ def apply_sequence(jobs: JobsStore, sequence: dict[str, Any], rng: random.Random
         applied += 1
         if not forward:
             continue
-        if feed.changed(before, after):
+        if feed.changed(before, after, views):
             changes.append(after)
         bits = rng.getrandbits(RANDOM_BITS)
         command = executor_command(before, after, "", event["created"])
         if command is not None:
-            commands.append({**command, "command_id": ulid(event["created"], bits)})
+            command["command_id"] = ulid(event["created"], bits)  # a new dict: its id set in place, not copied
+            commands.append(command)
     if applied:
         outcomes["applied"] += applied
     return folded

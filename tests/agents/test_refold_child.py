@@ -19,7 +19,9 @@ from streams.agents.refold_child import ChildFold, Raw, RefoldChild, RefoldedPar
 from streams.archive.refold import active_runs
 from streams.domain.job_index import JobRow, row_of
 from streams.domain.states import ACTIVE
-from streams.tables.jobs import JobStore
+from streams.scheduler import feed
+from streams.scheduler.fold import apply_sequence, message_rng
+from streams.tables.jobs import JobStore, read_sequence
 from tests.agents.test_fold_in_parts import logs
 from tests.agents.test_job_state import message, sequence
 from tests.kit.jobs import Events
@@ -94,6 +96,17 @@ def test_a_run_active_when_the_part_ends_is_given_for_the_refold_gate() -> None:
     assert jobs.latest("job-1")["runs"][-1]["state"] in ACTIVE  # type: ignore[index]
 
 
+def test_the_child_gives_each_part_as_soon_as_it_is_folded() -> None:
+    log = [message(0, n, encode("event_sequence", sequence(Events(f"job-{n}").submitted()))) for n in range(30)]
+    fold = ChildFold(10)
+
+    parts = fold.batch(raw(log))
+    first = next(parts)
+
+    assert first.messages == 10 and len(fold.jobs.table) == 10  # the rest of the batch is not folded yet
+    assert [part.messages for part in parts] == [10, 10]
+
+
 def exit_status(child: RefoldChild) -> int | None:
     """The child process's exit status once it has ended (the reaper waits for it), None if still running after 5 s."""
     for _ in range(50):
@@ -122,7 +135,7 @@ def test_the_child_process_folds_a_batch_as_the_fold_in_process_does_and_ends_wh
 
     parts, child = asyncio.run(scenario())
 
-    assert parts == ChildFold(2).batch(raw(log))
+    assert parts == list(ChildFold(2).batch(raw(log)))
     assert len(parts) == 2
     assert exit_status(child) == 0  # it ended on its own, not killed
 
@@ -157,3 +170,49 @@ def test_a_child_that_died_fails_the_refold_instead_of_hanging() -> None:
             child.stop()
 
     assert "ended" in asyncio.run(scenario())
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(log=logs(), cuts=st.lists(st.integers(0, 200), max_size=4))
+def test_the_views_kept_across_a_part_forward_what_the_fold_without_them_forwards(log: list[Message], cuts: list[int]) -> None:
+    """`feed.changed` with views kept (`PartFold.views`; here across the whole log, the tables written at each cut, so that
+    a job read back from them meets the view of the very job its last change left) gives each change as without them."""
+    plain, kept = dict_jobs(), dict_jobs()
+    views: feed.Views = {}
+    for batch in batched(log, cuts):
+        for m in batch:
+            sequence = read_sequence(m.value)
+            without = apply_sequence(plain, sequence, message_rng(m.topic, m.partition, m.offset), m.partition)
+            with_views = apply_sequence(kept, sequence, message_rng(m.topic, m.partition, m.offset), m.partition, views=views)
+            assert with_views.changes == without.changes
+            assert with_views.commands == without.commands
+            assert with_views.outcomes == without.outcomes
+        settle(plain)
+        settle(kept)
+    assert kept.table == plain.table
+
+
+def test_the_parts_a_child_gave_while_the_worker_wrote_come_together_and_each_batch_ends() -> None:
+    log = [message(0, n, encode("event_sequence", sequence(Events(f"job-{n}").submitted()))) for n in range(40)]
+
+    async def scenario() -> list[list[RefoldedPart]]:
+        child = RefoldChild(4)
+        try:
+            taken = []
+            for batch in (log[:20], log[20:]):
+                child.send(batch)
+                for _ in range(300):  # as if a write took that long: the child gives its 5 parts and the end meanwhile
+                    if child._parts.qsize() == 6:
+                        break
+                    await asyncio.sleep(0.1)
+                taken.append(await child.parts())
+                taken.append(await child.parts())  # the batch has ended
+            return taken
+        finally:
+            child.stop()
+
+    taken = asyncio.run(scenario())
+
+    fold = ChildFold(4)
+    assert taken == [list(fold.batch(raw(log[:20]))), [], list(fold.batch(raw(log[20:]))), []]
+    assert len(taken[0]) == 5  # given together: the worker writes them as one
