@@ -60,10 +60,20 @@ the whole machine's busy time from /proc/stat: the rest is other load, printed a
 one core that processes outside the benchmark used. CPU per job is the workers' CPU of a phase over
 its jobs, in all and per worker.
 
+Scaling (issue 14): `--workers 1,2 --partitions 1,2,4 --pairs N` runs the whole benchmark once per
+setting, N rounds; in each round, at each partition count, every worker count in turn (1, then 2):
+adjacent runs make a pair, so a pair shares the machine's load of the moment as far as anything
+does here. After the runs it prints each run's CPU per job by phase (stream: ingest, scheduling,
+leases and reports together; queue: ingest alone; queued-first: scheduling, leases and reports), each
+worker's and the broker's share, the other load, and for every pair the growth of the workers'
+CPU per job from the first worker count, with its median per partition count and phase against
+the 10% target. Keep one invocation inside one lock hold (about 110 s a run at 20,000 jobs).
+
 Usage: .venv/bin/python bench/pipeline.py [--jobs 100000] [--idle-jobs 1000] [--nodes 1000]
-       [--executors 2] [--workers 1] [--partitions 1] [--period 1.0] [--executor-timeout S] [--job-cpu 250m] [--job-memory 1Gi]
-       [--settle 30] [--py-spy BIN] [--keep] [--stream-only]
-Progress goes to stderr; the last stdout line is one JSON object.
+       [--executors 2] [--workers 1[,2...]] [--partitions 1[,2...]] [--pairs 1] [--period 1.0] [--executor-timeout S]
+       [--job-cpu 250m] [--job-memory 1Gi] [--settle 30] [--py-spy BIN] [--keep] [--stream-only]
+Progress goes to stderr; the last stdout line is one JSON object (with several runs: every run's
+object under "runs", the pairs' growth under "pairs", the medians under "median_growth").
 """
 
 from __future__ import annotations
@@ -1071,7 +1081,8 @@ def met(value: float | None, ok: bool) -> str:
     return "n/a" if value is None else "met" if ok else "NOT met"
 
 
-def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queued: QueuedFirstResult) -> None:
+def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queued: QueuedFirstResult) -> dict[str, Any]:
+    """Print the run's figures, the last line as one JSON object, and return that object."""
     phases = stream.phases + queued.phases
     capacity = shape.slots_per_node() * args.nodes
     others = max(result.cpu["other"] / result.seconds for result in phases)
@@ -1141,68 +1152,130 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
         f"worker (scheduling agent) RSS: peak {peak:,.1f} MiB; at the end {stream.phases[-1].worker_rss_mib:,.1f} MiB "
         f"(stream session), {fmt(queued_rss, ',.1f')} MiB (queued-first session)"
     )
-    print(
-        json.dumps(
-            {
-                "nodes": args.nodes,
-                "executors": args.executors,
-                "workers": args.workers,
-                "partitions": args.partitions,
-                "jobs": args.jobs,
-                "idle_jobs": args.idle_jobs,
-                "queues": args.queues,
-                "job_cpu": shape.cpu,
-                "job_memory": shape.memory,
-                "period_s": args.period,
-                "idle_p50_s": none_or_round(idle["p50"]),
-                "idle_p99_s": none_or_round(idle["p99"]),
-                "idle_max_s": none_or_round(idle["max"]),
-                "idle_log_p50_s": none_or_round(idle_log["p50"]),
-                "idle_log_p99_s": none_or_round(idle_log["p99"]),
-                "idle_log_max_s": none_or_round(idle_log["max"]),
-                "idle_hops_p50_s": {hop: none_or_round(summary(times)["p50"]) for hop, times in stream.idle_feed.hops.items()},
-                "idle_hops_p99_s": {hop: none_or_round(summary(times)["p99"]) for hop, times in stream.idle_feed.hops.items()},
-                "idle_slowest_hops_s": rounded(slowest_hops(stream.idle_feed.hops)),
-                "idle_tick_gap_p50_p90_s": [none_or_round(q) for q in p50_p90(stream.idle_feed.tick_gaps)],
-                "idle_tick_to_commit_p50_p90_s": [none_or_round(q) for q in p50_p90(stream.idle_feed.tick_to_commit)],
-                "idle_cycles": stream.idle_cycles[0],
-                "idle_cycles_run_ahead": stream.idle_cycles[1],
-                "stream_p50_s": none_or_round(summary(stream.stream_tick)["p50"]),
-                "stream_p99_s": none_or_round(summary(stream.stream_tick)["p99"]),
-                "stream_leased": len(stream.stream_tick),
-                "leases_per_s": none_or_round(stream_rate, 1),
-                "leases_per_s_peak_5s": none_or_round(stream.rate.peak_5s if stream.rate else None, 1),
-                "leases_per_s_median_5s": none_or_round(stream.rate.median_5s if stream.rate else None, 1),
-                "queued_first_leased": queued.leased,
-                "leases_per_s_queued_first": none_or_round(queued_rate, 1),
-                "queued_first_seconds": none_or_round(queued.rate.span_s if queued.rate else None),
-                "decided_leases_per_s_stream": none_or_round(decision_rate(stream.phases[-1].cycles), 1),
-                "decided_leases_per_s_queued_first": none_or_round(decision_rate(queued.phases[-1].cycles) if queued.phases else None, 1),
-                **rounded(cycle_figures(phases)),
-                "cycles_by_phase": {result.name: rounded(cycle_figures([result])) for result in phases},
-                "worker_peak_rss_mib": round(peak, 1),
-                "worker_rss_end_mib": round(stream.phases[-1].worker_rss_mib, 1),
-                "worker_rss_end_queued_first_mib": none_or_round(queued_rss, 1),
-                "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
-                "cpu_ms_per_job_by_phase": {result.name: rounded(result.cpu_ms_per_job()) for result in phases},
-                "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
-                "index_job_writes_per_leased_job": writes_per_lease,
-                "index_job_writes_per_job_by_phase": {
-                    result.name: none_or_round(result.index_job_writes / result.jobs if result.index_job_writes is not None else None)
-                    for result in phases
-                },
-                "index_writes_per_job_by_phase": {
-                    result.name: none_or_round(result.index_writes / result.jobs if result.index_writes is not None else None)
-                    for result in phases
-                },
-                "taken_back_stream": dict(stream.other_decisions),
-                "taken_back_queued_first": dict(queued.other_decisions),
-                "agent_crashes": crashes,
-                "cores": os.cpu_count(),
-                "python": platform.python_version(),
-            }
+    figures = {
+        "nodes": args.nodes,
+        "executors": args.executors,
+        "workers": args.workers,
+        "partitions": args.partitions,
+        "jobs": args.jobs,
+        "idle_jobs": args.idle_jobs,
+        "queues": args.queues,
+        "job_cpu": shape.cpu,
+        "job_memory": shape.memory,
+        "period_s": args.period,
+        "idle_p50_s": none_or_round(idle["p50"]),
+        "idle_p99_s": none_or_round(idle["p99"]),
+        "idle_max_s": none_or_round(idle["max"]),
+        "idle_log_p50_s": none_or_round(idle_log["p50"]),
+        "idle_log_p99_s": none_or_round(idle_log["p99"]),
+        "idle_log_max_s": none_or_round(idle_log["max"]),
+        "idle_hops_p50_s": {hop: none_or_round(summary(times)["p50"]) for hop, times in stream.idle_feed.hops.items()},
+        "idle_hops_p99_s": {hop: none_or_round(summary(times)["p99"]) for hop, times in stream.idle_feed.hops.items()},
+        "idle_slowest_hops_s": rounded(slowest_hops(stream.idle_feed.hops)),
+        "idle_tick_gap_p50_p90_s": [none_or_round(q) for q in p50_p90(stream.idle_feed.tick_gaps)],
+        "idle_tick_to_commit_p50_p90_s": [none_or_round(q) for q in p50_p90(stream.idle_feed.tick_to_commit)],
+        "idle_cycles": stream.idle_cycles[0],
+        "idle_cycles_run_ahead": stream.idle_cycles[1],
+        "stream_p50_s": none_or_round(summary(stream.stream_tick)["p50"]),
+        "stream_p99_s": none_or_round(summary(stream.stream_tick)["p99"]),
+        "stream_leased": len(stream.stream_tick),
+        "leases_per_s": none_or_round(stream_rate, 1),
+        "leases_per_s_peak_5s": none_or_round(stream.rate.peak_5s if stream.rate else None, 1),
+        "leases_per_s_median_5s": none_or_round(stream.rate.median_5s if stream.rate else None, 1),
+        "queued_first_leased": queued.leased,
+        "leases_per_s_queued_first": none_or_round(queued_rate, 1),
+        "queued_first_seconds": none_or_round(queued.rate.span_s if queued.rate else None),
+        "decided_leases_per_s_stream": none_or_round(decision_rate(stream.phases[-1].cycles), 1),
+        "decided_leases_per_s_queued_first": none_or_round(decision_rate(queued.phases[-1].cycles) if queued.phases else None, 1),
+        **rounded(cycle_figures(phases)),
+        "cycles_by_phase": {result.name: rounded(cycle_figures([result])) for result in phases},
+        "worker_peak_rss_mib": round(peak, 1),
+        "worker_rss_end_mib": round(stream.phases[-1].worker_rss_mib, 1),
+        "worker_rss_end_queued_first_mib": none_or_round(queued_rss, 1),
+        "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
+        "cpu_ms_per_job_by_phase": {result.name: rounded(result.cpu_ms_per_job()) for result in phases},
+        "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
+        "index_job_writes_per_leased_job": writes_per_lease,
+        "index_job_writes_per_job_by_phase": {
+            result.name: none_or_round(result.index_job_writes / result.jobs if result.index_job_writes is not None else None)
+            for result in phases
+        },
+        "index_writes_per_job_by_phase": {
+            result.name: none_or_round(result.index_writes / result.jobs if result.index_writes is not None else None) for result in phases
+        },
+        "taken_back_stream": dict(stream.other_decisions),
+        "taken_back_queued_first": dict(queued.other_decisions),
+        "agent_crashes": crashes,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    print(json.dumps(figures))
+    return figures
+
+
+# ---------------------------------------------------------------- several runs: CPU per job against workers
+
+SCALING_PHASES = ("stream", "queue", "queued-first")
+SCALING_TARGET = 0.10  # issue 14: the workers' CPU per job may grow by at most 10% from one worker to more
+
+
+def counts(text: str) -> list[int]:
+    """A comma-separated list of counts: "1,2"."""
+    return [int(part) for part in text.split(",")]
+
+
+def phase_line(run: Mapping[str, Any], name: str) -> str:
+    """A run's phase: workers' CPU per job (each worker's), the broker's, and the rest of the machine's load."""
+    per_job = run["cpu_ms_per_job_by_phase"][name]
+    each = " + ".join(f"{ms:.3f}" for role, ms in per_job.items() if role.startswith("worker-"))
+    other = run["cpu_s_by_phase"][name]["other"] / max(run["seconds_by_phase"][name], 1e-9)
+    return f"{per_job['workers']:.3f} ms ({each}), broker {per_job['broker']:.3f}, other load {other:.0%} of a core"
+
+
+def scaling_pairs(runs: list[dict[str, Any]], base: int) -> list[dict[str, Any]]:
+    """Each run's growth of the workers' CPU per job, per phase, against the ``base``-worker run of the same round and partitions."""
+    first = {(run["round"], run["partitions"]): run for run in runs if run["workers"] == base}
+    pairs = []
+    for run in runs:
+        against = first.get((run["round"], run["partitions"]))
+        if run["workers"] == base or against is None:
+            continue
+        growth: dict[str, float | None] = {}
+        for name in SCALING_PHASES:
+            before = against["cpu_ms_per_job_by_phase"].get(name, {}).get("workers")
+            after = run["cpu_ms_per_job_by_phase"].get(name, {}).get("workers")
+            growth[name] = none_or_round(after / before - 1) if before and after is not None else None
+        pairs.append({"round": run["round"], "partitions": run["partitions"], "workers": run["workers"], "growth": growth})
+    return pairs
+
+
+def report_scaling(runs: list[dict[str, Any]], base: int) -> None:
+    """Every run's CPU per job by phase, each pair's growth from ``base`` workers, and the median growth per
+    partition count, worker count and phase; the last stdout line is one JSON object with all of it."""
+    print(f"scaling: the workers' CPU per job by phase, {len(runs)} run(s); target: at most +{SCALING_TARGET:.0%} from {base} worker(s)")
+    for run in runs:
+        phases = "; ".join(f"{name} {phase_line(run, name)}" for name in SCALING_PHASES if name in run["cpu_ms_per_job_by_phase"])
+        print(
+            f"  round {run['round']}, {run['partitions']} partition(s), {run['workers']} worker(s): leases/s stream "
+            f"{fmt(run['leases_per_s'])}, queued first {fmt(run['leases_per_s_queued_first'])}; {phases}"
         )
-    )
+    pairs = scaling_pairs(runs, base)
+    medians: dict[str, dict[str, dict[str, float | None]]] = {}
+    for partitions, workers in sorted({(pair["partitions"], pair["workers"]) for pair in pairs}):
+        same = [pair for pair in pairs if (pair["partitions"], pair["workers"]) == (partitions, workers)]
+        for name in SCALING_PHASES:
+            growths = [pair["growth"][name] for pair in same if pair["growth"][name] is not None]
+            if not growths:
+                continue
+            median = statistics.median(growths)
+            medians.setdefault(str(partitions), {}).setdefault(str(workers), {})[name] = round(median, 3)
+            each = ", ".join(f"{growth:+.0%}" for growth in growths)
+            within = sum(1 for growth in growths if growth <= SCALING_TARGET)
+            print(
+                f"  {partitions} partition(s), {base} -> {workers} workers, {name}: median {median:+.1%} over {len(growths)} pair(s) "
+                f"({each}; {within} of {len(growths)} within +{SCALING_TARGET:.0%}): {met(median, median <= SCALING_TARGET)}"
+            )
+    print(json.dumps({"runs": runs, "pairs": pairs, "median_growth": medians}))
 
 
 # Scheduler settings of the benchmarks' worker, on top of Armada's production defaults.
@@ -1224,8 +1297,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--idle-jobs", type=int, default=1000, help="jobs of the idle-latency phase (default 1000)")
     parser.add_argument("--nodes", type=int, default=1000, help=f"fake nodes of {NODE_CPU} cpu / {NODE_MEMORY} (default 1000)")
     parser.add_argument("--executors", type=int, default=2, help="fake executors sharing the nodes (default 2)")
-    parser.add_argument("--workers", type=int, default=1, help="control-plane workers in one consumer group (default 1)")
-    parser.add_argument("--partitions", type=int, default=1, help="FLOTILLA_PARTITIONS for the workers (default 1)")
+    parser.add_argument(
+        "--workers",
+        type=counts,
+        default=[1],
+        help="control-plane workers in one consumer group (default 1); a list (1,2) runs each in turn and compares them (--pairs)",
+    )
+    parser.add_argument(
+        "--partitions", type=counts, default=[1], help="FLOTILLA_PARTITIONS for the workers (default 1); a list (1,2,4) runs each in turn"
+    )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=1,
+        help="rounds over the --partitions and --workers lists (default 1): each round runs every worker count in turn at each "
+        "partition count, and the summary gives each count's CPU per job against the first count's of the same round",
+    )
     parser.add_argument("--period", type=float, default=1.0, help="FLOTILLA_SCHEDULE_PERIOD_S (default 1.0)")
     parser.add_argument(
         "--executor-timeout", type=float, help="s: executorTimeout of the scheduler configuration (default: Armada's, 1h / 10m stale)"
@@ -1242,13 +1329,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--py-spy", metavar="BIN", help="profile every worker during both throughput phases")
     parser.add_argument(
-        "--profile-out", default="/tmp/pipeline-profile", help="py-spy output prefix; -stream.txt / -queued-first.txt are appended"
+        "--profile-out",
+        default="/tmp/pipeline-profile",
+        help="py-spy output prefix; -stream.txt / -queued-first.txt are appended (with several runs, -p<P>-w<W>-r<round> first)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the logs directory instead of removing it")
     parser.add_argument("--stream-only", action="store_true", help="run the stream session only (no queued-first session)")
     args = parser.parse_args(argv)
     if (
-        min(args.jobs, args.idle_jobs, args.nodes, args.executors, args.queues, args.batch, args.idle_batch, args.workers, args.partitions)
+        min(
+            args.jobs,
+            args.idle_jobs,
+            args.nodes,
+            args.executors,
+            args.queues,
+            args.batch,
+            args.idle_batch,
+            args.pairs,
+            *args.workers,
+            *args.partitions,
+        )
         < 1
     ):
         parser.error("counts must be positive")
@@ -1266,6 +1366,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    settings = [(partitions, workers) for partitions in args.partitions for workers in args.workers]
+    if len(settings) == 1 and args.pairs == 1:
+        return run_once(argparse.Namespace(**{**vars(args), "workers": args.workers[0], "partitions": args.partitions[0]}))[0]
+    runs: list[dict[str, Any]] = []
+    status = 0
+    for round_number in range(1, args.pairs + 1):
+        for partitions, workers in settings:
+            log(f"round {round_number}/{args.pairs}: {workers} worker(s), {partitions} partition(s) ...")
+            one = {
+                "workers": workers,
+                "partitions": partitions,
+                "profile_out": f"{args.profile_out}-p{partitions}-w{workers}-r{round_number}",
+            }
+            code, figures = run_once(argparse.Namespace(**{**vars(args), **one}))
+            status = status or code
+            if figures is None:  # interrupted or failed: compare what ran
+                report_scaling(runs, args.workers[0])
+                return status
+            runs.append({"round": round_number, **figures})
+    report_scaling(runs, args.workers[0])
+    return status
+
+
+def run_once(args: argparse.Namespace) -> tuple[int, dict[str, Any] | None]:
+    """One run at one worker and partition count: (exit status, the figures; None when it did not finish)."""
     shape = JobShape(args.job_cpu, args.job_memory, args.runtime)
     queues = queue_names(args.queues, args.partitions)  # spread evenly over the partitions
     directory = Path(tempfile.mkdtemp(prefix="flotilla-bench-pipeline-"))
@@ -1285,7 +1410,7 @@ def main(argv: list[str] | None = None) -> int:
                 queued = asyncio.run(queued_first_session(sessions[-1], args, shape))
     except KeyboardInterrupt:
         log("interrupted")
-        return exit_status()
+        return exit_status(), None
     except Exception as exc:  # noqa: BLE001 - report and clean up
         log(f"error: {exc!r}")
         for session in sessions:
@@ -1293,14 +1418,14 @@ def main(argv: list[str] | None = None) -> int:
                 log(worker.log_tail())
             for executor in session.executors:
                 log(executor.log_tail())
-        return 1
+        return 1, None
     finally:
         if args.keep:
             log(f"logs kept in {directory}")
         else:
             shutil.rmtree(directory, ignore_errors=True)
-    report(args, shape, stream, queued)
-    return 1 if stream.crashes or queued.crashes else 0
+    figures = report(args, shape, stream, queued)
+    return (1 if stream.crashes or queued.crashes else 0), figures
 
 
 if __name__ == "__main__":
