@@ -941,7 +941,7 @@ async def queued_first_session(session: Session, args: argparse.Namespace, shape
     try:
         log(f"{session.name}: encoding {args.jobs:,} jobs ...")
         requests = encode_requests(STREAM, args.jobs, args.batch, session.queues, shape, args.partitions)
-        with phase(session, "queue", args.jobs, phases):
+        with profiled(session, "queue"), phase(session, "queue", args.jobs, phases):
             started = time.monotonic()
             await produce_all(producer, SUBMISSIONS, requests)
             await wait_indexed(session, args.jobs)
@@ -1327,11 +1327,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--settle", type=float, default=30.0, help="s to keep watching after each throughput phase for leases taken back (default 30)"
     )
-    parser.add_argument("--py-spy", metavar="BIN", help="profile every worker during both throughput phases")
+    parser.add_argument("--py-spy", metavar="BIN", help="profile every worker during the stream, queue and queued-first phases")
     parser.add_argument(
         "--profile-out",
         default="/tmp/pipeline-profile",
-        help="py-spy output prefix; -stream.txt / -queued-first.txt are appended (with several runs, -p<P>-w<W>-r<round> first)",
+        help="py-spy output prefix; -stream.txt, -queue.txt, -queued-first.txt are appended (several runs: -p<P>-w<W>-r<N> first)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the logs directory instead of removing it")
     parser.add_argument("--stream-only", action="store_true", help="run the stream session only (no queued-first session)")
