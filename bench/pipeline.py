@@ -503,6 +503,11 @@ class Session:
         """Keys written to the scheduler's index table so far: job entries, and all keys (GET /metrics)."""
         return self.metric("flotilla_scheduler_index_job_writes_total"), self.metric("flotilla_scheduler_index_writes_total")
 
+    def events_folded(self) -> float | None:
+        """Job events the workers' job-state agents folded so far, every outcome (GET /metrics)."""
+        values = [value for exposition in self.metrics() if (value := metric_sum(exposition, "flotilla_events_total")) is not None]
+        return sum(values) if values else None
+
     def stop(self) -> None:
         """Stop the session's processes now, executors and workers before the broker (each with what is
         left of its process group; stop_process never raises). ``children`` would stop them at the end anyway."""
@@ -522,6 +527,12 @@ def metric_value(exposition: str, name: str) -> float | None:
         if line.startswith(name + " "):
             return float(line.split()[1])
     return None
+
+
+def metric_sum(exposition: str, name: str) -> float | None:
+    """The sum of a labelled metric's samples over every label value (Prometheus's text format; None when it has none)."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in exposition.splitlines() if line.startswith(name + "{")]
+    return sum(values) if values else None
 
 
 def machine_busy_seconds() -> float:
@@ -716,6 +727,9 @@ class PhaseResult:
     # Keys the scheduler wrote to its index table during the phase: job entries, and all keys.
     index_job_writes: float | None = None
     index_writes: float | None = None
+    # Job events the job-state agents folded during the phase: a stream phase also folds the executors' reports of
+    # the jobs leased, as many as came in before it ended, so its CPU per job depends on where the phase stops.
+    events: float | None = None
 
     def worker_cpu(self) -> list[float]:
         """Each worker's CPU seconds, in worker order."""
@@ -728,6 +742,10 @@ class PhaseResult:
         per_job["broker"] = 1000 * self.cpu.get("broker", 0.0) / self.jobs
         return per_job
 
+    def cpu_us_per_event(self) -> float | None:
+        """Microseconds of the workers' CPU per job event folded in the phase."""
+        return 1e6 * sum(self.worker_cpu()) / self.events if self.events else None
+
 
 @contextmanager
 def phase(session: Session, name: str, jobs: int, results: list[PhaseResult]) -> Iterator[int]:
@@ -736,13 +754,17 @@ def phase(session: Session, name: str, jobs: int, results: list[PhaseResult]) ->
     session.worker_log.poll()
     first_cycle = len(session.worker_log.cycles)
     meter = CpuMeter(session.pids())
-    writes_before = session.index_writes()
+    writes_before, events_before = session.index_writes(), session.events_folded()
     log(f"{session.name}: phase {name} ...")
     yield first_cycle
     seconds, cpu = meter.spent(session.pids())
-    writes_after = session.index_writes()
+    writes_after, events_after = session.index_writes(), session.events_folded()
     session.worker_log.poll()
     statuses = [read_status(pid) for pid in session.worker_pids]
+    before = (*writes_before, events_before)
+    job_writes, writes, events = (
+        None if late is None else late - (early or 0.0) for early, late in zip(before, (*writes_after, events_after), strict=True)
+    )
     results.append(
         PhaseResult(
             name,
@@ -752,7 +774,9 @@ def phase(session: Session, name: str, jobs: int, results: list[PhaseResult]) ->
             session.worker_log.cycles[first_cycle:],
             max(status.get("VmRSS", 0) for status in statuses) / 1024,
             max(status.get("VmHWM", 0) for status in statuses) / 1024,
-            *(None if after is None else after - (before or 0.0) for before, after in zip(writes_before, writes_after, strict=True)),
+            job_writes,
+            writes,
+            events,
         )
     )
 
@@ -1040,6 +1064,11 @@ def print_phase(result: PhaseResult) -> None:
     print(f"  phase {result.name}: {result.seconds:.1f}s wall; CPU (share of one core) {share}")
     per_job = ", ".join(f"{role} {ms:.3f}" for role, ms in result.cpu_ms_per_job().items())
     print(f"    CPU per job (ms) of its {result.jobs:,} jobs: {per_job}")
+    if result.events is not None:
+        per_event = fmt(result.cpu_us_per_event(), ".1f")
+        print(
+            f"    job events folded {result.events:,.0f} ({result.events / result.jobs:.2f} per job): workers' CPU per event {per_event} us"
+        )
     if result.cycles:
         cycles = summary([seconds for seconds, _ in result.cycles])
         leased = [n for _, n in result.cycles]
@@ -1194,6 +1223,8 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
         "worker_rss_end_queued_first_mib": none_or_round(queued_rss, 1),
         "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
         "cpu_ms_per_job_by_phase": {result.name: rounded(result.cpu_ms_per_job()) for result in phases},
+        "events_folded_by_phase": {result.name: result.events for result in phases},
+        "cpu_us_per_event_by_phase": {result.name: none_or_round(result.cpu_us_per_event(), 1) for result in phases},
         "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
         "index_job_writes_per_leased_job": writes_per_lease,
         "index_job_writes_per_job_by_phase": {
@@ -1229,7 +1260,11 @@ def phase_line(run: Mapping[str, Any], name: str) -> str:
     per_job = run["cpu_ms_per_job_by_phase"][name]
     each = " + ".join(f"{ms:.3f}" for role, ms in per_job.items() if role.startswith("worker-"))
     other = run["cpu_s_by_phase"][name]["other"] / max(run["seconds_by_phase"][name], 1e-9)
-    return f"{per_job['workers']:.3f} ms ({each}), broker {per_job['broker']:.3f}, other load {other:.0%} of a core"
+    events = run["events_folded_by_phase"][name]
+    per_event = (
+        f", {events / run['jobs']:.2f} events per job, {fmt(run['cpu_us_per_event_by_phase'][name], '.1f')} us per event" if events else ""
+    )
+    return f"{per_job['workers']:.3f} ms ({each}), broker {per_job['broker']:.3f}, other load {other:.0%} of a core{per_event}"
 
 
 def scaling_pairs(runs: list[dict[str, Any]], base: int) -> list[dict[str, Any]]:
@@ -1241,11 +1276,23 @@ def scaling_pairs(runs: list[dict[str, Any]], base: int) -> list[dict[str, Any]]
         if run["workers"] == base or against is None:
             continue
         growth: dict[str, float | None] = {}
+        per_event: dict[str, float | None] = {}
         for name in SCALING_PHASES:
             before = against["cpu_ms_per_job_by_phase"].get(name, {}).get("workers")
             after = run["cpu_ms_per_job_by_phase"].get(name, {}).get("workers")
             growth[name] = none_or_round(after / before - 1) if before and after is not None else None
-        pairs.append({"round": run["round"], "partitions": run["partitions"], "workers": run["workers"], "growth": growth})
+            before = against["cpu_us_per_event_by_phase"].get(name)
+            after = run["cpu_us_per_event_by_phase"].get(name)
+            per_event[name] = none_or_round(after / before - 1) if before and after is not None else None
+        pairs.append(
+            {
+                "round": run["round"],
+                "partitions": run["partitions"],
+                "workers": run["workers"],
+                "growth": growth,
+                "growth_per_event": per_event,
+            }
+        )
     return pairs
 
 
@@ -1271,9 +1318,11 @@ def report_scaling(runs: list[dict[str, Any]], base: int) -> None:
             medians.setdefault(str(partitions), {}).setdefault(str(workers), {})[name] = round(median, 3)
             each = ", ".join(f"{growth:+.0%}" for growth in growths)
             within = sum(1 for growth in growths if growth <= SCALING_TARGET)
+            per_event = [pair["growth_per_event"][name] for pair in same if pair["growth_per_event"][name] is not None]
             print(
                 f"  {partitions} partition(s), {base} -> {workers} workers, {name}: median {median:+.1%} over {len(growths)} pair(s) "
                 f"({each}; {within} of {len(growths)} within +{SCALING_TARGET:.0%}): {met(median, median <= SCALING_TARGET)}"
+                + (f"; per folded event: {', '.join(f'{growth:+.0%}' for growth in per_event)}" if per_event else "")
             )
     print(json.dumps({"runs": runs, "pairs": pairs, "median_growth": medians}))
 
