@@ -141,6 +141,7 @@ FEED = "flotilla.scheduler-feed"
 SUBMITTER = "anonymous"
 NODE_CPU, NODE_MEMORY = "32", "256Gi"
 WARMUP, IDLE, STREAM = "warmup", "idle", "stream"
+SETTLED = "+settle"  # a phase's name and the --settle s after it, measured as one
 WARMUP_JOBS = 1
 WINDOW_S = 5.0
 PROGRESS_EVERY_S = 5.0
@@ -893,15 +894,18 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
 
         log(f"{session.name}: encoding {args.jobs:,} jobs ...")
         stream = encode_requests(STREAM, args.jobs, args.batch, session.queues, shape, args.partitions)
-        with profiled(session, "stream"), phase(session, STREAM, args.jobs, phases) as first_cycle:
-            started = time.time()
-            await produce_all(producer, SUBMISSIONS, stream)
-            await wait_leased(
-                session, follower, STREAM, args.jobs, first_cycle, lambda: f"{len(follower.submitted):,} submitted; {progress()}"
-            )
-        leases = follower.leased(STREAM).values()
-        stream_tick, stream_log = latencies(follower, STREAM)
-        await settle(session, follower, args.settle)
+        # The phase ends with the last lease; the executors' reports of the jobs leased last are folded after it, so
+        # "+settle" measures the same jobs until --settle s later too: every job's whole way, whatever the workers.
+        with phase(session, f"{STREAM}{SETTLED}", args.jobs, phases):
+            with profiled(session, "stream"), phase(session, STREAM, args.jobs, phases) as first_cycle:
+                started = time.time()
+                await produce_all(producer, SUBMISSIONS, stream)
+                await wait_leased(
+                    session, follower, STREAM, args.jobs, first_cycle, lambda: f"{len(follower.submitted):,} submitted; {progress()}"
+                )
+            leases = follower.leased(STREAM).values()
+            stream_tick, stream_log = latencies(follower, STREAM)
+            await settle(session, follower, args.settle)
         return StreamResult(
             idle_tick,
             idle_log,
@@ -971,12 +975,13 @@ async def queued_first_session(session: Session, args: argparse.Namespace, shape
             await wait_indexed(session, args.jobs)
             queue_seconds = time.monotonic() - started
         log(f"{session.name}: {args.jobs:,} jobs queued in {queue_seconds:.1f}s; starting the executors")
-        with profiled(session, "queued-first"), phase(session, "queued-first", args.jobs, phases) as first_cycle:
-            # The executors' start-up is inside the phase: their processes do not exist before.
-            capacity_at = await asyncio.to_thread(session.start_executors)
-            await wait_leased(session, follower, STREAM, args.jobs, first_cycle, worker_progress(session))
-        times = [lease.log_ms for lease in follower.leased(STREAM).values()]
-        await settle(session, follower, args.settle)
+        with phase(session, f"queued-first{SETTLED}", args.jobs, phases):  # as the stream's: the last reports folded too
+            with profiled(session, "queued-first"), phase(session, "queued-first", args.jobs, phases) as first_cycle:
+                # The executors' start-up is inside the phase: their processes do not exist before.
+                capacity_at = await asyncio.to_thread(session.start_executors)
+                await wait_leased(session, follower, STREAM, args.jobs, first_cycle, worker_progress(session))
+            times = [lease.log_ms for lease in follower.leased(STREAM).values()]
+            await settle(session, follower, args.settle)
         return QueuedFirstResult(
             lease_rate(times, start_s=capacity_at),
             queue_seconds,
@@ -1214,8 +1219,8 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
         "queued_first_leased": queued.leased,
         "leases_per_s_queued_first": none_or_round(queued_rate, 1),
         "queued_first_seconds": none_or_round(queued.rate.span_s if queued.rate else None),
-        "decided_leases_per_s_stream": none_or_round(decision_rate(stream.phases[-1].cycles), 1),
-        "decided_leases_per_s_queued_first": none_or_round(decision_rate(queued.phases[-1].cycles) if queued.phases else None, 1),
+        "decided_leases_per_s_stream": none_or_round(decision_rate(stream.phases[-2].cycles), 1),
+        "decided_leases_per_s_queued_first": none_or_round(decision_rate(queued.phases[-2].cycles) if queued.phases else None, 1),
         **rounded(cycle_figures(phases)),
         "cycles_by_phase": {result.name: rounded(cycle_figures([result])) for result in phases},
         "worker_peak_rss_mib": round(peak, 1),
@@ -1246,7 +1251,7 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
 
 # ---------------------------------------------------------------- several runs: CPU per job against workers
 
-SCALING_PHASES = ("stream", "queue", "queued-first")
+SCALING_PHASES = ("stream", "stream+settle", "queue", "queued-first", "queued-first+settle")
 SCALING_TARGET = 0.10  # issue 14: the workers' CPU per job may grow by at most 10% from one worker to more
 
 
