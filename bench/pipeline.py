@@ -68,6 +68,12 @@ leases and reports together; queue: ingest alone; queued-first: scheduling, leas
 worker's and the broker's share, the other load, and for every pair the growth of the workers'
 CPU per job from the first worker count, with its median per partition count and phase against
 the 10% target. Keep one invocation inside one lock hold (about 110 s a run at 20,000 jobs).
+Only the queue phase ends once every job's events so far are folded (the scheduler's index holds
+them all); the stream and queued-first phases end at the last lease, before the job-state agents
+have folded the leases and the executors' reports, and a lone worker is further behind there than
+two. Each phase counts the job events the workers folded (events per job, CPU per event), and
+"stream+settle" / "queued-first+settle" measure those phases with their --settle seconds: with a
+settle long enough for the events per job to match, they compare the same work.
 
 Usage: .venv/bin/python bench/pipeline.py [--jobs 100000] [--idle-jobs 1000] [--nodes 1000]
        [--executors 2] [--workers 1[,2...]] [--partitions 1[,2...]] [--pairs 1] [--period 1.0] [--executor-timeout S]
