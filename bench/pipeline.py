@@ -60,10 +60,26 @@ the whole machine's busy time from /proc/stat: the rest is other load, printed a
 one core that processes outside the benchmark used. CPU per job is the workers' CPU of a phase over
 its jobs, in all and per worker.
 
+Scaling (issue 14): `--workers 1,2 --partitions 1,2,4 --pairs N` runs the whole benchmark once per
+setting, N rounds; in each round, at each partition count, every worker count in turn (1, then 2):
+adjacent runs make a pair, so a pair shares the machine's load of the moment as far as anything
+does here. After the runs it prints each run's CPU per job by phase (stream: ingest, scheduling,
+leases and reports together; queue: ingest alone; queued-first: scheduling, leases and reports), each
+worker's and the broker's share, the other load, and for every pair the growth of the workers'
+CPU per job from the first worker count, with its median per partition count and phase against
+the 10% target. Keep one invocation inside one lock hold (about 110 s a run at 20,000 jobs).
+Only the queue phase ends once every job's events so far are folded (the scheduler's index holds
+them all); the stream and queued-first phases end at the last lease, before the job-state agents
+have folded the leases and the executors' reports, and a lone worker is further behind there than
+two. Each phase counts the job events the workers folded (events per job, CPU per event), and
+"stream+settle" / "queued-first+settle" measure those phases with their --settle seconds: with a
+settle long enough for the events per job to match, they compare the same work.
+
 Usage: .venv/bin/python bench/pipeline.py [--jobs 100000] [--idle-jobs 1000] [--nodes 1000]
-       [--executors 2] [--workers 1] [--partitions 1] [--period 1.0] [--executor-timeout S] [--job-cpu 250m] [--job-memory 1Gi]
-       [--settle 30] [--py-spy BIN] [--keep] [--stream-only]
-Progress goes to stderr; the last stdout line is one JSON object.
+       [--executors 2] [--workers 1[,2...]] [--partitions 1[,2...]] [--pairs 1] [--period 1.0] [--executor-timeout S]
+       [--job-cpu 250m] [--job-memory 1Gi] [--settle 30] [--py-spy BIN] [--keep] [--stream-only]
+Progress goes to stderr; the last stdout line is one JSON object (with several runs: every run's
+object under "runs", the pairs' growth under "pairs", the medians under "median_growth").
 """
 
 from __future__ import annotations
@@ -131,6 +147,7 @@ FEED = "flotilla.scheduler-feed"
 SUBMITTER = "anonymous"
 NODE_CPU, NODE_MEMORY = "32", "256Gi"
 WARMUP, IDLE, STREAM = "warmup", "idle", "stream"
+SETTLED = "+settle"  # a phase's name and the --settle s after it, measured as one
 WARMUP_JOBS = 1
 WINDOW_S = 5.0
 PROGRESS_EVERY_S = 5.0
@@ -493,6 +510,11 @@ class Session:
         """Keys written to the scheduler's index table so far: job entries, and all keys (GET /metrics)."""
         return self.metric("flotilla_scheduler_index_job_writes_total"), self.metric("flotilla_scheduler_index_writes_total")
 
+    def events_folded(self) -> float | None:
+        """Job events the workers' job-state agents folded so far, every outcome (GET /metrics)."""
+        values = [value for exposition in self.metrics() if (value := metric_sum(exposition, "flotilla_events_total")) is not None]
+        return sum(values) if values else None
+
     def stop(self) -> None:
         """Stop the session's processes now, executors and workers before the broker (each with what is
         left of its process group; stop_process never raises). ``children`` would stop them at the end anyway."""
@@ -512,6 +534,12 @@ def metric_value(exposition: str, name: str) -> float | None:
         if line.startswith(name + " "):
             return float(line.split()[1])
     return None
+
+
+def metric_sum(exposition: str, name: str) -> float | None:
+    """The sum of a labelled metric's samples over every label value (Prometheus's text format; None when it has none)."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in exposition.splitlines() if line.startswith(name + "{")]
+    return sum(values) if values else None
 
 
 def machine_busy_seconds() -> float:
@@ -706,6 +734,9 @@ class PhaseResult:
     # Keys the scheduler wrote to its index table during the phase: job entries, and all keys.
     index_job_writes: float | None = None
     index_writes: float | None = None
+    # Job events the job-state agents folded during the phase: a stream phase also folds the executors' reports of
+    # the jobs leased, as many as came in before it ended, so its CPU per job depends on where the phase stops.
+    events: float | None = None
 
     def worker_cpu(self) -> list[float]:
         """Each worker's CPU seconds, in worker order."""
@@ -718,6 +749,10 @@ class PhaseResult:
         per_job["broker"] = 1000 * self.cpu.get("broker", 0.0) / self.jobs
         return per_job
 
+    def cpu_us_per_event(self) -> float | None:
+        """Microseconds of the workers' CPU per job event folded in the phase."""
+        return 1e6 * sum(self.worker_cpu()) / self.events if self.events else None
+
 
 @contextmanager
 def phase(session: Session, name: str, jobs: int, results: list[PhaseResult]) -> Iterator[int]:
@@ -726,13 +761,17 @@ def phase(session: Session, name: str, jobs: int, results: list[PhaseResult]) ->
     session.worker_log.poll()
     first_cycle = len(session.worker_log.cycles)
     meter = CpuMeter(session.pids())
-    writes_before = session.index_writes()
+    writes_before, events_before = session.index_writes(), session.events_folded()
     log(f"{session.name}: phase {name} ...")
     yield first_cycle
     seconds, cpu = meter.spent(session.pids())
-    writes_after = session.index_writes()
+    writes_after, events_after = session.index_writes(), session.events_folded()
     session.worker_log.poll()
     statuses = [read_status(pid) for pid in session.worker_pids]
+    before = (*writes_before, events_before)
+    job_writes, writes, events = (
+        None if late is None else late - (early or 0.0) for early, late in zip(before, (*writes_after, events_after), strict=True)
+    )
     results.append(
         PhaseResult(
             name,
@@ -742,7 +781,9 @@ def phase(session: Session, name: str, jobs: int, results: list[PhaseResult]) ->
             session.worker_log.cycles[first_cycle:],
             max(status.get("VmRSS", 0) for status in statuses) / 1024,
             max(status.get("VmHWM", 0) for status in statuses) / 1024,
-            *(None if after is None else after - (before or 0.0) for before, after in zip(writes_before, writes_after, strict=True)),
+            job_writes,
+            writes,
+            events,
         )
     )
 
@@ -859,15 +900,18 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
 
         log(f"{session.name}: encoding {args.jobs:,} jobs ...")
         stream = encode_requests(STREAM, args.jobs, args.batch, session.queues, shape, args.partitions)
-        with profiled(session, "stream"), phase(session, STREAM, args.jobs, phases) as first_cycle:
-            started = time.time()
-            await produce_all(producer, SUBMISSIONS, stream)
-            await wait_leased(
-                session, follower, STREAM, args.jobs, first_cycle, lambda: f"{len(follower.submitted):,} submitted; {progress()}"
-            )
-        leases = follower.leased(STREAM).values()
-        stream_tick, stream_log = latencies(follower, STREAM)
-        await settle(session, follower, args.settle)
+        # The phase ends with the last lease; the executors' reports of the jobs leased last are folded after it, so
+        # "+settle" measures the same jobs until --settle s later too: every job's whole way, whatever the workers.
+        with phase(session, f"{STREAM}{SETTLED}", args.jobs, phases):
+            with profiled(session, "stream"), phase(session, STREAM, args.jobs, phases) as first_cycle:
+                started = time.time()
+                await produce_all(producer, SUBMISSIONS, stream)
+                await wait_leased(
+                    session, follower, STREAM, args.jobs, first_cycle, lambda: f"{len(follower.submitted):,} submitted; {progress()}"
+                )
+            leases = follower.leased(STREAM).values()
+            stream_tick, stream_log = latencies(follower, STREAM)
+            await settle(session, follower, args.settle)
         return StreamResult(
             idle_tick,
             idle_log,
@@ -931,18 +975,19 @@ async def queued_first_session(session: Session, args: argparse.Namespace, shape
     try:
         log(f"{session.name}: encoding {args.jobs:,} jobs ...")
         requests = encode_requests(STREAM, args.jobs, args.batch, session.queues, shape, args.partitions)
-        with phase(session, "queue", args.jobs, phases):
+        with profiled(session, "queue"), phase(session, "queue", args.jobs, phases):
             started = time.monotonic()
             await produce_all(producer, SUBMISSIONS, requests)
             await wait_indexed(session, args.jobs)
             queue_seconds = time.monotonic() - started
         log(f"{session.name}: {args.jobs:,} jobs queued in {queue_seconds:.1f}s; starting the executors")
-        with profiled(session, "queued-first"), phase(session, "queued-first", args.jobs, phases) as first_cycle:
-            # The executors' start-up is inside the phase: their processes do not exist before.
-            capacity_at = await asyncio.to_thread(session.start_executors)
-            await wait_leased(session, follower, STREAM, args.jobs, first_cycle, worker_progress(session))
-        times = [lease.log_ms for lease in follower.leased(STREAM).values()]
-        await settle(session, follower, args.settle)
+        with phase(session, f"queued-first{SETTLED}", args.jobs, phases):  # as the stream's: the last reports folded too
+            with profiled(session, "queued-first"), phase(session, "queued-first", args.jobs, phases) as first_cycle:
+                # The executors' start-up is inside the phase: their processes do not exist before.
+                capacity_at = await asyncio.to_thread(session.start_executors)
+                await wait_leased(session, follower, STREAM, args.jobs, first_cycle, worker_progress(session))
+            times = [lease.log_ms for lease in follower.leased(STREAM).values()]
+            await settle(session, follower, args.settle)
         return QueuedFirstResult(
             lease_rate(times, start_s=capacity_at),
             queue_seconds,
@@ -1030,6 +1075,11 @@ def print_phase(result: PhaseResult) -> None:
     print(f"  phase {result.name}: {result.seconds:.1f}s wall; CPU (share of one core) {share}")
     per_job = ", ".join(f"{role} {ms:.3f}" for role, ms in result.cpu_ms_per_job().items())
     print(f"    CPU per job (ms) of its {result.jobs:,} jobs: {per_job}")
+    if result.events is not None:
+        per_event = fmt(result.cpu_us_per_event(), ".1f")
+        print(
+            f"    job events folded {result.events:,.0f} ({result.events / result.jobs:.2f} per job): workers' CPU per event {per_event} us"
+        )
     if result.cycles:
         cycles = summary([seconds for seconds, _ in result.cycles])
         leased = [n for _, n in result.cycles]
@@ -1071,7 +1121,8 @@ def met(value: float | None, ok: bool) -> str:
     return "n/a" if value is None else "met" if ok else "NOT met"
 
 
-def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queued: QueuedFirstResult) -> None:
+def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queued: QueuedFirstResult) -> dict[str, Any]:
+    """Print the run's figures, the last line as one JSON object, and return that object."""
     phases = stream.phases + queued.phases
     capacity = shape.slots_per_node() * args.nodes
     others = max(result.cpu["other"] / result.seconds for result in phases)
@@ -1141,68 +1192,150 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
         f"worker (scheduling agent) RSS: peak {peak:,.1f} MiB; at the end {stream.phases[-1].worker_rss_mib:,.1f} MiB "
         f"(stream session), {fmt(queued_rss, ',.1f')} MiB (queued-first session)"
     )
-    print(
-        json.dumps(
+    figures = {
+        "nodes": args.nodes,
+        "executors": args.executors,
+        "workers": args.workers,
+        "partitions": args.partitions,
+        "jobs": args.jobs,
+        "idle_jobs": args.idle_jobs,
+        "queues": args.queues,
+        "job_cpu": shape.cpu,
+        "job_memory": shape.memory,
+        "period_s": args.period,
+        "idle_p50_s": none_or_round(idle["p50"]),
+        "idle_p99_s": none_or_round(idle["p99"]),
+        "idle_max_s": none_or_round(idle["max"]),
+        "idle_log_p50_s": none_or_round(idle_log["p50"]),
+        "idle_log_p99_s": none_or_round(idle_log["p99"]),
+        "idle_log_max_s": none_or_round(idle_log["max"]),
+        "idle_hops_p50_s": {hop: none_or_round(summary(times)["p50"]) for hop, times in stream.idle_feed.hops.items()},
+        "idle_hops_p99_s": {hop: none_or_round(summary(times)["p99"]) for hop, times in stream.idle_feed.hops.items()},
+        "idle_slowest_hops_s": rounded(slowest_hops(stream.idle_feed.hops)),
+        "idle_tick_gap_p50_p90_s": [none_or_round(q) for q in p50_p90(stream.idle_feed.tick_gaps)],
+        "idle_tick_to_commit_p50_p90_s": [none_or_round(q) for q in p50_p90(stream.idle_feed.tick_to_commit)],
+        "idle_cycles": stream.idle_cycles[0],
+        "idle_cycles_run_ahead": stream.idle_cycles[1],
+        "stream_p50_s": none_or_round(summary(stream.stream_tick)["p50"]),
+        "stream_p99_s": none_or_round(summary(stream.stream_tick)["p99"]),
+        "stream_leased": len(stream.stream_tick),
+        "leases_per_s": none_or_round(stream_rate, 1),
+        "leases_per_s_peak_5s": none_or_round(stream.rate.peak_5s if stream.rate else None, 1),
+        "leases_per_s_median_5s": none_or_round(stream.rate.median_5s if stream.rate else None, 1),
+        "queued_first_leased": queued.leased,
+        "leases_per_s_queued_first": none_or_round(queued_rate, 1),
+        "queued_first_seconds": none_or_round(queued.rate.span_s if queued.rate else None),
+        "decided_leases_per_s_stream": none_or_round(decision_rate(stream.phases[-2].cycles), 1),
+        "decided_leases_per_s_queued_first": none_or_round(decision_rate(queued.phases[-2].cycles) if queued.phases else None, 1),
+        **rounded(cycle_figures(phases)),
+        "cycles_by_phase": {result.name: rounded(cycle_figures([result])) for result in phases},
+        "worker_peak_rss_mib": round(peak, 1),
+        "worker_rss_end_mib": round(stream.phases[-1].worker_rss_mib, 1),
+        "worker_rss_end_queued_first_mib": none_or_round(queued_rss, 1),
+        "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
+        "cpu_ms_per_job_by_phase": {result.name: rounded(result.cpu_ms_per_job()) for result in phases},
+        "events_folded_by_phase": {result.name: result.events for result in phases},
+        "cpu_us_per_event_by_phase": {result.name: none_or_round(result.cpu_us_per_event(), 1) for result in phases},
+        "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
+        "index_job_writes_per_leased_job": writes_per_lease,
+        "index_job_writes_per_job_by_phase": {
+            result.name: none_or_round(result.index_job_writes / result.jobs if result.index_job_writes is not None else None)
+            for result in phases
+        },
+        "index_writes_per_job_by_phase": {
+            result.name: none_or_round(result.index_writes / result.jobs if result.index_writes is not None else None) for result in phases
+        },
+        "taken_back_stream": dict(stream.other_decisions),
+        "taken_back_queued_first": dict(queued.other_decisions),
+        "agent_crashes": crashes,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    print(json.dumps(figures))
+    return figures
+
+
+# ---------------------------------------------------------------- several runs: CPU per job against workers
+
+SCALING_PHASES = ("stream", "stream+settle", "queue", "queued-first", "queued-first+settle")
+SCALING_TARGET = 0.10  # issue 14: the workers' CPU per job may grow by at most 10% from one worker to more
+
+
+def counts(text: str) -> list[int]:
+    """A comma-separated list of counts: "1,2"."""
+    return [int(part) for part in text.split(",")]
+
+
+def phase_line(run: Mapping[str, Any], name: str) -> str:
+    """A run's phase: workers' CPU per job (each worker's), the broker's, and the rest of the machine's load."""
+    per_job = run["cpu_ms_per_job_by_phase"][name]
+    each = " + ".join(f"{ms:.3f}" for role, ms in per_job.items() if role.startswith("worker-"))
+    other = run["cpu_s_by_phase"][name]["other"] / max(run["seconds_by_phase"][name], 1e-9)
+    events = run["events_folded_by_phase"][name]
+    per_event = (
+        f", {events / run['jobs']:.2f} events per job, {fmt(run['cpu_us_per_event_by_phase'][name], '.1f')} us per event" if events else ""
+    )
+    return f"{per_job['workers']:.3f} ms ({each}), broker {per_job['broker']:.3f}, other load {other:.0%} of a core{per_event}"
+
+
+def scaling_pairs(runs: list[dict[str, Any]], base: int) -> list[dict[str, Any]]:
+    """Each run's growth of the workers' CPU per job, per phase, against the ``base``-worker run of the same round and partitions."""
+    first = {(run["round"], run["partitions"]): run for run in runs if run["workers"] == base}
+    pairs = []
+    for run in runs:
+        against = first.get((run["round"], run["partitions"]))
+        if run["workers"] == base or against is None:
+            continue
+        growth: dict[str, float | None] = {}
+        per_event: dict[str, float | None] = {}
+        for name in SCALING_PHASES:
+            before = against["cpu_ms_per_job_by_phase"].get(name, {}).get("workers")
+            after = run["cpu_ms_per_job_by_phase"].get(name, {}).get("workers")
+            growth[name] = none_or_round(after / before - 1) if before and after is not None else None
+            before = against["cpu_us_per_event_by_phase"].get(name)
+            after = run["cpu_us_per_event_by_phase"].get(name)
+            per_event[name] = none_or_round(after / before - 1) if before and after is not None else None
+        pairs.append(
             {
-                "nodes": args.nodes,
-                "executors": args.executors,
-                "workers": args.workers,
-                "partitions": args.partitions,
-                "jobs": args.jobs,
-                "idle_jobs": args.idle_jobs,
-                "queues": args.queues,
-                "job_cpu": shape.cpu,
-                "job_memory": shape.memory,
-                "period_s": args.period,
-                "idle_p50_s": none_or_round(idle["p50"]),
-                "idle_p99_s": none_or_round(idle["p99"]),
-                "idle_max_s": none_or_round(idle["max"]),
-                "idle_log_p50_s": none_or_round(idle_log["p50"]),
-                "idle_log_p99_s": none_or_round(idle_log["p99"]),
-                "idle_log_max_s": none_or_round(idle_log["max"]),
-                "idle_hops_p50_s": {hop: none_or_round(summary(times)["p50"]) for hop, times in stream.idle_feed.hops.items()},
-                "idle_hops_p99_s": {hop: none_or_round(summary(times)["p99"]) for hop, times in stream.idle_feed.hops.items()},
-                "idle_slowest_hops_s": rounded(slowest_hops(stream.idle_feed.hops)),
-                "idle_tick_gap_p50_p90_s": [none_or_round(q) for q in p50_p90(stream.idle_feed.tick_gaps)],
-                "idle_tick_to_commit_p50_p90_s": [none_or_round(q) for q in p50_p90(stream.idle_feed.tick_to_commit)],
-                "idle_cycles": stream.idle_cycles[0],
-                "idle_cycles_run_ahead": stream.idle_cycles[1],
-                "stream_p50_s": none_or_round(summary(stream.stream_tick)["p50"]),
-                "stream_p99_s": none_or_round(summary(stream.stream_tick)["p99"]),
-                "stream_leased": len(stream.stream_tick),
-                "leases_per_s": none_or_round(stream_rate, 1),
-                "leases_per_s_peak_5s": none_or_round(stream.rate.peak_5s if stream.rate else None, 1),
-                "leases_per_s_median_5s": none_or_round(stream.rate.median_5s if stream.rate else None, 1),
-                "queued_first_leased": queued.leased,
-                "leases_per_s_queued_first": none_or_round(queued_rate, 1),
-                "queued_first_seconds": none_or_round(queued.rate.span_s if queued.rate else None),
-                "decided_leases_per_s_stream": none_or_round(decision_rate(stream.phases[-1].cycles), 1),
-                "decided_leases_per_s_queued_first": none_or_round(decision_rate(queued.phases[-1].cycles) if queued.phases else None, 1),
-                **rounded(cycle_figures(phases)),
-                "cycles_by_phase": {result.name: rounded(cycle_figures([result])) for result in phases},
-                "worker_peak_rss_mib": round(peak, 1),
-                "worker_rss_end_mib": round(stream.phases[-1].worker_rss_mib, 1),
-                "worker_rss_end_queued_first_mib": none_or_round(queued_rss, 1),
-                "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
-                "cpu_ms_per_job_by_phase": {result.name: rounded(result.cpu_ms_per_job()) for result in phases},
-                "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
-                "index_job_writes_per_leased_job": writes_per_lease,
-                "index_job_writes_per_job_by_phase": {
-                    result.name: none_or_round(result.index_job_writes / result.jobs if result.index_job_writes is not None else None)
-                    for result in phases
-                },
-                "index_writes_per_job_by_phase": {
-                    result.name: none_or_round(result.index_writes / result.jobs if result.index_writes is not None else None)
-                    for result in phases
-                },
-                "taken_back_stream": dict(stream.other_decisions),
-                "taken_back_queued_first": dict(queued.other_decisions),
-                "agent_crashes": crashes,
-                "cores": os.cpu_count(),
-                "python": platform.python_version(),
+                "round": run["round"],
+                "partitions": run["partitions"],
+                "workers": run["workers"],
+                "growth": growth,
+                "growth_per_event": per_event,
             }
         )
-    )
+    return pairs
+
+
+def report_scaling(runs: list[dict[str, Any]], base: int) -> None:
+    """Every run's CPU per job by phase, each pair's growth from ``base`` workers, and the median growth per
+    partition count, worker count and phase; the last stdout line is one JSON object with all of it."""
+    print(f"scaling: the workers' CPU per job by phase, {len(runs)} run(s); target: at most +{SCALING_TARGET:.0%} from {base} worker(s)")
+    for run in runs:
+        phases = "; ".join(f"{name} {phase_line(run, name)}" for name in SCALING_PHASES if name in run["cpu_ms_per_job_by_phase"])
+        print(
+            f"  round {run['round']}, {run['partitions']} partition(s), {run['workers']} worker(s): leases/s stream "
+            f"{fmt(run['leases_per_s'])}, queued first {fmt(run['leases_per_s_queued_first'])}; {phases}"
+        )
+    pairs = scaling_pairs(runs, base)
+    medians: dict[str, dict[str, dict[str, float | None]]] = {}
+    for partitions, workers in sorted({(pair["partitions"], pair["workers"]) for pair in pairs}):
+        same = [pair for pair in pairs if (pair["partitions"], pair["workers"]) == (partitions, workers)]
+        for name in SCALING_PHASES:
+            growths = [pair["growth"][name] for pair in same if pair["growth"][name] is not None]
+            if not growths:
+                continue
+            median = statistics.median(growths)
+            medians.setdefault(str(partitions), {}).setdefault(str(workers), {})[name] = round(median, 3)
+            each = ", ".join(f"{growth:+.0%}" for growth in growths)
+            within = sum(1 for growth in growths if growth <= SCALING_TARGET)
+            per_event = [pair["growth_per_event"][name] for pair in same if pair["growth_per_event"][name] is not None]
+            print(
+                f"  {partitions} partition(s), {base} -> {workers} workers, {name}: median {median:+.1%} over {len(growths)} pair(s) "
+                f"({each}; {within} of {len(growths)} within +{SCALING_TARGET:.0%}): {met(median, median <= SCALING_TARGET)}"
+                + (f"; per folded event: {', '.join(f'{growth:+.0%}' for growth in per_event)}" if per_event else "")
+            )
+    print(json.dumps({"runs": runs, "pairs": pairs, "median_growth": medians}))
 
 
 # Scheduler settings of the benchmarks' worker, on top of Armada's production defaults.
@@ -1224,8 +1357,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--idle-jobs", type=int, default=1000, help="jobs of the idle-latency phase (default 1000)")
     parser.add_argument("--nodes", type=int, default=1000, help=f"fake nodes of {NODE_CPU} cpu / {NODE_MEMORY} (default 1000)")
     parser.add_argument("--executors", type=int, default=2, help="fake executors sharing the nodes (default 2)")
-    parser.add_argument("--workers", type=int, default=1, help="control-plane workers in one consumer group (default 1)")
-    parser.add_argument("--partitions", type=int, default=1, help="FLOTILLA_PARTITIONS for the workers (default 1)")
+    parser.add_argument(
+        "--workers",
+        type=counts,
+        default=[1],
+        help="control-plane workers in one consumer group (default 1); a list (1,2) runs each in turn and compares them (--pairs)",
+    )
+    parser.add_argument(
+        "--partitions", type=counts, default=[1], help="FLOTILLA_PARTITIONS for the workers (default 1); a list (1,2,4) runs each in turn"
+    )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=1,
+        help="rounds over the --partitions and --workers lists (default 1): each round runs every worker count in turn at each "
+        "partition count, and the summary gives each count's CPU per job against the first count's of the same round",
+    )
     parser.add_argument("--period", type=float, default=1.0, help="FLOTILLA_SCHEDULE_PERIOD_S (default 1.0)")
     parser.add_argument(
         "--executor-timeout", type=float, help="s: executorTimeout of the scheduler configuration (default: Armada's, 1h / 10m stale)"
@@ -1240,15 +1387,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--settle", type=float, default=30.0, help="s to keep watching after each throughput phase for leases taken back (default 30)"
     )
-    parser.add_argument("--py-spy", metavar="BIN", help="profile every worker during both throughput phases")
+    parser.add_argument("--py-spy", metavar="BIN", help="profile every worker during the stream, queue and queued-first phases")
     parser.add_argument(
-        "--profile-out", default="/tmp/pipeline-profile", help="py-spy output prefix; -stream.txt / -queued-first.txt are appended"
+        "--profile-out",
+        default="/tmp/pipeline-profile",
+        help="py-spy output prefix; -stream.txt, -queue.txt, -queued-first.txt are appended (several runs: -p<P>-w<W>-r<N> first)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the logs directory instead of removing it")
     parser.add_argument("--stream-only", action="store_true", help="run the stream session only (no queued-first session)")
     args = parser.parse_args(argv)
     if (
-        min(args.jobs, args.idle_jobs, args.nodes, args.executors, args.queues, args.batch, args.idle_batch, args.workers, args.partitions)
+        min(
+            args.jobs,
+            args.idle_jobs,
+            args.nodes,
+            args.executors,
+            args.queues,
+            args.batch,
+            args.idle_batch,
+            args.pairs,
+            *args.workers,
+            *args.partitions,
+        )
         < 1
     ):
         parser.error("counts must be positive")
@@ -1266,6 +1426,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    settings = [(partitions, workers) for partitions in args.partitions for workers in args.workers]
+    if len(settings) == 1 and args.pairs == 1:
+        return run_once(argparse.Namespace(**{**vars(args), "workers": args.workers[0], "partitions": args.partitions[0]}))[0]
+    runs: list[dict[str, Any]] = []
+    status = 0
+    for round_number in range(1, args.pairs + 1):
+        for partitions, workers in settings:
+            log(f"round {round_number}/{args.pairs}: {workers} worker(s), {partitions} partition(s) ...")
+            one = {
+                "workers": workers,
+                "partitions": partitions,
+                "profile_out": f"{args.profile_out}-p{partitions}-w{workers}-r{round_number}",
+            }
+            code, figures = run_once(argparse.Namespace(**{**vars(args), **one}))
+            status = status or code
+            if figures is None:  # interrupted or failed: compare what ran
+                report_scaling(runs, args.workers[0])
+                return status
+            runs.append({"round": round_number, **figures})
+    report_scaling(runs, args.workers[0])
+    return status
+
+
+def run_once(args: argparse.Namespace) -> tuple[int, dict[str, Any] | None]:
+    """One run at one worker and partition count: (exit status, the figures; None when it did not finish)."""
     shape = JobShape(args.job_cpu, args.job_memory, args.runtime)
     queues = queue_names(args.queues, args.partitions)  # spread evenly over the partitions
     directory = Path(tempfile.mkdtemp(prefix="flotilla-bench-pipeline-"))
@@ -1285,7 +1470,7 @@ def main(argv: list[str] | None = None) -> int:
                 queued = asyncio.run(queued_first_session(sessions[-1], args, shape))
     except KeyboardInterrupt:
         log("interrupted")
-        return exit_status()
+        return exit_status(), None
     except Exception as exc:  # noqa: BLE001 - report and clean up
         log(f"error: {exc!r}")
         for session in sessions:
@@ -1293,14 +1478,14 @@ def main(argv: list[str] | None = None) -> int:
                 log(worker.log_tail())
             for executor in session.executors:
                 log(executor.log_tail())
-        return 1
+        return 1, None
     finally:
         if args.keep:
             log(f"logs kept in {directory}")
         else:
             shutil.rmtree(directory, ignore_errors=True)
-    report(args, shape, stream, queued)
-    return 1 if stream.crashes or queued.crashes else 0
+    figures = report(args, shape, stream, queued)
+    return (1 if stream.crashes or queued.crashes else 0), figures
 
 
 if __name__ == "__main__":
