@@ -288,6 +288,7 @@ class NodeDb:
         else:
             carried.refresh(pool)
         base = self.base = carried
+        self._cuts = base.cuts
         # The base's rows per node, each copied when this cycle first changes it (`_mark`).
         self.alloc = list(base.alloc)
         self._copied = bytearray(len(self.nodes))
@@ -329,8 +330,12 @@ class NodeDb:
 
     # -- levels ---------------------------------------------------------------------------
     def cut(self, priority: int) -> int:
-        """Number of levels a job bound at `priority` consumes (evicted level included)."""
-        return self.base.cut(priority)
+        """Number of levels a job bound at `priority` consumes (evicted level included): `NodeBase.cut`,
+        written out again on the hot path (asked for every bind, eviction and running job loaded)."""
+        cut = self._cuts.get(priority)
+        if cut is None:
+            cut = self._cuts[priority] = 1 + bisect_right(self.priorities, priority)
+        return cut
 
     def level(self, priority: int) -> int:
         return bisect_right(self.priorities, priority)
