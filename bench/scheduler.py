@@ -3,18 +3,21 @@
 
 Cases (after Armada's Go benchmarks): a full cycle that evicts and re-schedules 32,000 running
 1-cpu jobs on 1,000 32-cpu nodes (10 queues); one 32,000-member gang on 1,000 nodes; one job on
-each of 10,000 nearly full nodes; one cycle over 1,000,000 queued jobs (10 queues, 1,000 nodes); and a
+each of 10,000 nearly full nodes; one cycle over 1,000,000 queued jobs (10 queues, 1,000 nodes); a
 cycle of `pipeline.py`'s stream (`stream_cycle`: 1,000 32-cpu / 256Gi nodes of two executors, 50,000
 running and 20,000 queued 250m / 1Gi jobs of one queue in Armada's default, non-preemptible class, the
-worker's default configuration, the running jobs' states kept from the cycle before as the worker keeps them).
-Inputs are built once per case, outside the timing. `seconds` is the median of `--runs` timed
-`schedule()` calls on those inputs, `range` their minimum and maximum (other processes share the
-machine, so a single figure is noise); garbage left by building the inputs or by the previous run
-is collected before each call so that no run pays for another's. `cpu_seconds` (median process
-time of the same calls) is less disturbed by the other processes and helps compare changes; the
-targets are wall-clock. `peak_mib` is the peak memory allocated inside one call (tracemalloc, in
-a separate run so that tracing does not distort the timing); `process_max_rss_mib` is the whole
-process's peak resident memory so far, inputs included (the million-job input alone is ~560 MiB).
+worker's default configuration, the running jobs' states kept from the cycle before as the worker keeps them);
+and idle cycles (`idle_cycle`: the same nodes and configuration, 600 such jobs running and 10 new ones queued
+at each cycle; each cycle runs the jobs the cycle before leased, as the worker's index hands them on, and the
+10 that ran longest end): the cycle's fixed cost, which sets the early ticks' gap and so the idle
+submit-to-lease latency. Inputs are built outside the timing: once per case, `idle_cycle`'s once per cycle
+from the cycle before. `seconds` is the median of `--runs` timed `schedule()` calls, `range` their minimum
+and maximum (other processes share the machine, so a single figure is noise); garbage left by building the
+inputs or by the previous run is collected before each call so that no run pays for another's.
+`cpu_seconds` (median process time of the same calls) is less disturbed by the other processes and helps
+compare changes; the targets are wall-clock. `peak_mib` is the peak memory allocated inside one call
+(tracemalloc, in a separate run so that tracing does not distort the timing); `process_max_rss_mib` is the
+whole process's peak resident memory so far, inputs included (the million-job input alone is ~560 MiB).
 Each line also gives the conditions: nodes, jobs, queues, usable cores, Python version.
 """
 
@@ -31,6 +34,7 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 # Runnable as `python bench/scheduler.py` from anywhere: the repository root holds `streams`.
@@ -38,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from streams.scheduler.algorithm.model import (
     CycleInput,
+    CycleResult,
     Job,
     Node,
     NodeAllocation,
@@ -88,33 +93,79 @@ def queued_1m() -> CycleInput:
     return CycleInput(queues=QUEUES, nodes=_nodes(1000), running=(), queued=queued, now=0.0)
 
 
+def _stream_nodes() -> tuple[Node, ...]:
+    return tuple(Node(f"ex{i % 2}-n{i:04d}", {"cpu": 32 * CPU, "memory": 256 * GI}, executor=f"ex{i % 2}") for i in range(1000))
+
+
+# One requests mapping for every job, as the worker's jobs share theirs (`streams.domain.shared`).
+STREAM_REQUEST = {"cpu": CPU // 4, "memory": GI}
+
+
+def _stream_job(i: int) -> Job:
+    return Job(f"job-{i:07d}", "queue-0", "armada-default", STREAM_REQUEST, submit_time=float(i))
+
+
 def stream_cycle() -> CycleInput:
-    nodes = tuple(Node(f"ex{i % 2}-n{i:04d}", {"cpu": 32 * CPU, "memory": 256 * GI}, executor=f"ex{i % 2}") for i in range(1000))
-    request = {"cpu": CPU // 4, "memory": GI}
-
-    def job(i: int) -> Job:
-        return Job(f"job-{i:07d}", "queue-0", "armada-default", request, submit_time=float(i))
-
-    running = tuple(RunningJob(job(i), nodes[i * 7 % 1000].id, 1000) for i in range(50_000))
-    queued = tuple(job(50_000 + i) for i in range(20_000))
+    nodes = _stream_nodes()
+    running = tuple(RunningJob(_stream_job(i), nodes[i * 7 % 1000].id, 1000) for i in range(50_000))
+    queued = tuple(_stream_job(50_000 + i) for i in range(20_000))
     return CycleInput(queues=QUEUES[:1], nodes=nodes, running=running, queued=queued, now=0.0, carried=RunningStates())
 
 
-CASES: dict[str, Callable[[], CycleInput]] = {
-    "full_cycle": full_cycle,
-    "gang_32k": gang_32k,
-    "nodes_10k": nodes_10k,
-    "queued_1m": queued_1m,
-    "stream_cycle": stream_cycle,
+# A case's inputs for the next cycle, given the result of the cycle before (None before the first).
+Step = Callable[[CycleResult | None], CycleInput]
+
+
+def idle_cycle() -> Step:
+    nodes = _stream_nodes()
+    first = CycleInput(
+        queues=QUEUES[:1],
+        nodes=nodes,
+        running=tuple(RunningJob(_stream_job(i), nodes[i * 7 % 1000].id, 1000) for i in range(600)),
+        queued=tuple(_stream_job(600 + i) for i in range(10)),
+        now=0.0,
+        carried=RunningStates(),
+    )
+    last, made = [first], [610]
+
+    def step(result: CycleResult | None) -> CycleInput:
+        before = last[0]
+        if result is None:
+            return before
+        queued = {job.id: job for job in before.queued}
+        started = tuple(RunningJob(queued.pop(s.job_id), s.node, s.priority, before.now) for s in result.scheduled)
+        fresh = tuple(_stream_job(made[0] + i) for i in range(10))
+        made[0] += 10
+        last[0] = replace(before, running=before.running[10:] + started, queued=(*queued.values(), *fresh), now=before.now + 0.1)
+        return last[0]
+
+    return step
+
+
+def _same(make: Callable[[], CycleInput]) -> Step:
+    inputs = make()
+    return lambda _: inputs
+
+
+CASES: dict[str, Callable[[], Step]] = {
+    "full_cycle": lambda: _same(full_cycle),
+    "gang_32k": lambda: _same(gang_32k),
+    "nodes_10k": lambda: _same(nodes_10k),
+    "queued_1m": lambda: _same(queued_1m),
+    "stream_cycle": lambda: _same(stream_cycle),
+    "idle_cycle": idle_cycle,
 }
 # The cases scheduled with a configuration of their own.
-CONFIGS = {"stream_cycle": CycleConfig().scheduling}
+CONFIGS = {"stream_cycle": CycleConfig().scheduling, "idle_cycle": CycleConfig().scheduling}
 
 
 def measure(name: str, runs: int) -> dict[str, object]:
-    inputs, config = CASES[name](), CONFIGS.get(name, CONFIG)
+    step, config = CASES[name](), CONFIGS.get(name, CONFIG)
+    inputs = step(None)
+    result = None
     if inputs.carried is not None:
-        schedule(inputs, config)  # the running jobs' states made, as the cycle before made them
+        result = schedule(inputs, config)  # what the cycle before kept, as it kept it
+        inputs = step(result)
     times, cpu_times = [], []
     for _ in range(runs):
         gc.collect()
@@ -122,7 +173,8 @@ def measure(name: str, runs: int) -> dict[str, object]:
         result = schedule(inputs, config)
         times.append(time.perf_counter() - start)
         cpu_times.append(time.process_time() - cpu_start)
-        del result
+        inputs = step(result)
+    del result
     gc.collect()
     tracemalloc.start()
     schedule(inputs, config)
@@ -136,9 +188,9 @@ def measure(name: str, runs: int) -> dict[str, object]:
         "cores": len(os.sched_getaffinity(0)),
         "python": platform.python_version(),
         "runs": runs,
-        "seconds": round(statistics.median(times), 3),
-        "range": [round(min(times), 3), round(max(times), 3)],
-        "cpu_seconds": round(statistics.median(cpu_times), 3),
+        "seconds": round(statistics.median(times), 4),
+        "range": [round(min(times), 4), round(max(times), 4)],
+        "cpu_seconds": round(statistics.median(cpu_times), 4),
         "peak_mib": round(peak / 2**20, 1),
         "process_max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
     }

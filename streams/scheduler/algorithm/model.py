@@ -223,8 +223,8 @@ class CycleInput:
     limiters: LimiterState = field(default_factory=LimiterState)
     demand: Mapping[str, Resources] | None = None
     allocated: Mapping[str, Mapping[str, Resources]] = field(default_factory=dict)
-    # The states of the pool's running jobs kept from its last cycle (`state.RunningStates`), which
-    # this cycle reuses and replaces with its own; the result does not depend on it.
+    # The states of the pool's running jobs and its node db's base kept from its last cycle
+    # (`state.RunningStates`), which this cycle reuses and replaces with its own; the result does not depend on it.
     carried: RunningStates | None = field(default=None, compare=False, repr=False)
 
 

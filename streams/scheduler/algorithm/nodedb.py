@@ -5,12 +5,19 @@ scheduled at that level: a job bound at priority p consumes capacity at every le
 higher-priority jobs see lower-priority preemptible jobs as free space (urgency preemption).
 Level 0 is the "evicted" level below every priority: evicted jobs still hold capacity there,
 so a fit at level 0 needs no preemption at all.
+
+What a cycle's node db starts from, its nodes' capacity per level with the running jobs bound,
+their level indices and the nodes each kind of job may use, is carried to the pool's next cycle
+(`NodeBase`, kept with the running jobs' states in `RunningStates`) and brought up to date there by
+the nodes and running jobs that changed: at 1,000 nodes making it anew was most of an idle cycle.
+A cycle never writes the base: it copies a node's rows when it first changes them (`NodeDb._mark`).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter, is_
 from typing import NamedTuple
 
 from streams.scheduler.algorithm.matching import static_mismatch
@@ -20,6 +27,9 @@ from streams.scheduler.algorithm.state import JobState, Pairs
 EVICTED_LEVEL = 0
 # Preempted-at priority of a placement that displaced nobody.
 NO_PREEMPTION = -(2**31)
+_BY_ID = attrgetter("id")
+# Running jobs counted per (node, levels they take, request pairs) (`RunningStates.bound`).
+Counts = Mapping[tuple[int, int, Pairs], int]
 
 
 class Placement(NamedTuple):
@@ -38,10 +48,19 @@ class _LevelIndex:
 
     __slots__ = ("keys", "key_of", "_make")
 
-    def __init__(self, make_key: Callable[[int], tuple[int, ...]], n_nodes: int) -> None:
+    def __init__(self, make_key: Callable[[int], tuple[int, ...]], key_of: list[tuple[int, ...]], keys: list[tuple[int, ...]]) -> None:
         self._make = make_key
-        self.key_of = [make_key(n) for n in range(n_nodes)]
-        self.keys = sorted(self.key_of)
+        self.key_of = key_of
+        self.keys = keys
+
+    @classmethod
+    def made(cls, make_key: Callable[[int], tuple[int, ...]], n_nodes: int) -> _LevelIndex:
+        key_of = [make_key(n) for n in range(n_nodes)]
+        return cls(make_key, key_of, sorted(key_of))
+
+    def copy(self, make_key: Callable[[int], tuple[int, ...]]) -> _LevelIndex:
+        """The same keys, kept up to date from then on with ``make_key``."""
+        return _LevelIndex(make_key, list(self.key_of), list(self.keys))
 
     def update(self, node: int) -> None:
         old = self.key_of[node]
@@ -81,38 +100,220 @@ def _key_maker(alloc: list[list[list[int]]], lvl: int, indexed: tuple[tuple[int,
     return any_number
 
 
-class NodeDb:
-    def __init__(
-        self, nodes: Sequence[Node], resource_names: Sequence[str], priorities: Sequence[int], config: SchedulingConfig, track_held: bool
-    ) -> None:
-        self.nodes = list(nodes)
-        self.index_of = {node.id: i for i, node in enumerate(self.nodes)}
-        self.priorities = sorted(set(priorities))
-        self.n_levels = 1 + len(self.priorities)
-        self._cuts: dict[int, int] = {}
-        self.config = config
-        position = {name: i for i, name in enumerate(resource_names)}
-        self.indexed = tuple((position[name], res) for name, res in config.indexed_resources if name in position)
-        n_res = len(resource_names)
-        self.totals = [tuple(node.resources.get(name, 0) for name in resource_names) for node in self.nodes]
+class PoolNodes:
+    """A cycle's nodes in id order, with what the cycle reads off all of them: their resource names,
+    capacity per name and the priorities unmanaged pods hold them at. The worker hands a pool's cycles
+    the same `Node` objects while a node is unchanged (`pool_jobs.executor_nodes`), so these are made
+    again only when some node object is not the last cycle's (`of`)."""
+
+    __slots__ = ("given", "nodes", "ids", "index_of", "names", "capacity", "held_priorities")
+
+    def __init__(self, given: Sequence[Node]) -> None:
+        self.given = tuple(given)
+        self.nodes = sorted(given, key=_BY_ID)
+        self.ids = tuple(node.id for node in self.nodes)
+        self.index_of = {ident: i for i, ident in enumerate(self.ids)}
+        self.names = frozenset().union(*(node.resources for node in self.nodes))
+        self.capacity = {name: sum(node.resources.get(name, 0) for node in self.nodes) for name in self.names}
+        self.held_priorities = frozenset(held.priority for node in self.nodes for held in node.allocated)
+
+    @classmethod
+    def of(cls, given: Sequence[Node], last: PoolNodes | None) -> PoolNodes:
+        """``last`` if ``given`` are its very node objects in its order, else made anew."""
+        if last is not None and len(given) == len(last.given) and all(map(is_, given, last.given)):
+            return last
+        return cls(given)
+
+
+class NodeBase:
+    """A pool's nodes as its cycle's node db starts from them: the capacity still allocatable per node and
+    level with the running jobs bound and unmanaged pods' holds taken, jobs in place per node and top level,
+    the nodes over-allocated at some priority, level indices and, per kind of job, the nodes it may use.
+    Carried from cycle to cycle (`RunningStates.nodes`) for the same resource names, priority levels,
+    indexed resources and node ids; brought up to date by the running jobs that came and went (`bind`) and
+    the nodes that changed (`refresh`), so that it always equals the base made anew. A cycle only reads it."""
+
+    __slots__ = (
+        "pool",
+        "key",
+        "priorities",
+        "n_levels",
+        "position",
+        "cuts",
+        "totals",
+        "alloc",
+        "tops",
+        "over",
+        "indices",
+        "home_masks",
+        "masks",
+        "domains",
+    )
+
+    def __init__(self, pool: PoolNodes, resource_names: Sequence[str], priorities: list[int], indexed: tuple[tuple[int, int], ...]) -> None:
+        self.pool = pool
+        self.key = (tuple(resource_names), tuple(priorities), indexed)
+        self.priorities = priorities
+        self.n_levels = 1 + len(priorities)
+        self.position = {name: i for i, name in enumerate(resource_names)}
+        self.cuts: dict[int, int] = {}
+        self.totals = [tuple(node.resources.get(name, 0) for name in resource_names) for node in pool.nodes]
         self.alloc = [[list(total) for _ in range(self.n_levels)] for total in self.totals]
         # How many jobs are in place (bound, not evicted) on each node with each level as their top
         # one, at [node * n_levels + level]: one flat list, not one per node (10,000s of nodes).
-        self.tops = [0] * (len(self.nodes) * self.n_levels)
+        self.tops = [0] * (len(pool.nodes) * self.n_levels)
+        self.indices: dict[int, _LevelIndex] = {}
+        # Per kind of job, its nodes (`NodeDb.mask`): those of the last cycle that used them.
+        self.home_masks: dict[tuple[object, ...], bytearray] = {}
+        self.masks: dict[tuple[object, ...], bytearray] = {}
+        self.domains: dict[str, list[tuple[str, str]]] = {}
+        for i, node in enumerate(pool.nodes):
+            self._hold(i, node, -1)
+        self.over = {i for i in range(len(pool.nodes)) if self._over(i)}
+
+    def cut(self, priority: int) -> int:
+        """Number of levels a job bound at `priority` consumes (evicted level included)."""
+        cut = self.cuts.get(priority)
+        if cut is None:  # asked for every bind and eviction, of a handful of priorities
+            cut = self.cuts[priority] = 1 + bisect_right(self.priorities, priority)
+        return cut
+
+    def _mark(self, node: int, start: int, stop: int, pairs: Pairs, sign: int) -> None:
+        rows = self.alloc[node]
+        for lvl in range(start, stop):
+            row = rows[lvl]
+            for i, amount in pairs:
+                row[i] += sign * amount
+
+    def _hold(self, i: int, node: Node, sign: int) -> None:
+        """Take (-1) or give back (+1) what unmanaged pods hold on the node, at the levels of their priority."""
+        for held in node.allocated:
+            pairs = tuple((self.position[name], amount) for name, amount in held.resources.items() if amount and name in self.position)
+            self._mark(i, 0, self.cut(held.priority), pairs, sign)
+
+    def _over(self, node: int) -> bool:
+        rows = self.alloc[node]
+        return any(v < 0 for lvl in range(1, self.n_levels) for v in rows[lvl])
+
+    def _settle(self, nodes: set[int]) -> None:
+        """Bring the level indices and the over-allocated nodes up to date after ``nodes`` changed."""
+        for node in sorted(nodes):
+            for index in self.indices.values():
+                index.update(node)
+            if self._over(node):
+                self.over.add(node)
+            else:
+                self.over.discard(node)
+
+    def bind(self, counts: Counts) -> None:
+        """Take (positive counts) or give back (negative) the capacity of running jobs counted per
+        (node, cut, request pairs), as `NodeDb.bind` would for each; summed per node and cut first, so
+        each node's rows change once."""
+        taken: dict[tuple[int, int], list[int]] = {}
+        tops, n_levels, n_res = self.tops, self.n_levels, len(self.position)
+        for (node, cut, pairs), count in counts.items():
+            if not count:
+                continue
+            tops[node * n_levels + cut - 1] += count
+            total = taken.get((node, cut))
+            if total is None:
+                total = taken[(node, cut)] = [0] * n_res
+            for i, amount in pairs:
+                total[i] += count * amount
+        for (node, cut), total in taken.items():
+            self._mark(node, 0, cut, tuple((i, amount) for i, amount in enumerate(total) if amount), -1)
+        self._settle({node for node, _ in taken})
+
+    def refresh(self, pool: PoolNodes) -> None:
+        """Take ``pool``'s nodes (the same ids, in the same order): a node that is not equal to the one it
+        replaces changes its rows by the difference in capacity and unmanaged pods' holds; when its labels,
+        taints, schedulability or executor changed, the nodes each kind of job may use are made anew."""
+        if pool is self.pool:
+            return
+        changed: set[int] = set()
+        static = False
+        names = self.key[0]
+        for i, (old, new) in enumerate(zip(self.pool.nodes, pool.nodes, strict=True)):
+            if old is new or old == new:
+                continue
+            changed.add(i)
+            total = tuple(new.resources.get(name, 0) for name in names)
+            grown = tuple((r, b - a) for r, (a, b) in enumerate(zip(self.totals[i], total, strict=True)) if a != b)
+            self._mark(i, 0, self.n_levels, grown, +1)
+            self.totals[i] = total
+            self._hold(i, old, +1)
+            self._hold(i, new, -1)
+            static = static or _static(old) != _static(new)
+        self.pool = pool
+        self._settle(changed)
+        if static:
+            self.home_masks, self.masks, self.domains = {}, {}, {}
+
+    def index(self, lvl: int) -> _LevelIndex:
+        index = self.indices.get(lvl)
+        if index is None:
+            index = self.indices[lvl] = _LevelIndex.made(_key_maker(self.alloc, lvl, self.key[2]), len(self.pool.nodes))
+        return index
+
+
+def _static(node: Node) -> tuple[object, ...]:
+    """What of a node the nodes each kind of job may use depend on (`NodeDb.mask`, `NodeDb.gang_domains`)."""
+    return (node.labels, node.taints, node.unschedulable, node.executor)
+
+
+class NodeDb:
+    def __init__(
+        self,
+        pool: PoolNodes,
+        resource_names: Sequence[str],
+        priorities: Sequence[int],
+        config: SchedulingConfig,
+        track_held: bool,
+        carried: NodeBase | None = None,
+    ) -> None:
+        """``carried``: the base the pool's last cycle left (`NodeBase`), used if made for the same resource
+        names, levels, indexed resources and node ids, else made anew; either way `base`, which the next
+        cycle takes. `fresh` says which: a carried base holds the running jobs the last cycle bound."""
+        self.nodes = pool.nodes
+        self.index_of = pool.index_of
+        self.priorities = sorted(set(priorities))
+        self.n_levels = 1 + len(self.priorities)
+        self.config = config
+        position = {name: i for i, name in enumerate(resource_names)}
+        self.indexed = tuple((position[name], res) for name, res in config.indexed_resources if name in position)
+        key = (tuple(resource_names), tuple(self.priorities), self.indexed)
+        self.fresh = carried is None or carried.key != key or carried.pool.ids != pool.ids
+        if carried is None or self.fresh:
+            carried = NodeBase(pool, resource_names, self.priorities, self.indexed)
+        else:
+            carried.refresh(pool)
+        base = self.base = carried
+        self._cuts = base.cuts
+        # The base's rows per node, each copied when this cycle first changes it (`_mark`).
+        self.alloc = list(base.alloc)
+        self._copied = bytearray(len(self.nodes))
+        self._touched: list[int] = []
+        self.tops = list(base.tops)
         self._indices: dict[int, _LevelIndex] = {}
+        # The nodes each kind of job may use: those this cycle asks for are kept for the next (in the
+        # base's new dicts), the last cycle's are taken from while asked for (and dropped after).
         self._masks: dict[tuple[object, ...], bytearray] = {}
+        self._last_masks = base.masks
         # The masks of jobs placed at their own class's priority with nothing added, by `Shape.static_key`.
         self._home_masks: dict[tuple[object, ...], bytearray] = {}
+        self._last_home_masks = base.home_masks
+        base.masks, base.home_masks = self._masks, self._home_masks
+        self._domains = base.domains
         # The last fit found at the evicted level: (request pairs, mask, node), kept while the node db
         # changed only by binding jobs of those pairs on that node (`bind`). A job of the same pairs
         # and mask goes there again while it fits: the nodes before it in the level's key order are
         # unchanged and still do not fit, and binding only lowered its own key.
         self._last_fit: tuple[Pairs, bytearray, int] | None = None
-        self._domains: dict[str, list[tuple[str, str]]] = {}
         # Placements before each change (job, node, priority, bound, evicted) while in a transaction.
         self._journal: list[tuple[JobState, int | None, int, bool, bool]] | None = None
         # Capacity evicted jobs freed per level, so that when fair-share preemption is off
         # urgency preemption cannot take their places either.
+        n_res = len(resource_names)
         self.held = [[[0] * n_res for _ in range(self.n_levels)] for _ in self.nodes] if track_held else None
         self.fair_preemption_enabled = True
         # Whether an oversubscription eviction still follows the current pass. While one does, a
@@ -126,16 +327,13 @@ class NodeDb:
         # rollback restores the count, since the jobs it restores may be among them.
         self._trimmed = 0
         self._trimmed_at_begin = 0
-        for i, node in enumerate(self.nodes):
-            for held in node.allocated:
-                pairs = tuple((position[name], amount) for name, amount in held.resources.items() if amount and name in position)
-                self._mark(i, 0, self.cut(held.priority), pairs, -1)
 
     # -- levels ---------------------------------------------------------------------------
     def cut(self, priority: int) -> int:
-        """Number of levels a job bound at `priority` consumes (evicted level included)."""
+        """Number of levels a job bound at `priority` consumes (evicted level included): `NodeBase.cut`,
+        written out again on the hot path (asked for every bind, eviction and running job loaded)."""
         cut = self._cuts.get(priority)
-        if cut is None:  # asked for every bind and eviction, of a handful of priorities
+        if cut is None:
             cut = self._cuts[priority] = 1 + bisect_right(self.priorities, priority)
         return cut
 
@@ -186,6 +384,10 @@ class NodeDb:
     def _mark(self, node: int, start: int, stop: int, pairs: tuple[tuple[int, int], ...], sign: int) -> None:
         self._last_fit = None
         rows = self.alloc[node]
+        if not self._copied[node]:  # the base's rows: this cycle's own copy from now on
+            self._copied[node] = 1
+            self._touched.append(node)
+            rows = self.alloc[node] = [list(row) for row in rows]
         for lvl in range(start, stop):
             row = rows[lvl]
             for i, amount in pairs:
@@ -219,24 +421,16 @@ class NodeDb:
                 self._last_fit = last  # only capacity of that node taken, by a job of those pairs: still the first fit
         self.tops[placement.node * self.n_levels + cut - 1] += 1
 
-    def bind_counted(self, counts: Mapping[tuple[int, int, tuple[tuple[int, int], ...]], int]) -> None:
-        """Bind jobs already placed, as `bind` each would, outside any transaction: the running jobs at
-        a cycle's start, often thousands, given as counts per (node, cut, request pairs) (most of a
-        node's jobs share a few of each; a pool's counts are kept from cycle to cycle, `RunningStates`).
-        The jobs' states are bound already; their capacity is summed per node and cut first, so
-        each node's rows change once."""
-        assert self._journal is None
-        taken: dict[tuple[int, int], list[int]] = {}
-        tops, n_levels = self.tops, self.n_levels
-        for (node, cut, pairs), count in counts.items():
-            tops[node * n_levels + cut - 1] += count
-            total = taken.get((node, cut))
-            if total is None:
-                total = taken[(node, cut)] = [0] * len(self.totals[node])
-            for i, amount in pairs:
-                total[i] += count * amount
-        for (node, cut), total in taken.items():
-            self._mark(node, 0, cut, tuple((i, amount) for i, amount in enumerate(total) if amount), -1)
+    def bind_counted(self, counts: Counts) -> None:
+        """Bind jobs already placed, as `bind` each would, before anything else changed this cycle: the
+        running jobs at a cycle's start, often thousands, given as counts per (node, cut, request pairs)
+        (most of a node's jobs share a few of each; a pool's counts are kept from cycle to cycle,
+        `RunningStates`). Into the base (`NodeBase.bind`), which the next cycle starts from: with a
+        carried base (not `fresh`), only what the counts changed by since it was carried, negative
+        counts giving back what jobs no longer running took. The jobs' states are bound already."""
+        assert self._journal is None and not self._touched and not self._indices
+        self.base.bind(counts)
+        self.tops = list(self.base.tops)
 
     def evict(self, js: JobState) -> None:
         self._record(js)
@@ -261,22 +455,29 @@ class NodeDb:
         if not tolerations and not selector and executor is None:  # most placements: asked once per job
             mask = self._home_masks.get(js.static_key)
             if mask is None:
-                mask = self._home_masks[js.static_key] = bytearray(static_mismatch(node, js.job, (), {}) is None for node in self.nodes)
+                mask = self._last_home_masks.get(js.static_key)
+                if mask is None:
+                    mask = bytearray(static_mismatch(node, js.job, (), {}) is None for node in self.nodes)
+                self._home_masks[js.static_key] = mask
             return mask
         key = (js.static_key, tolerations, tuple(sorted(selector.items())), executor)
         mask = self._masks.get(key)
         if mask is None:
-            mask = bytearray(
-                (executor is None or node.executor == executor) and static_mismatch(node, js.job, tolerations, selector) is None
-                for node in self.nodes
-            )
+            mask = self._last_masks.get(key)
+            if mask is None:
+                mask = bytearray(
+                    (executor is None or node.executor == executor) and static_mismatch(node, js.job, tolerations, selector) is None
+                    for node in self.nodes
+                )
             self._masks[key] = mask
         return mask
 
     def _index(self, lvl: int) -> _LevelIndex:
         index = self._indices.get(lvl)
-        if index is None:
-            index = self._indices[lvl] = _LevelIndex(_key_maker(self.alloc, lvl, self.indexed), len(self.nodes))
+        if index is None:  # the base's, with the nodes this cycle changed so far
+            index = self._indices[lvl] = self.base.index(lvl).copy(_key_maker(self.alloc, lvl, self.indexed))
+            for node in self._touched:
+                index.update(node)
         return index
 
     def search(self, lvl: int, js: JobState, mask: bytearray) -> int | None:
@@ -417,7 +618,8 @@ class NodeDb:
     def oversubscribed_levels(self) -> dict[int, set[int]]:
         """Nodes where some priority level is over-allocated, with those levels' priorities."""
         result: dict[int, set[int]] = {}
-        for node, rows in enumerate(self.alloc):
+        for node in sorted(self.base.over.union(self._touched)):  # the other nodes' rows are the base's
+            rows = self.alloc[node]
             for lvl in range(1, self.n_levels):
                 if any(v < 0 for v in rows[lvl]):
                     result.setdefault(node, set()).add(self.priorities[lvl - 1])

@@ -40,7 +40,7 @@ from streams.scheduler.algorithm.model import (
     Toleration,
     Unscheduled,
 )
-from streams.scheduler.algorithm.nodedb import NO_PREEMPTION, NodeDb
+from streams.scheduler.algorithm.nodedb import NO_PREEMPTION, NodeDb, PoolNodes
 from streams.scheduler.algorithm.queue_order import CandidateGangs, rescheduling_order
 from streams.scheduler.algorithm.state import JobState, RunningStates, Shape, order_key
 from streams.scheduler.algorithm.submission import SUBMISSION, in_submission_order
@@ -92,20 +92,26 @@ class _PreemptingScheduler:
     def __init__(self, inputs: CycleInput, config: SchedulingConfig) -> None:
         self.inputs, self.config = inputs, config
         self.queues = {q.name: q for q in sorted(inputs.queues, key=lambda q: q.name)}
-        nodes = sorted(inputs.nodes, key=lambda n: n.id)
+        # The node db's base the pool's last cycle left, taken while this one brings it up to date: a
+        # cycle that fails midway leaves none, and the next makes it anew.
+        carried = inputs.carried
+        base = carried.nodes if carried is not None else None
+        if carried is not None:
+            carried.nodes = None
+        pool = PoolNodes.of(inputs.nodes, base.pool if base is not None else None)
         grouped, queued_names = _group_queued(inputs.queued)
         # Over the running jobs with C-level walks (map, set.union): a thousand or more of them at every cycle.
-        names = sorted(set(queued_names).union(*(n.resources for n in nodes), *map(_REQUESTS, inputs.running)))
+        names = sorted(set(queued_names).union(pool.names, *map(_REQUESTS, inputs.running)))
         self.names = names
         self.pos = {name: i for i, name in enumerate(names)}
-        self.totals = [sum(n.resources.get(name, 0) for n in nodes) for name in names]
+        self.totals = [pool.capacity.get(name, 0) for name in names]
         drf = [r for r in config.dominant_resource_fairness_resources if r in self.pos]
         multipliers = [config.dominant_resource_fairness_multipliers.get(r, 1.0) for r in drf]
         self.cost = DrfCost(self.totals, [self.pos[r] for r in drf], multipliers)
         priorities = {pc.priority for pc in config.priority_classes.values()}
         priorities |= {a.priority for pc in config.priority_classes.values() for a in pc.away_node_types}
-        priorities |= {a.priority for n in nodes for a in n.allocated} | set(map(_SCHEDULED_PRIORITY, inputs.running))
-        self.nodedb = NodeDb(nodes, names, sorted(priorities), config, config.fairshare_preemption_rate is not None)
+        priorities |= pool.held_priorities | set(map(_SCHEDULED_PRIORITY, inputs.running))
+        self.nodedb = NodeDb(pool, names, sorted(priorities), config, config.fairshare_preemption_rate is not None, base)
         self.allocation: dict[str, list[int]] = {name: [0] * len(names) for name in self.queues}
         self.class_allocation: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * len(names))
         self.running: list[JobState] = []
@@ -119,6 +125,8 @@ class _PreemptingScheduler:
         self.unfeasible: dict[tuple[object, ...], str] = {}
         self.frontier: dict[str, tuple[object, ...]] = {}
         self._load_jobs(inputs, grouped)
+        if carried is not None:
+            carried.nodes = self.nodedb.base
         self._compute_shares(inputs)
         self.global_bucket = Bucket(config.scheduling_rate, inputs.limiters.scheduling, inputs.now)
         self.queue_buckets = {
@@ -153,8 +161,12 @@ class _PreemptingScheduler:
         index_of, shape, running = self.nodedb.index_of, self._shape, self.running
         carried = inputs.carried if inputs.carried is not None else RunningStates()
         # What a kept state's counts depend on besides its job: resource positions, node positions, levels, active queues.
-        key = (tuple(self.names), tuple(node.id for node in self.nodedb.nodes), tuple(self.nodedb.priorities), tuple(self.queues))
+        key = (tuple(self.names), self.nodedb.base.pool.ids, tuple(self.nodedb.priorities), tuple(self.queues))
+        # What the counts change by this cycle: a carried node db base holds the running jobs as last counted.
+        change: dict[_BindKey, int] = defaultdict(int)
         if carried.key != key:
+            for bind_key, count in carried.bound.items():
+                change[bind_key] -= count
             carried.key, carried.states, carried.bound, carried.held = key, {}, defaultdict(int), defaultdict(int)
         kept, bound, holding, bind_cut, active = carried.states, carried.bound, carried.held, self.nodedb.bind_cut, self.queues
         made: dict[str, tuple[RunningJob, JobState, _BindKey, _HoldKey | None]] = {}
@@ -172,20 +184,21 @@ class _PreemptingScheduler:
                 made[job.id] = last
             else:
                 if last is not None:
-                    _uncount(last, bound, holding)
+                    _uncount(last, bound, holding, change)
                 js = JobState(job, shape(job, pc), True, run.started_at, node, run.scheduled_priority)
                 hold_key = (js.queue, pc.name, js.pairs) if js.queue in active else None
                 counted = made[job.id] = (run, js, (node, bind_cut(js), js.pairs), hold_key)
                 bound[counted[2]] += 1
+                change[counted[2]] += 1
                 if hold_key is not None:
                     holding[hold_key] += 1
             running.append(js)
             if js.gang_id:
                 gang_members[js.gang_id].append(js)
         for job_id in kept.keys() - made.keys():
-            _uncount(kept[job_id], bound, holding)
+            _uncount(kept[job_id], bound, holding, change)
         carried.states = made
-        self.nodedb.bind_counted(bound)
+        self.nodedb.bind_counted(bound if self.nodedb.fresh else change)
         self._account_counted(holding)
         # What the running jobs hold per queue and class is also their part of the queues' demand.
         self.running_demand = {key: list(held) for key, held in self.class_allocation.items()}
@@ -678,9 +691,15 @@ def _group_queued(queued: Iterable[Job]) -> tuple[dict[_GroupKey, list[Job]], se
     return grouped, {name for key in grouped for name, _ in key[3]}
 
 
-def _uncount(kept: tuple[RunningJob, JobState, _BindKey, _HoldKey | None], bound: dict[_BindKey, int], held: dict[_HoldKey, int]) -> None:
+def _uncount(
+    kept: tuple[RunningJob, JobState, _BindKey, _HoldKey | None],
+    bound: dict[_BindKey, int],
+    held: dict[_HoldKey, int],
+    change: dict[_BindKey, int],
+) -> None:
     """Take a kept running job's state out of the kept counts (it no longer runs, or runs anew)."""
     _, _, bind_key, hold_key = kept
+    change[bind_key] -= 1
     bound[bind_key] -= 1
     if not bound[bind_key]:
         del bound[bind_key]

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from streams.scheduler.algorithm.model import Job, PriorityClass, RunningJob
+
+if TYPE_CHECKING:
+    from streams.scheduler.algorithm.nodedb import NodeBase
 
 Pairs = tuple[tuple[int, int], ...]
 
@@ -118,9 +122,10 @@ class RunningStates:
     states anew, binding them to their nodes and adding up their queues' allocations was much of a
     cycle's set-up. A state is reused for the same `RunningJob` object and priority class, under the
     same resource names, nodes, levels and active queues, reset as if made anew (`JobState.reset`);
-    the counts change by the jobs that came and went only."""
+    the counts change by the jobs that came and went only. With them, the node db's base with those
+    counts bound (`nodedb.NodeBase`), changed by the same jobs and by the nodes that changed."""
 
-    __slots__ = ("key", "states", "bound", "held")
+    __slots__ = ("key", "states", "bound", "held", "nodes")
 
     def __init__(self) -> None:
         # What the states and counts were made for: resource names, node ids, priority levels, active queues.
@@ -131,3 +136,5 @@ class RunningStates:
         # and those of active queues per (queue, class, request pairs), for the queues' allocations.
         self.bound: dict[tuple[int, int, Pairs], int] = defaultdict(int)
         self.held: dict[tuple[str, str, Pairs], int] = defaultdict(int)
+        # The node db's base as the last cycle left it, ``bound`` bound into it (`NodeDb.bind_counted`).
+        self.nodes: NodeBase | None = None

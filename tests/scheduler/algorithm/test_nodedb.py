@@ -6,7 +6,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streams.scheduler.algorithm.model import NodeAllocation
-from streams.scheduler.algorithm.nodedb import NO_PREEMPTION, NodeDb, Placement
+from streams.scheduler.algorithm.nodedb import NO_PREEMPTION, NodeDb, Placement, PoolNodes
 from streams.scheduler.algorithm.state import JobState, Shape
 from tests.scheduler.algorithm.builders import CLASSES, config, job, node
 
@@ -26,7 +26,7 @@ def _snapshot(db, states):
 
 
 def test_rollback_restores_every_kind_of_change():
-    db = NodeDb([node("n0", cpu=8), node("n1", cpu=4)], NAMES, [0, 1, 2, 3], config(), track_held=True)
+    db = NodeDb(PoolNodes([node("n0", cpu=8), node("n1", cpu=4)]), NAMES, [0, 1, 2, 3], config(), track_held=True)
     low, mid, fresh = _state("low", 2), _state("mid", 3, "mid"), _state("new", 1, "high")
     db.bind(low, Placement(0, 0, NO_PREEMPTION))
     db.bind(mid, Placement(1, 1, NO_PREEMPTION))
@@ -54,7 +54,7 @@ def test_put_back_in_the_last_pass_leaves_room_for_jobs_in_place_below_it():
     # A 4-cpu node: mid (3 cpu, priority 1) is evicted and low (2 cpu, priority 0) has been bound
     # since. At mid's own level low is displaceable, so mid fits while an oversubscription
     # eviction still follows; in the last pass nothing would displace low, so mid does not fit.
-    db = NodeDb([node("n0", cpu=4)], NAMES, [0, 1, 2, 3], config(), track_held=False)
+    db = NodeDb(PoolNodes([node("n0", cpu=4)]), NAMES, [0, 1, 2, 3], config(), track_held=False)
     mid, low = _state("mid", 3, "mid"), _state("low", 2)
     db.bind(mid, Placement(0, 1, NO_PREEMPTION))
     db.evict(mid)
@@ -67,7 +67,7 @@ def test_put_back_in_the_last_pass_leaves_room_for_jobs_in_place_below_it():
 def test_put_back_in_the_last_pass_may_still_displace_other_pods_below_it():
     # The same 2 cpu held by a pod the scheduler does not manage: Kubernetes preempts it.
     held = NodeAllocation(0, {"cpu": 2000, "memory": 0})
-    db = NodeDb([node("n0", cpu=4, allocated=(held,))], NAMES, [0, 1, 2, 3], config(), track_held=False)
+    db = NodeDb(PoolNodes([node("n0", cpu=4, allocated=(held,))]), NAMES, [0, 1, 2, 3], config(), track_held=False)
     mid = _state("mid", 3, "mid")
     db.bind(mid, Placement(0, 1, NO_PREEMPTION))
     db.evict(mid)
@@ -85,7 +85,7 @@ def test_put_back_in_the_last_pass_may_still_displace_other_pods_below_it():
 def test_a_placement_at_the_evicted_level_is_the_tightest_fit_a_full_search_finds(cpus, steps):
     """The node db keeps a shape's last fit while only binds of that shape changed it (`NodeDb._last_fit`):
     every placement it makes is still the node a search over the whole level finds, whatever came between."""
-    db = NodeDb([node(f"n{i}", cpu=cpu) for i, cpu in enumerate(cpus)], NAMES, [0, 1, 2, 3], config(), track_held=False)
+    db = NodeDb(PoolNodes([node(f"n{i}", cpu=cpu) for i, cpu in enumerate(cpus)]), NAMES, [0, 1, 2, 3], config(), track_held=False)
     shapes = [_state(f"shape-{i}", cpu).pairs for i, cpu in enumerate((1, 2, 3))]
     placed: list[JobState] = []
     for n, (kind, which, pick) in enumerate(steps):
