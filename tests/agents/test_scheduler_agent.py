@@ -325,6 +325,18 @@ class FailingOnce:
         return await self.producer.send_keyed(topic, records, headers)
 
 
+def leased(plane: ControlPlane) -> list[str]:
+    """The job of each distinct lease event published. A cycle whose publication may have been cut short is
+    published again, the same events (their readers skip repeats by id): those count once."""
+    leases = {
+        (e["job_id"], json.dumps(e, sort_keys=True))
+        for _, s in published(plane)
+        for e in s["events"]
+        if e["payload"][0].endswith("JobLeased")
+    }
+    return sorted(job for job, _ in leases)
+
+
 def failing_plane(tmp_path: Path, failing: str) -> tuple[ControlPlane, scheduler.SchedulerState]:
     """The plane of the worker holding the feed, with the broker failing the first send to the scheduler's
     feed, to events or to the index's changelog."""
@@ -361,14 +373,7 @@ def test_a_batch_that_fails_half_way_is_folded_again_from_the_table_and_nothing_
 
         commits = committed_on_feed(sched)
         assert [c.tick for c in commits][-2:] == [3, 5], "the failed tick's cycle committed by the new owner, then its own"
-        # Published again where it may have been already: the same events (their readers skip repeats by id).
-        leases = {
-            (e["job_id"], json.dumps(e, sort_keys=True))
-            for _, s in published(sched)
-            for e in s["events"]
-            if e["payload"][0].endswith("JobLeased")
-        }
-        assert sorted(job for job, _ in leases) == ["job-1", "job-2", "job-3"], "each job leased once"
+        assert leased(sched) == ["job-1", "job-2", "job-3"], "each job leased once"
         rebuilt = scheduler.rebuild(sched.scheduler_index)
         assert rebuilt.offset == 5 and {j: e.delta.state for j, e in rebuilt.jobs.items()} == dict.fromkeys(
             ("job-1", "job-2", "job-3"), "leased"
@@ -453,13 +458,7 @@ def test_a_tick_run_ahead_whose_commit_fails_runs_again_when_read_back_and_its_l
             await log.deliver(agent, tick(T_MS + 5_000, "a", owner=state.owner))  # this worker's next tick commits it
 
         assert [c.tick for c in committed_on_feed(sched)] == [4, 7]
-        leases = {
-            (e["job_id"], json.dumps(e, sort_keys=True))
-            for _, s in published(sched)
-            for e in s["events"]
-            if e["payload"][0].endswith("JobLeased")
-        }
-        assert sorted(job for job, _ in leases) == ["job-1", "job-2", "job-3"], "each job leased once"
+        assert leased(sched) == ["job-1", "job-2", "job-3"], "each job leased once"
 
     asyncio.run(scenario())
 

@@ -45,9 +45,25 @@ def test_a_submission_over_the_size_limit_is_refused_before_the_log() -> None:
     assert status_of(refused.value)[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
+def submitting(replies: Replies, producer: Any, **options: Any) -> Operations:
+    """Operations that submit to queue team-a through ``producer``; no job is accepted, so none is read."""
+    topics: Any = SimpleNamespace(submissions=SimpleNamespace(get_topic_name=lambda: "flotilla.submissions"))
+    queues: Any = {"team-a": QUEUE}
+    reads: Any = None
+    return Operations(
+        queues=queues,
+        permissions=Permissions(),
+        topics=topics,
+        replies=replies,
+        ids=IdFactory.system(),
+        reads=reads,
+        producer=producer,
+        **options,
+    )
+
+
 def test_a_submission_goes_out_through_the_batch_path_keyed_by_its_queue_with_where_to_answer() -> None:
     """Not through Faust's `topic.send`, which let each call's one record linger 5 ms (`producer_linger_ms`)."""
-    queues: Any = {"team-a": QUEUE}
     replies = Replies(me="http://worker-1:6066")
     sent: list[tuple[str, list[tuple[bytes | None, bytes | None]], list[tuple[str, bytes]]]] = []
 
@@ -60,16 +76,7 @@ def test_a_submission_goes_out_through_the_batch_path_keyed_by_its_queue_with_wh
             done.set_result({0: 0})
             return done
 
-    topics: Any = SimpleNamespace(submissions=SimpleNamespace(get_topic_name=lambda: "flotilla.submissions"))
-    ops = Operations(
-        queues=queues,
-        permissions=Permissions(),
-        topics=topics,
-        replies=replies,
-        ids=IdFactory.system(),
-        reads=None,  # type: ignore[arg-type]  # no job is accepted, so none is read
-        producer=Producer(),  # type: ignore[arg-type]
-    )
+    ops = submitting(replies, Producer())
     answer = asyncio.run(ops.submit(ANONYMOUS, "team-a", "set-1", [job_item(item())]))
     ((topic, records, headers),) = sent
     assert topic == "flotilla.submissions" and records[0][0] == b"team-a" and headers == [(REPLY_TO, b"http://worker-1:6066")]
@@ -77,7 +84,6 @@ def test_a_submission_goes_out_through_the_batch_path_keyed_by_its_queue_with_wh
 
 
 def test_a_submission_the_log_does_not_take_is_answered_503_at_once_not_504_after_the_timeout() -> None:
-    queues: Any = {"team-a": QUEUE}
     replies = Replies(me="http://worker-1:6066")
 
     class Producer:
@@ -86,17 +92,7 @@ def test_a_submission_the_log_does_not_take_is_answered_503_at_once_not_504_afte
             done.set_exception(KafkaTimeoutError())
             return done
 
-    topics: Any = SimpleNamespace(submissions=SimpleNamespace(get_topic_name=lambda: "flotilla.submissions"))
-    ops = Operations(
-        queues=queues,
-        permissions=Permissions(),
-        topics=topics,
-        replies=replies,
-        ids=IdFactory.system(),
-        reads=None,  # type: ignore[arg-type]  # nothing is accepted, so nothing is read
-        producer=Producer(),  # type: ignore[arg-type]
-        submit_timeout_s=3_600.0,
-    )
+    ops = submitting(replies, Producer(), submit_timeout_s=3_600.0)
 
     async def submit() -> float:
         started = asyncio.get_running_loop().time()
