@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -419,13 +420,14 @@ class FeedLog:
             await agent.put(self.records[self.delivered], offset=self.delivered)
             self.delivered += 1
 
-    async def sent_by_agent(self) -> None:
-        """Until the agent has sent something not delivered yet (an early tick, after its gap)."""
-        for _ in range(500):
-            if self.delivered < len(self.records):
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("the agent sent nothing to the feed")
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Until ``condition`` holds (what the agent does after its gap or on its cycle's thread), at most 5 s."""
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not within 5 s: {what}")
 
 
 def test_a_tick_run_ahead_whose_commit_fails_runs_again_when_read_back_and_its_lease_is_not_lost(
@@ -449,9 +451,11 @@ def test_a_tick_run_ahead_whose_commit_fails_runs_again_when_read_back_and_its_l
             assert [c.tick for c in committed_on_feed(sched)] == [4]
             first_owner = state.owner
             await log.deliver(agent, delta("job-3", "a", submitted=T_MS + 100), sent_meanwhile=False)
-            await log.sent_by_agent()  # the early tick, after its gap: run ahead, its commit failed
+            failures = "flotilla_scheduler_failures_total"
+            await until(
+                lambda: sched.metrics.registry.get_sample_value(failures) == 1, "the early tick run ahead after its gap, its commit failed"
+            )
             assert sched.metrics.registry.get_sample_value("flotilla_scheduling_ticks_run_ahead_total") == 1
-            assert sched.metrics.registry.get_sample_value("flotilla_scheduler_failures_total") == 1
             assert state.index is None and state.owner != first_owner
             await log.deliver(agent)  # read back: run again on the rebuilt index, as another owner's tick
             assert state.index is not None and state.index.jobs["job-3"].delta.state == "leased"
