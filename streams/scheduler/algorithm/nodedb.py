@@ -288,7 +288,9 @@ class NodeDb:
         else:
             carried.refresh(pool)
         base = self.base = carried
-        self._cuts = base.cuts
+        # Number of levels a job bound at a priority consumes (evicted level included): the base's, bound
+        # here so that the hot path (every bind, eviction and running job loaded) makes one call.
+        self.cut: Callable[[int], int] = base.cut
         # The base's rows per node, each copied when this cycle first changes it (`_mark`).
         self.alloc = list(base.alloc)
         self._copied = bytearray(len(self.nodes))
@@ -329,14 +331,6 @@ class NodeDb:
         self._trimmed_at_begin = 0
 
     # -- levels ---------------------------------------------------------------------------
-    def cut(self, priority: int) -> int:
-        """Number of levels a job bound at `priority` consumes (evicted level included): `NodeBase.cut`,
-        written out again on the hot path (asked for every bind, eviction and running job loaded)."""
-        cut = self._cuts.get(priority)
-        if cut is None:
-            cut = self._cuts[priority] = 1 + bisect_right(self.priorities, priority)
-        return cut
-
     def level(self, priority: int) -> int:
         return bisect_right(self.priorities, priority)
 
