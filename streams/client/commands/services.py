@@ -115,7 +115,7 @@ def _up(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(configuration.describe(config_path), flush=True)
-    _stop_on_sigterm()
+    _stop_on_signals()
     state = args.state_dir.resolve()
     try:
         lock = lock_state_dir(state)  # noqa: F841 - held until this process ends
@@ -211,13 +211,16 @@ def _up(args: argparse.Namespace) -> int:
         broker.stop()
 
 
-def _stop_on_sigterm() -> None:
-    """A service manager stops with SIGTERM: handled like Ctrl-C, so the children are stopped too, not orphaned."""
+def _stop_on_signals() -> None:
+    """Each way of being told to stop is handled like Ctrl-C, so the children are stopped too, not orphaned:
+    SIGTERM (a service manager), SIGHUP (the terminal closed) and SIGINT itself, which a shell starting
+    `flotilla up` in the background hands down ignored (and Python then leaves it ignored)."""
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, interrupt)
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, interrupt)
 
 
 def _pid(child: WorkerProcess | ExecutorProcess) -> str:
