@@ -67,7 +67,8 @@ class Backend(Protocol):
     pool: str
 
     async def start(self, on_change: OnChange) -> list[RunStatus]:
-        """Start observing; returns the runs found already present (for reconciliation after a restart)."""
+        """Start observing; returns the runs found already present whose state may not be on the log yet
+        (for reconciliation after a restart)."""
 
     async def stop(self) -> None:
         """Stop observing. Runs keep going: an executor restart must not kill its jobs."""
@@ -83,6 +84,10 @@ class Backend(Protocol):
 
     def runs(self) -> list[RunStatus]:
         """Every run held now, active or ended and not yet forgotten."""
+
+    def reported(self, statuses: list[RunStatus]) -> None:
+        """These states are on the log. A backend that keeps its runs across restarts notes them, so that
+        ``start`` does not hand them back to be reported again (each would be a second event on the log)."""
 
     async def logs(self, run_id: str, limit_bytes: int) -> bytes | None:
         """The last ``limit_bytes`` of the run's output, or None when this backend keeps none for the run."""

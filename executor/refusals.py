@@ -78,6 +78,9 @@ class RefusingBackend:
     def runs(self) -> list[RunStatus]:
         return self.inner.runs()
 
+    def reported(self, statuses: list[RunStatus]) -> None:
+        self.inner.reported(statuses)
+
     async def logs(self, run_id: str, limit_bytes: int) -> bytes | None:
         return await self.inner.logs(run_id, limit_bytes)
 

@@ -3,7 +3,8 @@
 Delivery is at least once. A batch of commands is acted on, the events it caused are produced,
 and only then are the offsets committed, so a crash replays commands rather than losing them;
 backends launch and kill idempotently by run id. On start the backend's runs found from an
-earlier life are reported again (events are idempotent downstream) before anything is consumed.
+earlier life whose state may not be on the log are reported (again, at worst: events are
+idempotent downstream) before anything is consumed.
 Every backend sits behind ``executor.refusals``: a lease that cannot be right (its run id held
 for another job, or its job already reported finished) is answered at once with the run returned.
 
@@ -219,6 +220,7 @@ class Executor:
                 log.exception("executor %s: producing %d run change(s) failed; will retry", self.executor_id, len(changes))
                 self._changes[:0] = changes
                 return False
+            self.backend.reported([change.status for change in changes])
             self.metrics.run_events.labels(self.executor_id).inc(len(changes))
             return True
 

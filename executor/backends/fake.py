@@ -90,6 +90,9 @@ class FakeBackend:
     def runs(self) -> list[RunStatus]:
         return self._ledger.runs()
 
+    def reported(self, statuses: list[RunStatus]) -> None:
+        """Simulated runs end with the process: a restart finds none to report again."""
+
     async def logs(self, run_id: str, limit_bytes: int) -> bytes | None:
         """Simulated runs print nothing."""
         return None

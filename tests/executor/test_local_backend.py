@@ -239,6 +239,42 @@ def test_a_new_backend_adopts_live_and_finished_runs_and_never_starts_one_twice(
     assert marker.read_text() == "started\n"
 
 
+def test_a_restart_hands_back_only_the_states_not_reported_yet(tmp_path: Path) -> None:
+    """The runtime says what reached the log; a restart must not put those states on it a second time
+    (seen: every run that ended in the minute before `ops/run` stopped was reported succeeded twice)."""
+    done = shell("exit 0")
+    ended_unreported = shell("exit 3")
+    still_running = shell("sleep 60")
+    running_then_ended = shell(f"while [ ! -e {tmp_path / 'go'} ]; do sleep 0.05; done")
+
+    async def first_life() -> None:
+        h = Harness(tmp_path)
+        await h.__aenter__()
+        for each in (done, ended_unreported, still_running, running_then_ended):
+            await h.backend.launch(each)
+        await h.until(done.run_id, "succeeded")
+        await h.until(ended_unreported.run_id, "failed")
+        await h.until(still_running.run_id, "running")
+        await h.until(running_then_ended.run_id, "running")
+        h.backend.reported([h.last(done.run_id), h.last(still_running.run_id), h.last(running_then_ended.run_id)])  # type: ignore[list-item]
+        h.backend.reported([c for c in h.changes if c.run_id == ended_unreported.run_id and c.state == "running"])
+        await h.backend.stop()
+        (tmp_path / "go").touch()
+        await wait_for(lambda: h.run_dir(running_then_ended.run_id).has("result.json"), "the run to end unwatched")
+
+    async def second_life() -> None:
+        async with Harness(tmp_path) as h:
+            found = {s.run_id: s.state for s in h.found}
+            assert found == {ended_unreported.run_id: "failed", running_then_ended.run_id: "succeeded"}
+            held = {s.run_id: s.state for s in h.backend.runs()}  # reports still list every run held
+            assert held[done.run_id] == "succeeded" and held[still_running.run_id] == "running"
+            await h.backend.kill(still_running.run_id, 0.0, "cancelled")
+            await h.until(still_running.run_id, "cancelled")
+
+    run(first_life)
+    run(second_life)
+
+
 def test_a_kill_requested_before_a_restart_is_carried_out_after_it(tmp_path: Path) -> None:
     leased = shell("sleep 60")
 

@@ -6,10 +6,10 @@ cancelled), some running (sleepers), the rest submitted just before the stop (qu
 running); then SIGKILL of the whole process group, or SIGINT to it as a terminal's Ctrl-C sends it.
 After the restart: both queues exist, every job is found, every job that had finished keeps its end
 state, every job's events before the stop (as the archive held them, read with `flotilla log export`)
-are a prefix of its events after (as the restarted API streams them), and every other job runs to
-its end. A second `flotilla up` on the same directory is refused, naming the first one's pid. And an
-archive damaged before its end stops `flotilla up` before anything runs, naming the file, the byte
-and `flotilla log verify`.
+are a prefix of its events after (as the restarted API streams them), every other job runs to
+its end, and after Ctrl-C no job's end is on the log twice. A second `flotilla up` on the same
+directory is refused, naming the first one's pid. And an archive damaged before its end stops
+`flotilla up` before anything runs, naming the file, the byte and `flotilla log verify`.
 """
 
 from __future__ import annotations
@@ -207,12 +207,18 @@ def restarted_with_everything(tmp_path: Path, stop: int) -> None:
                 assert ended_before.get(job_id, job["state"]) == job["state"], f"job {job_id} had ended {ended_before[job_id]}"
 
         after: dict[str, list[str]] = defaultdict(list)
+        ended: dict[str, list[str]] = defaultdict(list)
         for job_set, (queue, *_) in JOB_SETS.items():
             for event in job_set_events(again.url, queue, job_set):
                 if event["job_id"]:
                     after[event["job_id"]].append(event["event_id"])
+                    if event["kind"] in TERMINAL:
+                        ended[event["job_id"]].append(event["kind"])
         for job_id, history in before.items():
             assert after[job_id][: len(history)] == history, f"job {job_id}: its events before the stop are not a prefix of those after"
+        if stop == signal.SIGINT:  # a clean stop repeats no run's end (a SIGKILL may, between a produce and its note)
+            twice = {job_id: kinds for job_id, kinds in ended.items() if len(kinds) > 1}
+            assert not twice, f"{len(twice)} jobs ended more than once on the log, e.g. {sorted(twice.items())[:3]}"
     finally:
         again.signal_group(signal.SIGINT)
 

@@ -158,6 +158,10 @@ class KubernetesBackend:
         self._forget_expired()
         return list(self._statuses.values())
 
+    def reported(self, statuses: list[RunStatus]) -> None:
+        """Not noted: a restart reports every pod it finds again (at least once), rather than patching
+        each pod with what was reported (an API write per change)."""
+
     async def logs(self, run_id: str, limit_bytes: int) -> bytes | None:
         """The pod's last `LOG_TAIL_LINES` lines (at most ``limit_bytes``) while the pod exists: Kubernetes keeps them no longer."""
         where = self._pods.get(run_id)

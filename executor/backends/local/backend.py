@@ -3,7 +3,8 @@
 Each run is started through a supervisor process (``executor.backends.local.supervise``) in a session
 of its own, with its lease, pids, kill request and result in ``<state-dir>/runs/<run id>/``. So
 a run survives the executor being killed, and a restarted executor adopts it from its directory:
-a live supervisor is watched again, a result is reported (again: events are idempotent), and a
+a live supervisor is watched again, a state it reached while the executor was away is reported
+(one already on the log is not: ``reported`` notes each run's last state produced), and a
 lease replayed from the log finds the directory and starts nothing. Runs are watched by polling
 their directories, which is plenty for the handful of processes one machine runs.
 
@@ -36,6 +37,7 @@ from executor.backends.local.rundir import (
     LAUNCH,
     LEASE,
     OUTPUT,
+    REPORTED,
     RESULT,
     STOP,
     SUPERVISOR_LOG,
@@ -87,7 +89,14 @@ class LocalBackend:
                 self._adopt(RunDir(path))
         self._ledger.on_change = on_change
         self._watch = asyncio.create_task(self._watch_runs(), name="local-backend-watch")
-        return self._ledger.runs()
+        return [status for status in self._ledger.runs() if self._runs[status.run_id].dir.read_text(REPORTED) != status.state]
+
+    def reported(self, statuses: list[RunStatus]) -> None:
+        last = {status.run_id: status.state for status in statuses}
+        for run_id, state in last.items():
+            run = self._runs.get(run_id)
+            if run is not None:
+                run.dir.write_text(REPORTED, state)
 
     async def stop(self) -> None:
         if self._watch is not None:

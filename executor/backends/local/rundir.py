@@ -14,6 +14,7 @@ imports this module and should start fast.
     result.json      how the run ended, written by the supervisor (or the executor) last
     output.log       the job's stdout and stderr
     supervisor.log   the supervisor's own errors
+    reported         the run's last state the executor put on the log (so a restart does not repeat it)
     forgotten        the executor is done with the run (its outcome was reported long ago)
 """
 
@@ -33,6 +34,7 @@ STOP = "stop.json"
 RESULT = "result.json"
 OUTPUT = "output.log"
 SUPERVISOR_LOG = "supervisor.log"
+REPORTED = "reported"
 FORGOTTEN = "forgotten"
 
 
@@ -61,6 +63,12 @@ class RunDir:
         try:
             return json.loads((self.path / name).read_text())
         except (OSError, ValueError):
+            return None
+
+    def read_text(self, name: str) -> str | None:
+        try:
+            return (self.path / name).read_text()
+        except OSError:
             return None
 
     def read_pid(self, name: str) -> int | None:
