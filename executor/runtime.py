@@ -200,7 +200,14 @@ class Executor:
             )
 
     async def _flush(self) -> bool:
-        """Produce every pending change; returns whether all of them are on the log."""
+        """Produce every pending change; returns whether all of them are on the log.
+
+        A flush once begun is seen through even if its caller is cancelled (the executor stopping
+        cancels its periodic flush): cut off after its records went out, its changes would be
+        produced again by the last flush, each a second event on the log under a new id."""
+        return await asyncio.shield(self._flush_pending())
+
+    async def _flush_pending(self) -> bool:
         assert self._producer is not None
         async with self._flush_lock:
             if not self._changes:
