@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from streams.kafka import PROCESSING_GUARANTEES, SASL_MECHANISMS, SECURITY_PROTOCOLS
+from streams.config import PROCESSING_GUARANTEES, SASL_MECHANISMS, SECURITY_PROTOCOLS
 
 # Flag -> (setting, type, help); each flag is the setting's name with dashes.
 _VALUED: tuple[tuple[str, type, str], ...] = (

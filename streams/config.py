@@ -22,6 +22,11 @@ import yaml
 # default from about 16k runs.
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
+# The values the Kafka settings below may take (checked in streams/kafka.py, offered by the CLI's flags).
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+PROCESSING_GUARANTEES = ("at_least_once", "exactly_once")
+
 
 @dataclass(frozen=True)
 class Settings:

@@ -27,14 +27,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from streams import contiguous_fetch
-from streams.config import Settings
+from streams.config import PROCESSING_GUARANTEES, SASL_MECHANISMS, SECURITY_PROTOCOLS, Settings
 
 if TYPE_CHECKING:
     from faust.types.auth import CredentialsT
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-PROCESSING_GUARANTEES = ("at_least_once", "exactly_once")
 # Every producer's acks: the leader answers once every in-sync replica has the record.
 ACKS = "all"
 

@@ -13,16 +13,15 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from fastavro import writer as avro_writer
-
-from streams.archive.reader import ArchiveCorrupt, verify
-from streams.archive.segments import PARSED_ENVELOPE, Record, to_envelope
-from streams.archive.source import ArchiveSource
 from streams.client.commands import CommandError
 from streams.replay.times import parse_time as moment
 from streams.replay.times import show_time
+
+if TYPE_CHECKING:
+    from streams.archive.segments import Record
+    from streams.archive.source import ArchiveSource
 
 DEFAULT_ARCHIVE = Path(".flotilla/log")
 VALUE_SCHEMAS = {"events": "event_sequence", "queues": "queue"}
@@ -40,6 +39,8 @@ def add_archive_option(parser: argparse.ArgumentParser) -> None:
 
 
 def archive_source(args: argparse.Namespace) -> ArchiveSource:
+    from streams.archive.source import ArchiveSource
+
     root: Path = args.from_archive
     if not root.is_dir():
         raise CommandError(f"no log archive at {root} (give the directory with --from-archive, e.g. <state-dir>/log)")
@@ -66,6 +67,8 @@ def register(commands: Any) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from streams.archive.reader import verify
+
     source = archive_source(args)
     reports = verify(source.root)
     if args.json:
@@ -91,6 +94,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from streams.archive.reader import ArchiveCorrupt
+
     source = archive_source(args)
     try:
         topics = [source.topic(name) for name in args.topic] if args.topic else source.topics()
@@ -121,6 +126,10 @@ def _write(records: Iterator[Record], form: str, out: IO[bytes]) -> int:
             yield record
 
     if form == "avro":
+        from fastavro import writer as avro_writer
+
+        from streams.archive.segments import PARSED_ENVELOPE, to_envelope
+
         avro_writer(out, PARSED_ENVELOPE, (to_envelope(r) for r in counted()), codec="deflate")
     else:
         for record in counted():

@@ -20,19 +20,19 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from streams.archive.reader import ArchiveCorrupt
-from streams.archive.source import ArchiveSource
 from streams.client.commands import CommandError
 from streams.client.commands.columns import aligned
 from streams.client.commands.connection import client_for
 from streams.client.progress import Progress
 from streams.config import Settings
 from streams.gc_tuning import tune_for_long_lived_state
-from streams.replay.source import ArchiveLog, LogSource, LogUnavailable
 from streams.replay.times import parse_time, show_time
+
+if TYPE_CHECKING:
+    from streams.replay.source import LogSource
 
 DIVERGED, UNREADABLE = 1, 2
 
@@ -59,6 +59,9 @@ def time_option(text: str) -> int:
 @contextmanager
 def log_source(args: argparse.Namespace) -> Iterator[LogSource]:
     """The log the command reads; CommandError when it cannot be opened."""
+    from streams.archive.source import ArchiveSource
+    from streams.replay.source import ArchiveLog, LogUnavailable
+
     if args.from_archive is not None:
         root: Path = args.from_archive
         if not root.is_dir():
@@ -131,8 +134,10 @@ def answer(args: argparse.Namespace, report: dict[str, Any], took: float, lines:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from streams.archive.reader import ArchiveCorrupt
     from streams.replay.audit import audit
     from streams.replay.cycles import Configurations
+    from streams.replay.source import LogUnavailable
     from streams.scheduler.config_file import ConfigFileError, load
 
     try:
@@ -199,7 +204,9 @@ def audit_lines(report: dict[str, Any], took: float | None = None) -> list[str]:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
+    from streams.archive.reader import ArchiveCorrupt
     from streams.replay.rebuild import rebuild
+    from streams.replay.source import LogUnavailable
 
     into: Path = args.into
     if into.exists() and (not into.is_dir() or any(into.iterdir())):
@@ -223,6 +230,7 @@ def live_tables(args: argparse.Namespace, source: LogSource) -> Iterator[Any]:
     archive; None (with a warning) when there are none to compare with."""
     from streams.replay.broker import BrokerLog
     from streams.replay.rebuild import LiveTables
+    from streams.replay.source import LogUnavailable
 
     if args.from_archive is not None and args.broker is None:
         print("  no live tables to compare with (give --broker to compare with a running worker's)", file=sys.stderr)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-from importlib import metadata
 from typing import Any
 
 
@@ -16,6 +15,8 @@ def register(commands: Any) -> None:
 
 
 def _version(args: argparse.Namespace) -> int:
+    from importlib import metadata
+
     found = {
         "version": metadata.version("flotilla"),
         "python": platform.python_version(),
