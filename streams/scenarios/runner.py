@@ -24,6 +24,7 @@ from streams.scheduler.algorithm.model import (
     LimiterState,
     Node,
     NodeAllocation,
+    NodeSelectorRequirement,
     PreemptedJob,
     PriorityClass,
     Queue,
@@ -218,6 +219,11 @@ def build_job(spec: Mapping[str, Any], default_class: str, submit_time: float) -
         Toleration(t.get("key", ""), t.get("operator", "Equal"), str(t.get("value", "")), t.get("effect", ""))
         for t in spec.get("tolerations") or ()
     )
+    # Required node affinity: a list of terms (any may match), each a list of requirements (all must).
+    affinity = tuple(
+        tuple(NodeSelectorRequirement(r["key"], r["operator"], tuple(str(v) for v in r.get("values") or ())) for r in term)
+        for term in spec.get("affinity") or ()
+    )
     return Job(
         id=spec["id"],
         queue=spec["queue"],
@@ -227,6 +233,7 @@ def build_job(spec: Mapping[str, Any], default_class: str, submit_time: float) -
         priority=float(spec.get("priority", 1000)),
         node_selector={k: str(v) for k, v in (spec.get("node_selector") or {}).items()},
         tolerations=tolerations,
+        affinity=affinity,
         annotations={k: str(v) for k, v in (spec.get("annotations") or {}).items()},
     )
 
