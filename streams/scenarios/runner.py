@@ -310,8 +310,15 @@ def run(doc: Mapping[str, Any]) -> ScenarioOutcome:
     demand: dict[str, dict[str, int]] = {q.name: {} for q in queues}
     limiters = LimiterState()
     outcomes = []
+    cordoned: set[str] = set()
     for round_spec in doc["rounds"]:
         number = int(round_spec["round"])
+        # `cordon`: node ids cordoned before this round, for good (Go: NodeIndicesToCordon).
+        cordoned.update(round_spec.get("cordon") or ())
+        unknown = cordoned - {node.id for node in nodes}
+        if unknown:
+            raise ScenarioError(f"round {number}: cordon lists unknown nodes {sorted(unknown)}")
+        nodes = tuple(replace(node, unschedulable=True) if node.id in cordoned else node for node in nodes)
         submitted = []
         for spec in round_spec.get("submit") or ():
             submitted.append(build_job(spec, default_class, float(submitted_count)))
