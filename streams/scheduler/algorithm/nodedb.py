@@ -474,11 +474,19 @@ class NodeDb:
                 index.update(node)
         return index
 
+    def _lowest_key(self, js: JobState) -> int:
+        """The least first index key a node may have to be found for the job: Armada looks nodes up from
+        the request in an index of free capacity rounded DOWN to the resolution, so a node is passed over
+        unless its rounded capacity reaches the request, i.e. key >= ceil(request / resolution), even where
+        the exact capacity would fit (TestGangScheduler: a size not a multiple of the resolution blocks)."""
+        r, resolution = self.indexed[0]
+        return -(-js.req[r] // resolution)
+
     def search(self, lvl: int, js: JobState, mask: bytearray) -> int | None:
         """Tightest node that fits: smallest allocatable first, lexicographically over indexed resources."""
         keys = self._index(lvl).keys
         alloc, pairs = self.alloc, js.pairs
-        start = bisect_left(keys, (js.req[self.indexed[0][0]] // self.indexed[0][1],)) if self.indexed else 0
+        start = bisect_left(keys, (self._lowest_key(js),)) if self.indexed else 0
         for i in range(start, len(keys)):
             node = keys[i][-1]
             if mask[node]:
@@ -489,6 +497,13 @@ class NodeDb:
                 else:
                     return node
         return None
+
+    def _found(self, node: int, js: JobState) -> bool:
+        """Whether a search at the evicted level may still find the node for the job (`_lowest_key`)."""
+        if not self.indexed:
+            return True
+        r, resolution = self.indexed[0]
+        return self.alloc[node][EVICTED_LEVEL][r] // resolution >= self._lowest_key(js)
 
     def fits(self, node: int, lvl: int, js: JobState) -> bool:
         row = self.alloc[node][lvl]
@@ -501,13 +516,14 @@ class NodeDb:
         """Like `search`, but counting evicted jobs as still in place (fair-share preemption off)."""
         assert self.held is not None
         best: tuple[tuple[int, ...], int] | None = None
+        lowest = (self._lowest_key(js),) if self.indexed else ()
         for node in range(len(self.nodes)):
             if not mask[node]:
                 continue
             row, held = self.alloc[node][lvl], self.held[node][lvl]
             if all(row[r] - held[r] >= amount for r, amount in js.pairs):
                 key = (*((row[i] - held[i]) // res for i, res in self.indexed), node)
-                if best is None or key < best[0]:
+                if key >= lowest and (best is None or key < best[0]):
                     best = (key, node)
         return None if best is None else best[1]
 
@@ -550,7 +566,13 @@ class NodeDb:
     ) -> Placement | None:
         mask = self.mask(js, tolerations, selector, executor)
         last = self._last_fit
-        if last is not None and last[1] is mask and last[0] == js.pairs and self.fits(last[2], EVICTED_LEVEL, js):
+        if (
+            last is not None
+            and last[1] is mask
+            and last[0] == js.pairs
+            and self.fits(last[2], EVICTED_LEVEL, js)
+            and self._found(last[2], js)
+        ):
             return Placement(last[2], priority, NO_PREEMPTION)
         node = self.search(EVICTED_LEVEL, js, mask)
         self._last_fit = None if node is None else (js.pairs, mask, node)
