@@ -16,6 +16,8 @@ import yaml
 
 from streams.domain.quantity import to_milli
 from streams.scheduler.algorithm.model import (
+    GANG_ID_ANNOTATION,
+    GANG_UNIFORMITY_ANNOTATION,
     UNLIMITED,
     AwayNodeType,
     CycleInput,
@@ -84,6 +86,7 @@ class RoundOutcome:
     still_queued: tuple[str, ...]
     never_attempted: tuple[str, ...]
     counts: Mapping[str, Any]
+    placements: Mapping[str, str]  # scheduled job id -> node id
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,10 +160,13 @@ def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
         "pool",
         "executor_timeout",
         "max_unacknowledged_jobs_per_executor",
+        "indexed_resources",
     }
     unknown = set(raw) - known
     if unknown:
         raise ScenarioError(f"unsupported config keys {sorted(unknown)}")
+    # `indexed_resources`: [{name, resolution}] replaces the node ordering key (Go: WithIndexedResourcesConfig).
+    indexed = tuple((r["name"], to_milli(r["resolution"])) for r in raw["indexed_resources"]) if "indexed_resources" in raw else None
     config = SchedulingConfig(
         priority_classes=classes,
         indexed_node_labels=_FIXTURE_INDEXED_LABELS + tuple(raw.get("indexed_node_labels_add", ())),
@@ -173,6 +179,8 @@ def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
         protected_fraction_of_fair_share=float(raw.get("protected_fraction_of_fair_share", 0.0)),
         enable_prefer_large_job_ordering=(harness == "preempting_multi_round" or bool(raw.get("enable_prefer_large_job_ordering", True))),
     )
+    if indexed is not None:
+        config = replace(config, indexed_resources=indexed)
     return config, raw.get("default_priority_class", "priority-3")
 
 
@@ -268,6 +276,7 @@ def _outcome(number: int, result: CycleResult, submitted: Sequence[Job]) -> Roun
         still_queued=still,
         never_attempted=tuple(i for i in still if i in unscheduled and not unscheduled[i].attempted),
         counts=counts,
+        placements={s.job_id: s.node for s in result.scheduled},
     )
 
 
@@ -448,6 +457,28 @@ def _seconds(raw: Any, where: str) -> float:
     return sign * seconds
 
 
+def _uniformity_problems(doc: Mapping[str, Any], spec: Mapping[str, Any], got: RoundOutcome) -> list[str]:
+    """Every gang of the round with a node-uniformity label must have its scheduled members on nodes sharing
+    one value of that label (Go's TestGangScheduler asserts this for every scheduled gang), and that value is
+    `expected.gang_uniformity[gang id]` where given."""
+    labels = {n["id"]: {k: str(v) for k, v in (n.get("labels") or {}).items()} for n in doc["nodes"]}
+    values: dict[str, set[str | None]] = {}
+    for job in spec.get("submit") or ():
+        annotations = job.get("annotations") or {}
+        label = annotations.get(GANG_UNIFORMITY_ANNOTATION, "")
+        if label and job["id"] in got.placements:
+            values.setdefault(annotations[GANG_ID_ANNOTATION], set()).add(labels[got.placements[job["id"]]].get(label))
+    problems = [
+        f"round {got.round}: gang {g} placed across label values {sorted(map(str, v))}"
+        for g, v in values.items()
+        if len(v) != 1 or None in v
+    ]
+    for gang, want in ((spec.get("expected") or {}).get("gang_uniformity") or {}).items():
+        if values.get(gang) != {str(want)}:
+            problems.append(f"round {got.round}: gang {gang} on label values {sorted(map(str, values.get(gang, ())))}, expected {want}")
+    return problems
+
+
 def expected_counts(doc: Mapping[str, Any]) -> list[Mapping[str, Any] | None]:
     return [(r.get("expected") or {}).get("counts") for r in doc["rounds"]]
 
@@ -457,6 +488,7 @@ def differences(doc: Mapping[str, Any], outcome: ScenarioOutcome) -> list[str]:
     problems = []
     for spec, got in zip(doc["rounds"], outcome.rounds, strict=False):
         expected = spec.get("expected") or {}
+        problems += _uniformity_problems(doc, spec, got)
         if "counts" in expected:
             for key, value in expected["counts"].items():
                 if got.counts[key] != value:
