@@ -329,6 +329,12 @@ class NodeDb:
         # rollback restores the count, since the jobs it restores may be among them.
         self._trimmed = 0
         self._trimmed_at_begin = 0
+        # Nodes whose running jobs (with unmanaged pods) exceed their capacity, found once the running jobs
+        # are bound (`bind_counted`). As in Armada, such a node takes no new job this cycle and its evicted
+        # jobs always go back onto it: a momentary drop in a node's capacity must not preempt its jobs.
+        self.over_allocated: frozenset[int] = frozenset()
+        # The masks with the over-allocated nodes taken out, by the mask they are made from (`_schedulable`).
+        self._schedulable_masks: dict[int, tuple[bytearray, bytearray]] = {}
 
     # -- levels ---------------------------------------------------------------------------
     def level(self, priority: int) -> int:
@@ -423,8 +429,12 @@ class NodeDb:
         carried base (not `fresh`), only what the counts changed by since it was carried, negative
         counts giving back what jobs no longer running took. The jobs' states are bound already."""
         assert self._journal is None and not self._touched and not self._indices
-        self.base.bind(counts)
-        self.tops = list(self.base.tops)
+        base = self.base
+        base.bind(counts)
+        self.tops = list(base.tops)
+        # Every node over its capacity at the evicted level is over it at some priority level too (all jobs
+        # in place count at the lowest level), so the base's over-allocated nodes are the ones to look at.
+        self.over_allocated = frozenset(node for node in base.over if any(v < 0 for v in base.alloc[node][EVICTED_LEVEL]))
 
     def evict(self, js: JobState) -> None:
         self._record(js)
@@ -465,6 +475,16 @@ class NodeDb:
                 )
             self._masks[key] = mask
         return mask
+
+    def _schedulable(self, mask: bytearray) -> bytearray:
+        """``mask`` without the over-allocated nodes; the same object for the same mask all cycle (`_last_fit`)."""
+        made = self._schedulable_masks.get(id(mask))
+        if made is None or made[0] is not mask:
+            derived = bytearray(mask)
+            for node in self.over_allocated:
+                derived[node] = 0
+            made = self._schedulable_masks[id(mask)] = (mask, derived)
+        return made[1]
 
     def _index(self, lvl: int) -> _LevelIndex:
         index = self._indices.get(lvl)
@@ -534,7 +554,7 @@ class NodeDb:
             lvl = self.level(js.sched_priority) if js.pc.preemptible else self.n_levels - 1
             if not self.displacement_follows:
                 lvl = self._lowest_top(js.node, lvl)  # type: ignore[arg-type]
-            if self.fits(js.node, lvl, js):  # type: ignore[arg-type]
+            if js.node in self.over_allocated or self.fits(js.node, lvl, js):  # type: ignore[arg-type]
                 return Placement(js.node, js.sched_priority, NO_PREEMPTION)  # type: ignore[arg-type]
             return None
         placement = self._select_at(js, js.pc.priority, (), selector, executor)
@@ -565,6 +585,8 @@ class NodeDb:
         self, js: JobState, priority: int, tolerations: tuple[Toleration, ...], selector: Mapping[str, str], executor: str | None
     ) -> Placement | None:
         mask = self.mask(js, tolerations, selector, executor)
+        if self.over_allocated:
+            mask = self._schedulable(mask)
         last = self._last_fit
         if (
             last is not None

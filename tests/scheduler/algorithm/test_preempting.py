@@ -55,6 +55,18 @@ def test_a_node_whose_free_capacity_rounds_below_the_request_at_index_resolution
     assert set(unscheduled(result)) == {"j3"}
 
 
+def test_jobs_of_an_over_allocated_node_all_go_back_and_no_new_job_goes_there():
+    # Armada: a node whose running jobs exceed its capacity (it shrank, say) takes no new job this
+    # cycle, and its evicted jobs always go back, so that a momentary drop in capacity preempts
+    # nothing (TestSchedule, "reschedules all jobs onto overallocated node"): 17 x 1 cpu / 16 GiB on
+    # a 32-cpu, 256-GiB node (over by 16 GiB of memory), every job evicted for fair share. The new
+    # cpu-only job would fit there (15 cpus free, the tighter fit) but goes to the empty node.
+    held = [running(job(f"r{i}", cpu=1, mem=16, t=i), "a") for i in range(17)]
+    result = schedule(cycle(["A"], [node("a"), node("b")], [job("j", cpu=1, mem=0, t=40)], held), config())
+    assert preempted(result) == set()
+    assert placed(result) == {"j": "b"}
+
+
 def test_two_equal_queues_split_the_pool():
     jobs = [job(f"a{i}", "A", t=i) for i in range(32)] + [job(f"b{i}", "B", t=100 + i) for i in range(32)]
     result = schedule(cycle(["A", "B"], [node("n")], jobs), config())
