@@ -161,6 +161,7 @@ def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
         "executor_timeout",
         "max_unacknowledged_jobs_per_executor",
         "indexed_resources",
+        "enable_fairshare_preemption",
     }
     unknown = set(raw) - known
     if unknown:
@@ -177,6 +178,8 @@ def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
         max_queue_lookback=int(raw.get("max_queue_lookback", 0)),
         maximum_resource_fraction_to_schedule=dict(raw.get("maximum_resource_fraction_to_schedule", {})),
         protected_fraction_of_fair_share=float(raw.get("protected_fraction_of_fair_share", 0.0)),
+        # Go: a pool's DisableFairshareScheduling (WithPreemptionDisabled(true, false, ...)).
+        enable_fairshare_preemption=bool(raw.get("enable_fairshare_preemption", True)),
         enable_prefer_large_job_ordering=(harness == "preempting_multi_round" or bool(raw.get("enable_prefer_large_job_ordering", True))),
     )
     if indexed is not None:
