@@ -162,10 +162,15 @@ def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
         "max_unacknowledged_jobs_per_executor",
         "indexed_resources",
         "enable_fairshare_preemption",
+        "maximum_resource_fraction_to_schedule_by_pool",
     }
     unknown = set(raw) - known
     if unknown:
         raise ScenarioError(f"unsupported config keys {sorted(unknown)}")
+    # A pool's own round limit replaces the global one (Go: MaximumResourceFractionToScheduleByPool).
+    round_limits = (raw.get("maximum_resource_fraction_to_schedule_by_pool") or {}).get(
+        raw.get("pool", DEFAULT_POOL), raw.get("maximum_resource_fraction_to_schedule", {})
+    )
     # `indexed_resources`: [{name, resolution}] replaces the node ordering key (Go: WithIndexedResourcesConfig).
     indexed = tuple((r["name"], to_milli(r["resolution"])) for r in raw["indexed_resources"]) if "indexed_resources" in raw else None
     config = SchedulingConfig(
@@ -176,7 +181,7 @@ def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
         per_queue_scheduling_rate=_rate(raw, "maximum_per_queue_scheduling_rate", "maximum_per_queue_scheduling_burst"),
         fairshare_preemption_rate=RateLimit(float(fair["rate"]), int(fair["burst"])) if fair else None,
         max_queue_lookback=int(raw.get("max_queue_lookback", 0)),
-        maximum_resource_fraction_to_schedule=dict(raw.get("maximum_resource_fraction_to_schedule", {})),
+        maximum_resource_fraction_to_schedule=dict(round_limits),
         protected_fraction_of_fair_share=float(raw.get("protected_fraction_of_fair_share", 0.0)),
         # Go: a pool's DisableFairshareScheduling (WithPreemptionDisabled(true, false, ...)).
         enable_fairshare_preemption=bool(raw.get("enable_fairshare_preemption", True)),
