@@ -168,9 +168,8 @@ def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
     if unknown:
         raise ScenarioError(f"unsupported config keys {sorted(unknown)}")
     # A pool's own round limit replaces the global one (Go: MaximumResourceFractionToScheduleByPool).
-    round_limits = (raw.get("maximum_resource_fraction_to_schedule_by_pool") or {}).get(
-        raw.get("pool", DEFAULT_POOL), raw.get("maximum_resource_fraction_to_schedule", {})
-    )
+    by_pool: Mapping[str, Mapping[str, float]] = raw.get("maximum_resource_fraction_to_schedule_by_pool") or {}
+    round_limits: Mapping[str, float] = by_pool.get(raw.get("pool", DEFAULT_POOL), raw.get("maximum_resource_fraction_to_schedule", {}))
     # `indexed_resources`: [{name, resolution}] replaces the node ordering key (Go: WithIndexedResourcesConfig).
     indexed = tuple((r["name"], to_milli(r["resolution"])) for r in raw["indexed_resources"]) if "indexed_resources" in raw else None
     config = SchedulingConfig(
