@@ -1,7 +1,10 @@
 """Load a scenario file, emulate the Go test harness it was transcribed from, compare outcomes.
 
 The harnesses and the `testfixtures` base configuration are described in the scenarios'
-README (sections 2 and 3); this module is their executable form.
+README (sections 2 and 3); this module is their executable form. The keys it reads beyond that
+README (job `affinity`, round `cordon`, `indexed_resources`, `enable_fairshare_preemption`,
+`maximum_resource_fraction_to_schedule_by_pool`, `expected.gang_uniformity`) are described in
+tests/scenarios/armada/README.md, beside the cases that use them.
 """
 
 from __future__ import annotations
