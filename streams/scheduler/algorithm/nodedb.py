@@ -310,7 +310,9 @@ class NodeDb:
         # changed only by binding jobs of those pairs on that node (`bind`). A job of the same pairs
         # and mask goes there again while it fits: the nodes before it in the level's key order are
         # unchanged and still do not fit, and binding only lowered its own key.
-        self._last_fit: tuple[Pairs, bytearray, int] | None = None
+        # The fourth item, when not None, is (resource, amount): the free amount of the first indexed
+        # resource the node must keep to be found at all (`_lowest_key`), where that exceeds the request.
+        self._last_fit: tuple[Pairs, bytearray, int, tuple[int, int] | None] | None = None
         # Placements before each change (job, node, priority, bound, evicted) while in a transaction.
         self._journal: list[tuple[JobState, int | None, int, bool, bool]] | None = None
         # Capacity evicted jobs freed per level, so that when fair-share preemption is off
@@ -506,7 +508,11 @@ class NodeDb:
         """Tightest node that fits: smallest allocatable first, lexicographically over indexed resources."""
         keys = self._index(lvl).keys
         alloc, pairs = self.alloc, js.pairs
-        start = bisect_left(keys, (self._lowest_key(js),)) if self.indexed else 0
+        if self.indexed:
+            r, resolution = self.indexed[0]
+            start = bisect_left(keys, (-(-js.req[r] // resolution),))  # `_lowest_key`, written out: every search
+        else:
+            start = 0
         for i in range(start, len(keys)):
             node = keys[i][-1]
             if mask[node]:
@@ -518,12 +524,14 @@ class NodeDb:
                     return node
         return None
 
-    def _found(self, node: int, js: JobState) -> bool:
-        """Whether a search at the evicted level may still find the node for the job (`_lowest_key`)."""
+    def _floor(self, js: JobState) -> tuple[int, int] | None:
+        """(resource, amount) a node must have free to be found for the job (`_lowest_key`), where that is
+        more than the job's request of it (a request not a multiple of the index resolution)."""
         if not self.indexed:
-            return True
+            return None
         r, resolution = self.indexed[0]
-        return self.alloc[node][EVICTED_LEVEL][r] // resolution >= self._lowest_key(js)
+        floor = self._lowest_key(js) * resolution
+        return (r, floor) if floor > js.req[r] else None
 
     def fits(self, node: int, lvl: int, js: JobState) -> bool:
         row = self.alloc[node][lvl]
@@ -593,11 +601,11 @@ class NodeDb:
             and last[1] is mask
             and last[0] == js.pairs
             and self.fits(last[2], EVICTED_LEVEL, js)
-            and self._found(last[2], js)
+            and (last[3] is None or self.alloc[last[2]][EVICTED_LEVEL][last[3][0]] >= last[3][1])
         ):
             return Placement(last[2], priority, NO_PREEMPTION)
         node = self.search(EVICTED_LEVEL, js, mask)
-        self._last_fit = None if node is None else (js.pairs, mask, node)
+        self._last_fit = None if node is None else (js.pairs, mask, node, self._floor(js))
         if node is not None:
             return Placement(node, priority, NO_PREEMPTION)
         top = self.level(priority)
