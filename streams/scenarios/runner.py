@@ -1,7 +1,10 @@
 """Load a scenario file, emulate the Go test harness it was transcribed from, compare outcomes.
 
 The harnesses and the `testfixtures` base configuration are described in the scenarios'
-README (sections 2 and 3); this module is their executable form.
+README (sections 2 and 3); this module is their executable form. The keys it reads beyond that
+README (job `affinity`, round `cordon`, `indexed_resources`, `enable_fairshare_preemption`,
+`maximum_resource_fraction_to_schedule_by_pool`, `expected.gang_uniformity`) are described in
+tests/scenarios/armada/README.md, beside the cases that use them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import yaml
 
 from streams.domain.quantity import to_milli
 from streams.scheduler.algorithm.model import (
+    GANG_ID_ANNOTATION,
+    GANG_UNIFORMITY_ANNOTATION,
     UNLIMITED,
     AwayNodeType,
     CycleInput,
@@ -24,6 +29,7 @@ from streams.scheduler.algorithm.model import (
     LimiterState,
     Node,
     NodeAllocation,
+    NodeSelectorRequirement,
     PreemptedJob,
     PriorityClass,
     Queue,
@@ -83,6 +89,7 @@ class RoundOutcome:
     still_queued: tuple[str, ...]
     never_attempted: tuple[str, ...]
     counts: Mapping[str, Any]
+    placements: Mapping[str, str]  # scheduled job id -> node id
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,10 +163,18 @@ def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
         "pool",
         "executor_timeout",
         "max_unacknowledged_jobs_per_executor",
+        "indexed_resources",
+        "enable_fairshare_preemption",
+        "maximum_resource_fraction_to_schedule_by_pool",
     }
     unknown = set(raw) - known
     if unknown:
         raise ScenarioError(f"unsupported config keys {sorted(unknown)}")
+    # A pool's own round limit replaces the global one (Go: MaximumResourceFractionToScheduleByPool).
+    by_pool: Mapping[str, Mapping[str, float]] = raw.get("maximum_resource_fraction_to_schedule_by_pool") or {}
+    round_limits: Mapping[str, float] = by_pool.get(raw.get("pool", DEFAULT_POOL), raw.get("maximum_resource_fraction_to_schedule", {}))
+    # `indexed_resources`: [{name, resolution}] replaces the node ordering key (Go: WithIndexedResourcesConfig).
+    indexed = tuple((r["name"], to_milli(r["resolution"])) for r in raw["indexed_resources"]) if "indexed_resources" in raw else None
     config = SchedulingConfig(
         priority_classes=classes,
         indexed_node_labels=_FIXTURE_INDEXED_LABELS + tuple(raw.get("indexed_node_labels_add", ())),
@@ -168,10 +183,14 @@ def build_config(doc: Mapping[str, Any]) -> tuple[SchedulingConfig, str]:
         per_queue_scheduling_rate=_rate(raw, "maximum_per_queue_scheduling_rate", "maximum_per_queue_scheduling_burst"),
         fairshare_preemption_rate=RateLimit(float(fair["rate"]), int(fair["burst"])) if fair else None,
         max_queue_lookback=int(raw.get("max_queue_lookback", 0)),
-        maximum_resource_fraction_to_schedule=dict(raw.get("maximum_resource_fraction_to_schedule", {})),
+        maximum_resource_fraction_to_schedule=dict(round_limits),
         protected_fraction_of_fair_share=float(raw.get("protected_fraction_of_fair_share", 0.0)),
+        # Go: a pool's DisableFairshareScheduling (WithPreemptionDisabled(true, false, ...)).
+        enable_fairshare_preemption=bool(raw.get("enable_fairshare_preemption", True)),
         enable_prefer_large_job_ordering=(harness == "preempting_multi_round" or bool(raw.get("enable_prefer_large_job_ordering", True))),
     )
+    if indexed is not None:
+        config = replace(config, indexed_resources=indexed)
     return config, raw.get("default_priority_class", "priority-3")
 
 
@@ -218,6 +237,11 @@ def build_job(spec: Mapping[str, Any], default_class: str, submit_time: float) -
         Toleration(t.get("key", ""), t.get("operator", "Equal"), str(t.get("value", "")), t.get("effect", ""))
         for t in spec.get("tolerations") or ()
     )
+    # Required node affinity: a list of terms (any may match), each a list of requirements (all must).
+    affinity = tuple(
+        tuple(NodeSelectorRequirement(r["key"], r["operator"], tuple(str(v) for v in r.get("values") or ())) for r in term)
+        for term in spec.get("affinity") or ()
+    )
     return Job(
         id=spec["id"],
         queue=spec["queue"],
@@ -227,6 +251,7 @@ def build_job(spec: Mapping[str, Any], default_class: str, submit_time: float) -
         priority=float(spec.get("priority", 1000)),
         node_selector={k: str(v) for k, v in (spec.get("node_selector") or {}).items()},
         tolerations=tolerations,
+        affinity=affinity,
         annotations={k: str(v) for k, v in (spec.get("annotations") or {}).items()},
     )
 
@@ -261,6 +286,7 @@ def _outcome(number: int, result: CycleResult, submitted: Sequence[Job]) -> Roun
         still_queued=still,
         never_attempted=tuple(i for i in still if i in unscheduled and not unscheduled[i].attempted),
         counts=counts,
+        placements={s.job_id: s.node for s in result.scheduled},
     )
 
 
@@ -303,8 +329,15 @@ def run(doc: Mapping[str, Any]) -> ScenarioOutcome:
     demand: dict[str, dict[str, int]] = {q.name: {} for q in queues}
     limiters = LimiterState()
     outcomes = []
+    cordoned: set[str] = set()
     for round_spec in doc["rounds"]:
         number = int(round_spec["round"])
+        # `cordon`: node ids cordoned before this round, for good (Go: NodeIndicesToCordon).
+        cordoned.update(round_spec.get("cordon") or ())
+        unknown = cordoned - {node.id for node in nodes}
+        if unknown:
+            raise ScenarioError(f"round {number}: cordon lists unknown nodes {sorted(unknown)}")
+        nodes = tuple(replace(node, unschedulable=True) if node.id in cordoned else node for node in nodes)
         submitted = []
         for spec in round_spec.get("submit") or ():
             submitted.append(build_job(spec, default_class, float(submitted_count)))
@@ -434,6 +467,28 @@ def _seconds(raw: Any, where: str) -> float:
     return sign * seconds
 
 
+def _uniformity_problems(doc: Mapping[str, Any], spec: Mapping[str, Any], got: RoundOutcome) -> list[str]:
+    """Every gang of the round with a node-uniformity label must have its scheduled members on nodes sharing
+    one value of that label (Go's TestGangScheduler asserts this for every scheduled gang), and that value is
+    `expected.gang_uniformity[gang id]` where given."""
+    labels = {n["id"]: {k: str(v) for k, v in (n.get("labels") or {}).items()} for n in doc["nodes"]}
+    values: dict[str, set[str | None]] = {}
+    for job in spec.get("submit") or ():
+        annotations = job.get("annotations") or {}
+        label = annotations.get(GANG_UNIFORMITY_ANNOTATION, "")
+        if label and job["id"] in got.placements:
+            values.setdefault(annotations[GANG_ID_ANNOTATION], set()).add(labels[got.placements[job["id"]]].get(label))
+    problems = [
+        f"round {got.round}: gang {g} placed across label values {sorted(map(str, v))}"
+        for g, v in values.items()
+        if len(v) != 1 or None in v
+    ]
+    for gang, want in ((spec.get("expected") or {}).get("gang_uniformity") or {}).items():
+        if values.get(gang) != {str(want)}:
+            problems.append(f"round {got.round}: gang {gang} on label values {sorted(map(str, values.get(gang, ())))}, expected {want}")
+    return problems
+
+
 def expected_counts(doc: Mapping[str, Any]) -> list[Mapping[str, Any] | None]:
     return [(r.get("expected") or {}).get("counts") for r in doc["rounds"]]
 
@@ -443,6 +498,7 @@ def differences(doc: Mapping[str, Any], outcome: ScenarioOutcome) -> list[str]:
     problems = []
     for spec, got in zip(doc["rounds"], outcome.rounds, strict=False):
         expected = spec.get("expected") or {}
+        problems += _uniformity_problems(doc, spec, got)
         if "counts" in expected:
             for key, value in expected["counts"].items():
                 if got.counts[key] != value:

@@ -310,7 +310,9 @@ class NodeDb:
         # changed only by binding jobs of those pairs on that node (`bind`). A job of the same pairs
         # and mask goes there again while it fits: the nodes before it in the level's key order are
         # unchanged and still do not fit, and binding only lowered its own key.
-        self._last_fit: tuple[Pairs, bytearray, int] | None = None
+        # The fourth item, when not None, is (resource, amount): the free amount of the first indexed
+        # resource the node must keep to be found at all (`_lowest_key`), where that exceeds the request.
+        self._last_fit: tuple[Pairs, bytearray, int, tuple[int, int] | None] | None = None
         # Placements before each change (job, node, priority, bound, evicted) while in a transaction.
         self._journal: list[tuple[JobState, int | None, int, bool, bool]] | None = None
         # Capacity evicted jobs freed per level, so that when fair-share preemption is off
@@ -329,6 +331,12 @@ class NodeDb:
         # rollback restores the count, since the jobs it restores may be among them.
         self._trimmed = 0
         self._trimmed_at_begin = 0
+        # Nodes whose running jobs (with unmanaged pods) exceed their capacity, found once the running jobs
+        # are bound (`bind_counted`). As in Armada, such a node takes no new job this cycle and its evicted
+        # jobs always go back onto it: a momentary drop in a node's capacity must not preempt its jobs.
+        self.over_allocated: frozenset[int] = frozenset()
+        # The masks with the over-allocated nodes taken out, by the mask they are made from (`_schedulable`).
+        self._schedulable_masks: dict[int, tuple[bytearray, bytearray]] = {}
 
     # -- levels ---------------------------------------------------------------------------
     def level(self, priority: int) -> int:
@@ -423,8 +431,12 @@ class NodeDb:
         carried base (not `fresh`), only what the counts changed by since it was carried, negative
         counts giving back what jobs no longer running took. The jobs' states are bound already."""
         assert self._journal is None and not self._touched and not self._indices
-        self.base.bind(counts)
-        self.tops = list(self.base.tops)
+        base = self.base
+        base.bind(counts)
+        self.tops = list(base.tops)
+        # Every node over its capacity at the evicted level is over it at some priority level too (all jobs
+        # in place count at the lowest level), so the base's over-allocated nodes are the ones to look at.
+        self.over_allocated = frozenset(node for node in base.over if any(v < 0 for v in base.alloc[node][EVICTED_LEVEL]))
 
     def evict(self, js: JobState) -> None:
         self._record(js)
@@ -466,6 +478,16 @@ class NodeDb:
             self._masks[key] = mask
         return mask
 
+    def _schedulable(self, mask: bytearray) -> bytearray:
+        """``mask`` without the over-allocated nodes; the same object for the same mask all cycle (`_last_fit`)."""
+        made = self._schedulable_masks.get(id(mask))
+        if made is None or made[0] is not mask:
+            derived = bytearray(mask)
+            for node in self.over_allocated:
+                derived[node] = 0
+            made = self._schedulable_masks[id(mask)] = (mask, derived)
+        return made[1]
+
     def _index(self, lvl: int) -> _LevelIndex:
         index = self._indices.get(lvl)
         if index is None:  # the base's, with the nodes this cycle changed so far
@@ -474,11 +496,23 @@ class NodeDb:
                 index.update(node)
         return index
 
+    def _lowest_key(self, js: JobState) -> int:
+        """The least first index key a node may have to be found for the job: Armada looks nodes up from
+        the request in an index of free capacity rounded DOWN to the resolution, so a node is passed over
+        unless its rounded capacity reaches the request, i.e. key >= ceil(request / resolution), even where
+        the exact capacity would fit (TestGangScheduler: a size not a multiple of the resolution blocks)."""
+        r, resolution = self.indexed[0]
+        return -(-js.req[r] // resolution)
+
     def search(self, lvl: int, js: JobState, mask: bytearray) -> int | None:
         """Tightest node that fits: smallest allocatable first, lexicographically over indexed resources."""
         keys = self._index(lvl).keys
         alloc, pairs = self.alloc, js.pairs
-        start = bisect_left(keys, (js.req[self.indexed[0][0]] // self.indexed[0][1],)) if self.indexed else 0
+        if self.indexed:
+            r, resolution = self.indexed[0]
+            start = bisect_left(keys, (-(-js.req[r] // resolution),))  # `_lowest_key`, written out: every search
+        else:
+            start = 0
         for i in range(start, len(keys)):
             node = keys[i][-1]
             if mask[node]:
@@ -489,6 +523,15 @@ class NodeDb:
                 else:
                     return node
         return None
+
+    def _floor(self, js: JobState) -> tuple[int, int] | None:
+        """(resource, amount) a node must have free to be found for the job (`_lowest_key`), where that is
+        more than the job's request of it (a request not a multiple of the index resolution)."""
+        if not self.indexed:
+            return None
+        r, resolution = self.indexed[0]
+        floor = self._lowest_key(js) * resolution
+        return (r, floor) if floor > js.req[r] else None
 
     def fits(self, node: int, lvl: int, js: JobState) -> bool:
         row = self.alloc[node][lvl]
@@ -501,13 +544,14 @@ class NodeDb:
         """Like `search`, but counting evicted jobs as still in place (fair-share preemption off)."""
         assert self.held is not None
         best: tuple[tuple[int, ...], int] | None = None
+        lowest = (self._lowest_key(js),) if self.indexed else ()
         for node in range(len(self.nodes)):
             if not mask[node]:
                 continue
             row, held = self.alloc[node][lvl], self.held[node][lvl]
             if all(row[r] - held[r] >= amount for r, amount in js.pairs):
                 key = (*((row[i] - held[i]) // res for i, res in self.indexed), node)
-                if best is None or key < best[0]:
+                if key >= lowest and (best is None or key < best[0]):
                     best = (key, node)
         return None if best is None else best[1]
 
@@ -518,7 +562,7 @@ class NodeDb:
             lvl = self.level(js.sched_priority) if js.pc.preemptible else self.n_levels - 1
             if not self.displacement_follows:
                 lvl = self._lowest_top(js.node, lvl)  # type: ignore[arg-type]
-            if self.fits(js.node, lvl, js):  # type: ignore[arg-type]
+            if js.node in self.over_allocated or self.fits(js.node, lvl, js):  # type: ignore[arg-type]
                 return Placement(js.node, js.sched_priority, NO_PREEMPTION)  # type: ignore[arg-type]
             return None
         placement = self._select_at(js, js.pc.priority, (), selector, executor)
@@ -549,11 +593,19 @@ class NodeDb:
         self, js: JobState, priority: int, tolerations: tuple[Toleration, ...], selector: Mapping[str, str], executor: str | None
     ) -> Placement | None:
         mask = self.mask(js, tolerations, selector, executor)
+        if self.over_allocated:
+            mask = self._schedulable(mask)
         last = self._last_fit
-        if last is not None and last[1] is mask and last[0] == js.pairs and self.fits(last[2], EVICTED_LEVEL, js):
+        if (
+            last is not None
+            and last[1] is mask
+            and last[0] == js.pairs
+            and self.fits(last[2], EVICTED_LEVEL, js)
+            and (last[3] is None or self.alloc[last[2]][EVICTED_LEVEL][last[3][0]] >= last[3][1])
+        ):
             return Placement(last[2], priority, NO_PREEMPTION)
         node = self.search(EVICTED_LEVEL, js, mask)
-        self._last_fit = None if node is None else (js.pairs, mask, node)
+        self._last_fit = None if node is None else (js.pairs, mask, node, self._floor(js))
         if node is not None:
             return Placement(node, priority, NO_PREEMPTION)
         top = self.level(priority)

@@ -205,17 +205,20 @@ def test_a_node_tainted_since_takes_only_jobs_that_tolerate_it() -> None:
     assert [s.job_id for s in result.scheduled] == ["c"]
 
 
-def test_a_node_that_shrank_under_its_running_job_preempts_it() -> None:
+def test_a_node_that_shrank_under_its_running_job_keeps_it_and_takes_no_new_job() -> None:
     """The node is over-allocated in the base the cycle starts from and changed by no job of the cycle (its
-    queue is within its fair share: no fair-share eviction): its running job is still evicted for it
-    (`NodeBase.over`) and, not fitting back, preempted."""
+    queue is within its fair share: no fair-share eviction). As in Armada (TestSchedule, "reschedules all
+    jobs onto overallocated node"), the running job is evicted for it (`NodeBase.over`) but goes back
+    although it no longer fits (`NodeDb.over_allocated`, found from the base's over-allocated nodes), and
+    the node takes no new job, which would fit had the running job been preempted."""
     big, other = Node("n0", {"cpu": 4 * CPU, "memory": 64 * GI}, labels={"zone": "a"}), Node("n1", {"cpu": 32 * CPU, "memory": 256 * GI})
     carried = RunningStates()
     first = job("r", cpu=3, node_selector={"zone": "a"})
     calm = config(protected_fraction_of_fair_share=1.0)
     (placed,) = schedule(cycle(QUEUES, [big, other], [first], carried=carried), calm).scheduled
     small = replace(big, resources={"cpu": 2 * CPU, "memory": 64 * GI})
-    later = cycle(QUEUES, [small, other], (), [RunningJob(first, placed.node, placed.priority)], now=1.0, carried=carried)
+    newcomer = job("n", cpu=1, t=1.0, node_selector={"zone": "a"})
+    later = cycle(QUEUES, [small, other], [newcomer], [RunningJob(first, placed.node, placed.priority)], now=1.0, carried=carried)
     result = schedule(later, calm)
     assert result == schedule(replace(later, carried=None), calm)
-    assert [p.job_id for p in result.preempted] == ["r"]
+    assert result.preempted == () and result.scheduled == ()

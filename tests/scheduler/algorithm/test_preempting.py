@@ -43,6 +43,30 @@ def test_equal_nodes_are_filled_one_at_a_time_in_id_order():
     assert by_node.count("a") == 32 and by_node.count("b") == 8
 
 
+def test_a_node_whose_free_capacity_rounds_below_the_request_at_index_resolution_is_not_found():
+    # Armada's node index holds free capacity rounded down to the resolution and looks nodes up from
+    # the request: at cpu resolution 17 a 32-cpu node (seen as 17) takes one 16-cpu job, and then
+    # (16 free, seen as 0) no second one although it would fit (TestGangScheduler, "jobs of size not
+    # a multiple of the resolution blocks scheduling new jobs").
+    jobs = [job(f"j{i}", cpu=16, mem=128, t=i) for i in range(4)]
+    indexed = (("cpu", 17 * CPU), ("memory", 128 * GI // 1024))
+    result = schedule(cycle(["A"], [node("a"), node("b"), node("c")], jobs), config(indexed_resources=indexed))
+    assert sorted(placed(result).values()) == ["a", "b", "c"]
+    assert set(unscheduled(result)) == {"j3"}
+
+
+def test_jobs_of_an_over_allocated_node_all_go_back_and_no_new_job_goes_there():
+    # Armada: a node whose running jobs exceed its capacity (it shrank, say) takes no new job this
+    # cycle, and its evicted jobs always go back, so that a momentary drop in capacity preempts
+    # nothing (TestSchedule, "reschedules all jobs onto overallocated node"): 17 x 1 cpu / 16 GiB on
+    # a 32-cpu, 256-GiB node (over by 16 GiB of memory), every job evicted for fair share. The new
+    # cpu-only job would fit there (15 cpus free, the tighter fit) but goes to the empty node.
+    held = [running(job(f"r{i}", cpu=1, mem=16, t=i), "a") for i in range(17)]
+    result = schedule(cycle(["A"], [node("a"), node("b")], [job("j", cpu=1, mem=0, t=40)], held), config())
+    assert preempted(result) == set()
+    assert placed(result) == {"j": "b"}
+
+
 def test_two_equal_queues_split_the_pool():
     jobs = [job(f"a{i}", "A", t=i) for i in range(32)] + [job(f"b{i}", "B", t=100 + i) for i in range(32)]
     result = schedule(cycle(["A", "B"], [node("n")], jobs), config())
