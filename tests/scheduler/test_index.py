@@ -577,7 +577,7 @@ def test_an_entry_answers_for_its_delta_whichever_way_it_holds_it(d: feed.JobDel
         "run_state": "leased",
         "leased_at": 9,
     }
-    made = entry.updated(**lease)
+    made = entry.leased(d.runs + 1, "r", "e", "n", 9)
     assert made == replace(d, **lease) and type(made) is feed.JobDelta and entry.delta == d  # the entry itself unchanged
     assert all(entry.value(name) == getattr(d, name) for name in feed.PART_FIELDS)
     assert entry.busy == (d.cancel_requested or d.run_active or d.run_returned)
