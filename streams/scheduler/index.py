@@ -476,24 +476,23 @@ class SchedulerIndex:
         """Fold the delta and note what changed (`touch`): a delta that changed nothing, or only the run the
         fold accepted (the confirmation of a lease, one per job), is not noted as a change of the entry."""
         job_id = delta.job_id
-        key = job_key(job_id)
         if delta.terminal:
             ended = self.jobs.pop(job_id, None)
             if ended is None:
                 return []
             self._release(job_id, ended)  # the key is deleted in this batch
             self.touch(job_id)
-            return [key]
+            return [job_key(job_id)]
         entry = self.jobs.get(job_id)
         if entry is None:
             entry = self.jobs[job_id] = Entry(delta)
             self._fold_run(entry)
             self.touch(job_id)
-            return [key]
+            return [job_key(job_id)]
         folded = self._fold_job(entry, delta)
         if folded == _CHANGED:
             self.touch(job_id)
-            return [key]
+            return [job_key(job_id)]
         if folded == _ACCEPTED:
             # Only the accepted run changed, which no pool's jobs and no entry's busyness read: the lifecycle's
             # `lost` does, so the job is walked again if it was found quiet.
@@ -578,7 +577,11 @@ class SchedulerIndex:
         """Record a decision about a job ahead of its confirmation (``same_job``: see `Entry.set`); returns the changed key."""
         entry = self.jobs[job_id]
         entry.set(delta, same_job)
-        entry.expect, entry.expect_runs = expect, delta.runs
+        # Set on its `_Decisions` at once (a decision always expects something), not through two descriptor calls.
+        decisions = entry._decisions
+        if decisions is None:
+            decisions = entry._decisions = _Decisions()
+        decisions.expect, decisions.expect_runs = expect, delta.runs
         self.touch(job_id)
         return job_key(job_id)
 
