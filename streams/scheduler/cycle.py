@@ -251,16 +251,17 @@ class Cycle:
             self.outcome.changed += self.index.set_limiters(limiters)
 
     def apply(self, pool: str, result: CycleResult, where: dict[str, tuple[str, str]], leased: set[str]) -> None:
+        jobs, changed, now, cycle_id = self.index.jobs, self.outcome.changed, self.now, self.outcome.cycle_id
+        reason = f"scheduled in pool {pool}"
         for placed in result.scheduled:
-            entry = self.index.jobs[placed.job_id]
+            job_id = placed.job_id
+            entry = jobs[job_id]
             executor, node = where[placed.node]
             runs = entry.value("runs") + 1
-            new_run = run_id_for(entry.job_id, runs)
+            new_run = run_id_for(job_id, runs)
             # Made once from the entry, not from its delta (a job that never ran is held as its part): the event
             # names the same job, queue and job set as the delta before it.
-            lease = entry.updated(
-                state="leased", runs=runs, run_id=new_run, executor=executor, node=node, run_state="leased", leased_at=self.now
-            )
+            lease = entry.leased(runs, new_run, executor, node, now)
             self.emit(
                 lease,
                 "JobLeased",
@@ -270,14 +271,13 @@ class Cycle:
                     "node": node,
                     "pool": pool,
                     "scheduled_at_priority": placed.priority,
-                    "cycle_id": self.outcome.cycle_id,
+                    "cycle_id": cycle_id,
                 },
             )
-            self.decide(entry, LEASE, lease)
-            leased.add(placed.job_id)
-            self.decisions.append(
-                {"job_id": placed.job_id, "kind": "leased", "executor": executor, "node": node, "reason": f"scheduled in pool {pool}"}
-            )
+            # A lease changes the job's run only, not what its Job is made of.
+            changed.append(self.index.decide(job_id, LEASE, lease, same_job=True))
+            leased.add(job_id)
+            self.decisions.append({"job_id": job_id, "kind": "leased", "executor": executor, "node": node, "reason": reason})
         self.outcome.leased += len(result.scheduled)
         for victim in result.preempted:
             entry = self.index.jobs[victim.job_id]

@@ -186,12 +186,13 @@ class Entry:
             return feed.delta_of(self.job_id, self._submitted, *view)
         return view  # type: ignore[return-value]
 
-    def updated(self, **changes: Any) -> JobDelta:
-        """Its delta with ``changes`` (`feed.updated`), made at once from the part of a job that never ran."""
+    def leased(self, runs: int, run_id: str, executor: str, node: str, at: int) -> JobDelta:
+        """Its delta leased (`feed.leased`), made at once from the part of a job that never ran."""
         view = self._view
         if type(view) is tuple:
-            return feed.updated_part(self.job_id, self._submitted, view, changes)  # type: ignore[arg-type]
-        return updated(view, **changes)  # type: ignore[arg-type]
+            return feed.leased(self.job_id, self._submitted, view, runs, run_id, executor, node, at)  # type: ignore[arg-type]
+        d: JobDelta = view  # type: ignore[assignment]
+        return feed.leased(d.job_id, d.submitted, feed.part_values(d), runs, run_id, executor, node, at)
 
     @property
     def has_run(self) -> bool:
@@ -229,9 +230,10 @@ class Entry:
             run = self._running = RunningJob(self.job, node, priority, started)
         return run
 
-    def set(self, delta: JobDelta) -> None:
+    def set(self, delta: JobDelta, same_job: bool = False) -> None:
+        """``same_job``: the caller knows that ``delta`` changes nothing its Job is made of (a lease)."""
         # Most changes are of the job's run, not of what its Job is made of: the Job is kept then.
-        if self._job is not None and _job_fields(delta) != self.job_values():
+        if not same_job and self._job is not None and _job_fields(delta) != self.job_values():
             self._job = None
         self._store(delta)
 
@@ -273,6 +275,8 @@ class Entry:
         return False  # END: only the terminal delta, which removes the entry (None: nothing to confirm)
 
 
+# What `SchedulerIndex._fold_job` did to an entry.
+_CHANGED, _ACCEPTED, _UNCHANGED = range(3)
 _PART = feed.PART
 _CANCEL = _PART["cancel_requested"]
 # The decision fields a job's table value holds after its delta's row, in `Entry`'s argument order (`load`).
@@ -393,6 +397,10 @@ class SchedulerIndex:
             self.busy.discard(job_id)
         if self.pool_jobs:
             self._changed.add(job_id)
+        self._unquiet_job(job_id)
+
+    def _unquiet_job(self, job_id: str) -> None:
+        """The job is walked by the next lifecycle again, if it was found quiet."""
         held = self._quiet_at.pop(job_id, None)
         if held is not None:
             del self.quiet[held[0]][held[1]]
@@ -465,23 +473,35 @@ class SchedulerIndex:
             self._changed = set()
 
     def _apply_job(self, delta: JobDelta) -> list[str]:
-        changed = self._fold_job(delta)
-        self.touch(delta.job_id)
-        return changed
-
-    def _fold_job(self, delta: JobDelta) -> list[str]:
-        key = job_key(delta.job_id)
+        """Fold the delta and note what changed (`touch`): a delta that changed nothing, or only the run the
+        fold accepted (the confirmation of a lease, one per job), is not noted as a change of the entry."""
+        job_id = delta.job_id
         if delta.terminal:
-            ended = self.jobs.pop(delta.job_id, None)
+            ended = self.jobs.pop(job_id, None)
             if ended is None:
                 return []
-            self._release(delta.job_id, ended)  # the key is deleted in this batch
-            return [key]
-        entry = self.jobs.get(delta.job_id)
+            self._release(job_id, ended)  # the key is deleted in this batch
+            self.touch(job_id)
+            return [job_key(job_id)]
+        entry = self.jobs.get(job_id)
         if entry is None:
-            entry = self.jobs[delta.job_id] = Entry(delta)
+            entry = self.jobs[job_id] = Entry(delta)
             self._fold_run(entry)
-            return [key]
+            self.touch(job_id)
+            return [job_key(job_id)]
+        folded = self._fold_job(entry, delta)
+        if folded == _CHANGED:
+            self.touch(job_id)
+            return [job_key(job_id)]
+        if folded == _ACCEPTED:
+            # Only the accepted run changed, which no pool's jobs and no entry's busyness read: the lifecycle's
+            # `lost` does, so the job is walked again if it was found quiet.
+            self._unquiet_job(job_id)
+        return []
+
+    def _fold_job(self, entry: Entry, delta: JobDelta) -> int:
+        """Fold a delta of a job the index holds: whether the entry changed (`_CHANGED`: its key is written),
+        only its accepted run did (`_ACCEPTED`), or nothing did (`_UNCHANGED`)."""
         # The decision fields read off `_decisions` (None: nothing decided), not one descriptor call each: once per delta.
         decisions = entry._decisions
         announced = decisions is not None and decisions.announce_priority is not None and self._announced(entry, delta)
@@ -499,18 +519,19 @@ class SchedulerIndex:
                 entry.set(merged)
                 entry.expect = None
                 self._fold_run(entry)
-                return [key]
+                return _CHANGED
             if self._fold_run(entry):
                 # The confirmation of a decision: recorded with the batch's acceptances, not by writing the entry again.
                 self._release(delta.job_id, entry)
                 self._accepting[delta.job_id] = entry
-            return [key] if announced else []
+                return _CHANGED if announced else _ACCEPTED
+            return _CHANGED if announced else _UNCHANGED
         else:
             # Older than our decision: only the requests are taken from it.
             if flags == (held.cancel_requested, held.preempt_requested):
-                return [key] if announced else []
+                return _CHANGED if announced else _UNCHANGED
             entry.set(updated(held, cancel_requested=flags[0], preempt_requested=flags[1]))
-        return [key]
+        return _CHANGED
 
     @staticmethod
     def _announced(entry: Entry, delta: JobDelta) -> bool:
@@ -552,11 +573,15 @@ class SchedulerIndex:
         return changed
 
     # -- decisions --------------------------------------------------------------------------
-    def decide(self, job_id: str, expect: str, delta: JobDelta) -> str:
-        """Record a decision about a job ahead of its confirmation; returns the changed key."""
+    def decide(self, job_id: str, expect: str, delta: JobDelta, same_job: bool = False) -> str:
+        """Record a decision about a job ahead of its confirmation (``same_job``: see `Entry.set`); returns the changed key."""
         entry = self.jobs[job_id]
-        entry.set(delta)
-        entry.expect, entry.expect_runs = expect, delta.runs
+        entry.set(delta, same_job)
+        # Set on its `_Decisions` at once (a decision always expects something), not through two descriptor calls.
+        decisions = entry._decisions
+        if decisions is None:
+            decisions = entry._decisions = _Decisions()
+        decisions.expect, decisions.expect_runs = expect, delta.runs
         self.touch(job_id)
         return job_key(job_id)
 

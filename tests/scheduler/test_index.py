@@ -96,6 +96,31 @@ def test_a_run_counts_as_sent_from_when_the_fold_accepts_it() -> None:
     assert index.jobs["j3"].fold_run_at == 700
 
 
+def test_a_confirmation_wakes_a_quiet_job_only_and_a_delta_that_changes_nothing_is_not_noted() -> None:
+    """The fold's confirmation of a lease changes only the run the fold accepted: a pool's kept jobs do not
+    read it (`pool_jobs`), the lifecycle does (`Cycle.lost`), so a job found quiet is walked again."""
+    index = SchedulerIndex()
+    index.apply(executor("ex1", 1_000))
+    queued = delta("j1")
+    index.apply(queued)
+    run_cycle(index, tick(1_000), 1, CycleConfig())
+    decided = index.jobs["j1"].delta
+    assert index.jobs["j1"].expect == LEASE and decided.run_active and index.pool_jobs  # the pool's jobs are kept
+    live = {"ex1": index.executors["ex1"]}
+    index.take_changed()
+    index.rest("j1", live["ex1"], decided.run_id or "")
+    assert index.walk(live) == []
+    assert index.apply(decided) == [] and index.jobs["j1"].fold_run == decided.run_id
+    assert index.take_changed() == set() and index.walk(live) == ["j1"]
+    index.rest("j1", live["ex1"], decided.run_id or "")
+    # a delta older than the decision, and the confirmation again: nothing changed, nothing noted
+    assert index.apply(queued) == [] and index.apply(decided) == []
+    assert index.take_changed() == set() and index.walk(live) == []
+    # a change of the job is noted for both
+    assert index.apply(replace(decided, priority=3.0)) == [job_key("j1")]
+    assert index.take_changed() == {"j1"} and index.walk(live) == ["j1"]
+
+
 def test_a_confirmation_that_differs_from_the_decision_replaces_it() -> None:
     index = SchedulerIndex()
     queued = delta("j1")
@@ -577,7 +602,7 @@ def test_an_entry_answers_for_its_delta_whichever_way_it_holds_it(d: feed.JobDel
         "run_state": "leased",
         "leased_at": 9,
     }
-    made = entry.updated(**lease)
+    made = entry.leased(d.runs + 1, "r", "e", "n", 9)
     assert made == replace(d, **lease) and type(made) is feed.JobDelta and entry.delta == d  # the entry itself unchanged
     assert all(entry.value(name) == getattr(d, name) for name in feed.PART_FIELDS)
     assert entry.busy == (d.cancel_requested or d.run_active or d.run_returned)
