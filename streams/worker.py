@@ -98,3 +98,4 @@ def open_archive(plane: ControlPlane) -> None:
         events = settings.topic("events")
         targets = {partition: offset for (topic, partition), offset in plane.archiver.durability.offsets().items() if topic == events}
         plane.refold.arm(targets)
+        plane.archiver.patient_while(lambda: not plane.refold.caught_up)
