@@ -88,7 +88,8 @@ def run_worker(settings: Settings) -> int:
 
 
 def open_archive(plane: ControlPlane) -> None:
-    """Lock the log archive and cut a torn tail; after a restore, hold scheduling until the log is refolded."""
+    """Lock the log archive and cut a torn tail; after a restore, hold scheduling until the log is refolded (and fetch
+    for the archive less often meanwhile: `Archiver.patient_while`)."""
     if plane.archiver is None:
         return
     for cut in plane.archiver.open():
