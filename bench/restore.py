@@ -18,9 +18,11 @@ After the refold, `--check` (200) jobs picked at random are read through the RES
 the state the log gives them (succeeded or queued).
 
 `--py-spy BIN` records a `--format raw` profile of the worker and its refold's child process from its first refold progress to healthy
-(`--profile-out`; that run's figures are perturbed).
+(`--profile-out`; that run's figures are perturbed). `--keep DIR` writes the archive into DIR once (~60 s at 1M
+events) and later runs with the same log options copy it from there: alternated runs then refold the same log.
 
-Usage: .venv/bin/python bench/restore.py [--events 1000000] [--wave 100] [--codec deflate] [--check 200] [--py-spy BIN] [--worker-log PATH]
+Usage: .venv/bin/python bench/restore.py [--events 1000000] [--wave 100] [--codec deflate] [--check 200] [--py-spy BIN]
+       [--worker-log PATH] [--keep DIR]
 Progress goes to stderr; the last stdout line is one JSON object.
 """
 
@@ -65,6 +67,9 @@ EVENTS_TOPIC = "flotilla.events"
 QUEUE, EXECUTOR, NODE = "bench", "bench-executor", "node-0"
 EVENTS_PER_FULL_WAVE_PER_JOB = 6  # submitted, leased, pending, running, run succeeded, succeeded
 START_MS = 1_800_000_000_000
+# A job read through the API once the worker is healthy: it rebuilds the job index from its table then, which on a
+# loaded 2-core machine held a read past the usual 10 s (a run of main failed so, 2026-11-28).
+CHECK_TIMEOUT_S = 120.0
 
 
 def log(message: str) -> None:
@@ -96,6 +101,30 @@ def child_pids(pid: int) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def written_log(archive: Path, args: argparse.Namespace) -> tuple[int, int, dict[str, str]]:
+    log(f"writing an archive of {args.events:,} events ({args.codec}) ...")
+    return synthetic_log(archive, args.events, args.wave, args.codec)
+
+
+def kept_log(keep: Path, archive: Path, args: argparse.Namespace) -> tuple[int, int, dict[str, str]]:
+    """The archive kept in ``keep`` for these log options (written there first if it is not), copied to ``archive``:
+    the worker archives into its archive (the new scheduler feed), so each run starts from a copy."""
+    meta_path = keep / "restore.json"
+    options = {"events": args.events, "wave": args.wave, "codec": args.codec}
+    if meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        if meta["options"] != options:
+            raise SystemExit(f"{keep} holds an archive of {meta['options']}, not {options}")
+        log(f"copying the archive kept in {keep} ...")
+    else:
+        shutil.rmtree(keep / "log", ignore_errors=True)
+        records, counted, states = written_log(keep / "log", args)
+        meta = {"options": options, "records": records, "events": counted, "states": states}
+        meta_path.write_text(json.dumps(meta))
+    shutil.copytree(keep / "log", archive)
+    return meta["records"], meta["events"], meta["states"]
 
 
 def synthetic_log(root: Path, events_wanted: int, wave: int, codec: str) -> tuple[int, int, dict[str, str]]:
@@ -192,14 +221,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--py-spy", metavar="BIN", help="profile the worker's refold with this py-spy")
     parser.add_argument("--profile-out", default="/tmp/restore-profile.txt", help="py-spy output (--format raw)")
     parser.add_argument("--worker-log", metavar="PATH", help="keep the worker's log here (its start-up's steps are timed in it)")
+    parser.add_argument(
+        "--keep", metavar="DIR", help="write the archive into DIR once (with the jobs' states) and copy it from there in later runs"
+    )
     args = parser.parse_args(argv)
 
     state = Path(tempfile.mkdtemp(prefix="flotilla-bench-restore-"))
     archive = state / "log"
     try:
-        log(f"writing an archive of {args.events:,} events ({args.codec}) ...")
         started = time.perf_counter()
-        records, counted, states = synthetic_log(archive, args.events, args.wave, args.codec)
+        records, counted, states = kept_log(Path(args.keep), archive, args) if args.keep else written_log(archive, args)
         written_s = time.perf_counter() - started
         archive_bytes = sum(path.stat().st_size for path in archive.rglob("*.avro"))
         mib = archive_bytes / 2**20
@@ -260,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             sample = random.Random(1).sample(sorted(states), min(args.check, len(states)))
             wrong = []
             for job_id in sample:
-                status, job = http("GET", f"{worker.url}/api/v1/jobs/{job_id}")
+                status, job = http("GET", f"{worker.url}/api/v1/jobs/{job_id}", timeout=CHECK_TIMEOUT_S)
                 if status != 200 or job.get("state") != states[job_id]:
                     wrong.append((job_id, status, job if status != 200 else job.get("state"), states[job_id]))
             if wrong:

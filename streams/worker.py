@@ -88,7 +88,8 @@ def run_worker(settings: Settings) -> int:
 
 
 def open_archive(plane: ControlPlane) -> None:
-    """Lock the log archive and cut a torn tail; after a restore, hold scheduling until the log is refolded."""
+    """Lock the log archive and cut a torn tail; after a restore, hold scheduling until the log is refolded (and fetch
+    for the archive less often meanwhile: `Archiver.patient_while`)."""
     if plane.archiver is None:
         return
     for cut in plane.archiver.open():
@@ -98,3 +99,4 @@ def open_archive(plane: ControlPlane) -> None:
         events = settings.topic("events")
         targets = {partition: offset for (topic, partition), offset in plane.archiver.durability.offsets().items() if topic == events}
         plane.refold.arm(targets)
+        plane.archiver.patient_while(lambda: not plane.refold.caught_up)
