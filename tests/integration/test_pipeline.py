@@ -127,7 +127,7 @@ def test_the_two_node_example_preempts_exactly_one_node_of_a_for_b(worker: Worke
     wait_states(worker, [*a_jobs, b_job], {"preempted", "cancelled"}, 30, "the test's jobs to end")
 
 
-def test_a_gang_runs_all_or_nothing_and_in_one_cluster(worker: Worker, executors: Executors) -> None:
+def test_a_gang_runs_all_or_nothing_across_the_pools_clusters(worker: Worker, executors: Executors) -> None:
     queue = new_queue(worker, "gang")
     executors.fake("gang-c1", nodes=3)
     gang = {"armadaproject.io/gangId": "g1", "armadaproject.io/gangCardinality": "4"}
@@ -136,15 +136,11 @@ def test_a_gang_runs_all_or_nothing_and_in_one_cluster(worker: Worker, executors
     settle(3)
     assert count_by(states(worker, members), "state", frozenset({"queued"})) == {"queued": 4}, "3 nodes cannot hold a gang of 4"
 
-    executors.fake("gang-c2", nodes=1)
-    settle(3)  # 4 nodes now, but in two clusters: a gang runs in one (Armada: one gang, one executor)
-    assert count_by(states(worker, members), "state", frozenset({"queued"})) == {"queued": 4}, "the gang must not span two clusters"
-
-    executors.fake("gang-c3", nodes=4)
+    executors.fake("gang-c2", nodes=1)  # 4 nodes now, in two clusters: without a uniformity label a gang may span them (Armada)
     leased = wait_states(worker, members, ACTIVE | {"succeeded"}, 30, "the whole gang leased")
     cycles = {payload["cycle_id"] for kind, job_id, _, payload in events(worker, queue) if kind == "JobLeased" and job_id in members}
     assert len(cycles) == 1, "all members leased by one cycle"
-    assert {job["runs"][-1]["executor"] for job in leased.values()} == {"gang-c3"}
+    assert sorted(job["runs"][-1]["executor"] for job in leased.values()) == ["gang-c1"] * 3 + ["gang-c2"]
     assert len({job["runs"][-1]["node"] for job in leased.values()}) == 4
     wait_states(worker, members, {"succeeded"}, 30, "the gang to succeed")
 

@@ -102,18 +102,18 @@ def test_the_algo_harness_keeps_unscheduled_jobs_queued_for_the_next_round() -> 
     assert single.rounds[1].scheduled == (), "the queue scheduler's harness drops what it did not schedule"
 
 
-def test_the_algo_harness_schedules_each_pool_apart_and_a_gang_in_one_executor() -> None:
+def test_the_algo_harness_schedules_each_pool_apart_and_a_gang_within_one_pool() -> None:
     executors = [
         {"id": "e1", "pool": "cpu", "nodes": ["n0"]},
-        {"id": "e2", "pool": "cpu", "nodes": ["n1"]},
-        {"id": "e3", "pool": "other", "nodes": ["n2", "n3"]},
+        {"id": "e2", "pool": "other", "nodes": ["n1"]},
+        {"id": "e3", "pool": "other", "nodes": ["n2"]},
     ]
     gang = {"armadaproject.io/gangId": "g", "armadaproject.io/gangCardinality": "2"}
     members = [{**job(f"g{i}", cpu="32", memory="256Gi"), "annotations": gang} for i in range(2)]
-    # Pool "cpu" has room for one member on each of two clusters, so the gang waits there...
-    assert run(algo([{"round": 0, "submit": members}], executors[:2], 2)).rounds[0].scheduled == ()
-    # ...and is placed by the cycle of pool "other", whose one cluster holds both.
-    assert set(run(algo([{"round": 0, "submit": members}], executors, 4)).rounds[0].scheduled) == {"g0", "g1"}
+    # Pool "cpu" has room for one member, so the gang waits there...
+    assert run(algo([{"round": 0, "submit": members}], executors[:1], 1)).rounds[0].scheduled == ()
+    # ...and is placed by the cycle of pool "other", whose two clusters hold one member each.
+    assert set(run(algo([{"round": 0, "submit": members}], executors, 3)).rounds[0].scheduled) == {"g0", "g1"}
 
 
 def test_unknown_harnesses_and_misplaced_keys_are_refused() -> None:

@@ -147,7 +147,7 @@ class NodeBase:
         "indices",
         "home_masks",
         "masks",
-        "domains",
+        "label_values",
     )
 
     def __init__(self, pool: PoolNodes, resource_names: Sequence[str], priorities: list[int], indexed: tuple[tuple[int, int], ...]) -> None:
@@ -166,7 +166,7 @@ class NodeBase:
         # Per kind of job, its nodes (`NodeDb.mask`): those of the last cycle that used them.
         self.home_masks: dict[tuple[object, ...], bytearray] = {}
         self.masks: dict[tuple[object, ...], bytearray] = {}
-        self.domains: dict[str, list[tuple[str, str]]] = {}
+        self.label_values: dict[str, list[str]] = {}
         for i, node in enumerate(pool.nodes):
             self._hold(i, node, -1)
         self.over = {i for i in range(len(pool.nodes)) if self._over(i)}
@@ -247,7 +247,7 @@ class NodeBase:
         self.pool = pool
         self._settle(changed)
         if static:
-            self.home_masks, self.masks, self.domains = {}, {}, {}
+            self.home_masks, self.masks, self.label_values = {}, {}, {}
 
     def index(self, lvl: int) -> _LevelIndex:
         index = self.indices.get(lvl)
@@ -257,8 +257,8 @@ class NodeBase:
 
 
 def _static(node: Node) -> tuple[object, ...]:
-    """What of a node the nodes each kind of job may use depend on (`NodeDb.mask`, `NodeDb.gang_domains`)."""
-    return (node.labels, node.taints, node.unschedulable, node.executor)
+    """What of a node the nodes each kind of job may use depend on (`NodeDb.mask`, `NodeDb.gang_label_values`)."""
+    return (node.labels, node.taints, node.unschedulable)
 
 
 class NodeDb:
@@ -305,7 +305,7 @@ class NodeDb:
         self._home_masks: dict[tuple[object, ...], bytearray] = {}
         self._last_home_masks = base.home_masks
         base.masks, base.home_masks = self._masks, self._home_masks
-        self._domains = base.domains
+        self._label_values = base.label_values
         # The last fit found at the evicted level: (request pairs, mask, node), kept while the node db
         # changed only by binding jobs of those pairs on that node (`bind`). A job of the same pairs
         # and mask goes there again while it fits: the nodes before it in the level's key order are
@@ -454,11 +454,9 @@ class NodeDb:
         js.bound = False
 
     # -- matching -------------------------------------------------------------------------
-    def mask(
-        self, js: JobState, tolerations: tuple[Toleration, ...], selector: Mapping[str, str], executor: str | None = None
-    ) -> bytearray:
-        """Nodes the job may use; ``executor``, when given, keeps only that executor's nodes."""
-        if not tolerations and not selector and executor is None:  # most placements: asked once per job
+    def mask(self, js: JobState, tolerations: tuple[Toleration, ...], selector: Mapping[str, str]) -> bytearray:
+        """Nodes the job may use."""
+        if not tolerations and not selector:  # most placements: asked once per job
             mask = self._home_masks.get(js.static_key)
             if mask is None:
                 mask = self._last_home_masks.get(js.static_key)
@@ -466,15 +464,12 @@ class NodeDb:
                     mask = bytearray(static_mismatch(node, js.job, (), {}) is None for node in self.nodes)
                 self._home_masks[js.static_key] = mask
             return mask
-        key = (js.static_key, tolerations, tuple(sorted(selector.items())), executor)
+        key = (js.static_key, tolerations, tuple(sorted(selector.items())))
         mask = self._masks.get(key)
         if mask is None:
             mask = self._last_masks.get(key)
             if mask is None:
-                mask = bytearray(
-                    (executor is None or node.executor == executor) and static_mismatch(node, js.job, tolerations, selector) is None
-                    for node in self.nodes
-                )
+                mask = bytearray(static_mismatch(node, js.job, tolerations, selector) is None for node in self.nodes)
             self._masks[key] = mask
         return mask
 
@@ -556,7 +551,7 @@ class NodeDb:
         return None if best is None else best[1]
 
     # -- node selection -------------------------------------------------------------------
-    def select(self, js: JobState, selector: Mapping[str, str], executor: str | None = None) -> Placement | None:
+    def select(self, js: JobState, selector: Mapping[str, str]) -> Placement | None:
         """Where the job goes: back onto its own node if evicted, else home first then away."""
         if js.evicted:
             lvl = self.level(js.sched_priority) if js.pc.preemptible else self.n_levels - 1
@@ -565,7 +560,7 @@ class NodeDb:
             if js.node in self.over_allocated or self.fits(js.node, lvl, js):  # type: ignore[arg-type]
                 return Placement(js.node, js.sched_priority, NO_PREEMPTION)  # type: ignore[arg-type]
             return None
-        placement = self._select_at(js, js.pc.priority, (), selector, executor)
+        placement = self._select_at(js, js.pc.priority, (), selector)
         if placement is not None:
             return placement
         for away in js.pc.away_node_types:
@@ -573,7 +568,7 @@ class NodeDb:
             if node_type is None:
                 continue
             tolerations = tuple(Toleration(t.key, "Equal", t.value, t.effect) for t in node_type.taints)
-            placement = self._select_at(js, away.priority, tolerations, selector, executor)
+            placement = self._select_at(js, away.priority, tolerations, selector)
             if placement is not None:
                 return placement
         return None
@@ -589,10 +584,8 @@ class NodeDb:
                 return low
         return lvl
 
-    def _select_at(
-        self, js: JobState, priority: int, tolerations: tuple[Toleration, ...], selector: Mapping[str, str], executor: str | None
-    ) -> Placement | None:
-        mask = self.mask(js, tolerations, selector, executor)
+    def _select_at(self, js: JobState, priority: int, tolerations: tuple[Toleration, ...], selector: Mapping[str, str]) -> Placement | None:
+        mask = self.mask(js, tolerations, selector)
         if self.over_allocated:
             mask = self._schedulable(mask)
         last = self._last_fit
@@ -671,12 +664,11 @@ class NodeDb:
                     result.setdefault(node, set()).add(self.priorities[lvl - 1])
         return result
 
-    def gang_domains(self, label: str) -> list[tuple[str, str]]:
-        """Where a gang may go: (executor, value of its uniformity ``label``) pairs, or (executor, "")
-        without a label. A gang runs in one cluster (Armada: one gang, one executor) and, with a
-        label, on nodes that share its value."""
-        domains = self._domains.get(label)
-        if domains is None:
-            found = {(node.executor, node.labels.get(label, "") if label else "") for node in self.nodes}
-            domains = self._domains[label] = sorted(d for d in found if d[1] or not label)
-        return domains
+    def gang_label_values(self, label: str) -> list[str]:
+        """The values of a gang's uniformity ``label`` among the pool's nodes: its members go on nodes
+        that share one. (Without a label a gang may use every node of the pool, across clusters, as
+        in Armada; the label is how a gang is kept in one cluster, rack or zone.)"""
+        values = self._label_values.get(label)
+        if values is None:
+            values = self._label_values[label] = sorted({value for node in self.nodes if (value := node.labels.get(label))})
+        return values

@@ -511,44 +511,42 @@ class _PreemptingScheduler:
         nodedb = self.nodedb
         label = gang[0].job.gang_uniformity_label if gang[0].gang_id else ""
         if not label and len(gang) == 1:
-            ok, _, _, displaced = self._place(gang, {}, None)
+            ok, _, _, displaced = self._place(gang, {})
             if not ok:
                 return reasons.JOB_DOES_NOT_FIT
             self._charge(displaced)
             return ""
         if label and label not in self.config.indexed_node_labels:
             return reasons.uniformity_not_indexed(label)
-        domains = nodedb.gang_domains(label)
-        if not domains:
-            return reasons.uniformity_no_nodes(label) if label else reasons.GANG_DOES_NOT_FIT
-        if len(domains) == 1:
-            (executor, value), selector = domains[0], {label: domains[0][1]} if label else {}
+        selectors = [{label: value} for value in nodedb.gang_label_values(label)] if label else [{}]
+        if not selectors:
+            return reasons.uniformity_no_nodes(label)
+        if len(selectors) == 1:
             nodedb.begin()
-            ok, _, _, displaced = self._place(gang, selector, executor)
+            ok, _, _, displaced = self._place(gang, selectors[0])
             if not ok:
                 nodedb.rollback()
                 return reasons.GANG_DOES_NOT_FIT
             nodedb.commit()
             self._charge(displaced)
             return ""
-        # Each cluster (and label value) in turn: the first that takes the whole gang without
-        # displacing anyone, else the one that placed most at the lowest preempted-at priority.
-        best: tuple[int, float, str, str] | None = None
-        for executor, value in domains:
-            selector = {label: value} if label else {}
+        # Each label value in turn: the first that takes the whole gang without displacing anyone,
+        # else the one that placed most at the lowest preempted-at priority.
+        best: tuple[int, float, dict[str, str]] | None = None
+        for selector in selectors:
             nodedb.begin()
-            ok, placed, mean, displaced = self._place(gang, selector, executor)
+            ok, placed, mean, displaced = self._place(gang, selector)
             if ok and placed == len(gang) and mean == NO_PREEMPTION:  # so nobody was displaced
                 nodedb.commit()
                 self._charge(displaced)
                 return ""
             nodedb.rollback()
             if ok and (best is None or (placed, -mean) > (best[0], -best[1])):
-                best = (placed, mean, executor, value)
+                best = (placed, mean, selector)
         if best is None:
             return reasons.GANG_DOES_NOT_FIT
         nodedb.begin()
-        self._charge(self._place(gang, {label: best[3]} if label else {}, best[2])[3])
+        self._charge(self._place(gang, best[2])[3])
         nodedb.commit()
         return ""
 
@@ -558,15 +556,15 @@ class _PreemptingScheduler:
         if self.fair_bucket is not None:
             self.fair_bucket.reserve(displaced)
 
-    def _place(self, gang: list[JobState], selector: dict[str, str], executor: str | None) -> tuple[bool, int, float, int]:
-        """Bind members one by one, on nodes matching ``selector`` (and of ``executor``, if given);
+    def _place(self, gang: list[JobState], selector: dict[str, str]) -> tuple[bool, int, float, int]:
+        """Bind members one by one, on nodes matching ``selector``;
         ok when at least the gang's minimum were placed. Also how many were placed, their mean
         preempted-at priority and how many evicted jobs they displaced."""
         nodedb = self.nodedb
         minimum = gang[0].job.gang_min_cardinality if gang[0].gang_id and not gang[0].evicted else len(gang)
         placed, preempted_at, displaced = 0, 0.0, 0
         for js in gang:
-            placement = nodedb.select(js, selector, executor)
+            placement = nodedb.select(js, selector)
             if placement is None:
                 if minimum >= len(gang):
                     return False, placed, 0.0, displaced

@@ -89,23 +89,19 @@ def assert_base_as_made_anew(inputs: CycleInput, carried: RunningStates) -> None
         made = anew.index(lvl)
         assert (index.keys, index.key_of) == (made.keys, made.key_of)
     for static_key, mask in base.home_masks.items():
-        assert mask == _mask(pool, static_key, (), (), None)
+        assert mask == _mask(pool, static_key, (), ())
     for key, mask in base.masks.items():
-        kind, extra, extra_selector, executor = key
-        assert mask == _mask(pool, kind, extra, extra_selector, executor)
-    for label, domains in base.domains.items():
-        found = {(node.executor, node.labels.get(label, "") if label else "") for node in pool.nodes}
-        assert domains == sorted(d for d in found if d[1] or not label)
+        kind, extra, extra_selector = key
+        assert mask == _mask(pool, kind, extra, extra_selector)
+    for label, values in base.label_values.items():
+        assert values == sorted({node.labels[label] for node in pool.nodes if node.labels.get(label)})
 
 
-def _mask(pool: PoolNodes, static_key: Any, tolerations: Any, selector: Any, executor: Any) -> bytearray:
+def _mask(pool: PoolNodes, static_key: Any, tolerations: Any, selector: Any) -> bytearray:
     """The nodes a job of ``static_key`` (`Shape.static_key`) may use, made anew (as `NodeDb.mask` makes them)."""
     node_selector, own, affinity = static_key
     kind = Job("probe", "A", "low", {}, node_selector=dict(node_selector), tolerations=own, affinity=affinity)
-    return bytearray(
-        (executor is None or node.executor == executor) and static_mismatch(node, kind, tolerations, dict(selector)) is None
-        for node in pool.nodes
-    )
+    return bytearray(static_mismatch(node, kind, tolerations, dict(selector)) is None for node in pool.nodes)
 
 
 def apply_change(slots: dict[int, Node], order: list[int], step: tuple) -> None:

@@ -150,29 +150,29 @@ def test_gang_uniformity_label_keeps_members_on_one_label_value():
     assert unscheduled(unindexed)["g0"].reason == reasons.uniformity_not_indexed("zone")
 
 
-def test_a_gang_runs_in_one_cluster_even_when_two_together_would_hold_it():
+def test_a_gang_without_a_uniformity_label_may_span_clusters():
+    """As Armada (TestSchedule, "Schedule gang job over multiple executors"): the pool's nodes are one
+    node db, whichever cluster each is in; a uniformity label is what keeps a gang in one."""
     split = [node("x1", cpu=8, executor="x"), node("y1", cpu=8, executor="y")]
     gang = [job(f"g{i}", cpu=8, mem=8, t=i, gang=("g", 2)) for i in range(2)]
-    result = schedule(cycle(["A"], split, gang), config())
-    assert not result.scheduled and unscheduled(result)["g0"].reason == reasons.GANG_DOES_NOT_FIT
-    result = schedule(cycle(["A"], [*split, node("y2", cpu=8, executor="y")], gang), config())
-    assert set(placed(result).values()) == {"y1", "y2"}
-    # a lone job still goes wherever it fits best
-    assert placed(schedule(cycle(["A"], split, [job("solo", cpu=8, mem=8)]), config())) == {"solo": "x1"}
+    assert set(placed(schedule(cycle(["A"], split, gang), config())).values()) == {"x1", "y1"}
+    bigger = [job(f"h{i}", cpu=8, mem=8, t=i, gang=("h", 3)) for i in range(3)]
+    result = schedule(cycle(["A"], split, bigger), config())
+    assert not result.scheduled and unscheduled(result)["h0"].reason == reasons.GANG_DOES_NOT_FIT
 
 
-def test_a_uniformity_label_value_shared_by_two_clusters_does_not_join_them():
+def test_a_uniformity_label_keeps_a_gang_on_nodes_sharing_one_value_across_clusters():
     zone = {"armadaproject.io/gangNodeUniformityLabel": "zone"}
     nodes = [
         node("x1", cpu=8, labels={"zone": "a"}, executor="x"),
-        node("y1", cpu=8, labels={"zone": "a"}, executor="y"),
-        node("y2", cpu=8, labels={"zone": "b"}, executor="y"),
+        node("y1", cpu=8, labels={"zone": "b"}, executor="y"),
+        node("y2", cpu=8, labels={"zone": "c"}, executor="y"),
     ]
     gang = [job(f"g{i}", cpu=8, mem=8, t=i, gang=("g", 2), annotations=zone) for i in range(2)]
     result = schedule(cycle(["A"], nodes, gang), config())
-    assert not result.scheduled, "zone a spans two clusters, zone b has one node"
-    nodes.append(node("x2", cpu=8, labels={"zone": "a"}, executor="x"))
-    assert set(placed(schedule(cycle(["A"], nodes, gang), config())).values()) == {"x1", "x2"}
+    assert not result.scheduled, "no zone has two nodes"
+    nodes.append(node("z1", cpu=8, labels={"zone": "a"}, executor="z"))
+    assert set(placed(schedule(cycle(["A"], nodes, gang), config())).values()) == {"x1", "z1"}
 
 
 def test_fractional_job_priorities_order_jobs_within_a_queue():
