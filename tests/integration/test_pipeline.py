@@ -141,7 +141,7 @@ def test_a_gang_runs_all_or_nothing_across_the_pools_clusters(worker: Worker, ex
     cycles = {payload["cycle_id"] for kind, job_id, _, payload in events(worker, queue) if kind == "JobLeased" and job_id in members}
     assert len(cycles) == 1, "all members leased by one cycle"
     assert sorted(job["runs"][-1]["executor"] for job in leased.values()) == ["gang-c1"] * 3 + ["gang-c2"]
-    assert len({job["runs"][-1]["node"] for job in leased.values()}) == 4
+    assert len({(job["runs"][-1]["executor"], job["runs"][-1]["node"]) for job in leased.values()}) == 4
     wait_states(worker, members, {"succeeded"}, 30, "the gang to succeed")
 
 
