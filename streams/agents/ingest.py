@@ -60,13 +60,6 @@ OVERSIZED_KEPT_BYTES = 1024
 
 def register(plane: ControlPlane) -> None:
     events_topic = plane.topics.events.get_topic_name()
-
-    def folded_here(route: int) -> bool:
-        """Whether this worker's job-state agent folds the `events` partition of ``route``, in this process: not
-        while a restored log is refolded in a child process (`refold_child`), which takes nothing kept here."""
-        partition = TP(events_topic, partition_for(route, plane.settings.partitions))
-        return plane.refold.caught_up and partition in plane.app.assignor.assigned_actives()
-
     ingest = Ingest(
         queues=plane.queues,
         policy=plane.policy,
@@ -79,7 +72,9 @@ def register(plane: ControlPlane) -> None:
         admission=Admission(plane.submission_limits),
         durable=plane.durable,
         written=plane.jobs.written_here,
-        folded_here=folded_here,
+        folded_here=lambda route: (
+            TP(events_topic, partition_for(route, plane.settings.partitions)) in plane.app.assignor.assigned_actives()
+        ),
     )
 
     @plane.app.agent(plane.topics.submissions, name="ingest", concurrency=1)
