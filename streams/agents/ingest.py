@@ -10,11 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-from faust.types import TP
 
 from schemas.codec import SchemaError, decode, encode
 from streams.agents.batches import batches
@@ -22,12 +19,12 @@ from streams.archive.durable import ArchiveUnavailable, Durability, NotArchived
 from streams.domain import events
 from streams.domain.admission import Admission
 from streams.domain.ids import new_id, routed_id
-from streams.domain.partitioning import key_hash, partition_for
+from streams.domain.partitioning import key_hash
 from streams.domain.validation import ItemResult, SubmitPolicy, validate_request
 from streams.replies import reply_to
 from streams.tables.batched import BatchProducer, Outbox, TableBatch
 from streams.tables.client_ids import client_id_key
-from streams.tables.jobs import WRITTEN_HERE_MAX_JOBS, WrittenHere, encoded_spec
+from streams.tables.jobs import WrittenHere, encoded_spec
 from streams.tables.store import read_many
 
 if TYPE_CHECKING:
@@ -46,10 +43,6 @@ BATCH_WITHIN_S = 0.005
 # Jobs judged before what they give is sent and written: a batch of 500 requests of 100 jobs held the
 # event loop for seconds, and its events, answers and client ids (~40 MiB) in memory at once.
 PART_MAX_JOBS = 5_000
-# How far the agent runs ahead of this worker's job-state fold, in jobs sent and not yet folded (`WrittenHere.room`):
-# one part, so that the next part's sequences fit in what `WrittenHere` keeps; and how long it waits at most for it.
-AHEAD_MAX_JOBS = WRITTEN_HERE_MAX_JOBS - PART_MAX_JOBS
-AHEAD_WAIT_S = 1.0
 # The Avro type of a submit request's items.
 ITEM_TYPE = "flotilla.JobItem"
 # A request's id, its answer per item, and the address its record asked the answer to go to.
@@ -59,12 +52,11 @@ OVERSIZED_KEPT_BYTES = 1024
 
 
 def register(plane: ControlPlane) -> None:
-    events_topic = plane.topics.events.get_topic_name()
     ingest = Ingest(
         queues=plane.queues,
         policy=plane.policy,
         client_ids=plane.client_ids,
-        events_topic=events_topic,
+        events_topic=plane.topics.events.get_topic_name(),
         rejected=plane.topics.rejected,
         producer=plane.batch_producer,
         replies=plane.replies,
@@ -72,9 +64,6 @@ def register(plane: ControlPlane) -> None:
         admission=Admission(plane.submission_limits),
         durable=plane.durable,
         written=plane.jobs.written_here,
-        folded_here=lambda route: (
-            TP(events_topic, partition_for(route, plane.settings.partitions)) in plane.app.assignor.assigned_actives()
-        ),
     )
 
     @plane.app.agent(plane.topics.submissions, name="ingest", concurrency=1)
@@ -88,9 +77,7 @@ def register(plane: ControlPlane) -> None:
                     plane.metrics.submissions.labels("error").inc()
                 if ingest.judged >= PART_MAX_JOBS:
                     await ingest.write()  # the batch's messages are acknowledged after the loop body, as one
-                    await ingest.written.room(AHEAD_MAX_JOBS, AHEAD_WAIT_S)
             await ingest.write()
-            await ingest.written.room(AHEAD_MAX_JOBS, AHEAD_WAIT_S)
 
 
 @dataclass(frozen=True)
@@ -131,8 +118,6 @@ class Ingest:
     _answering: set[asyncio.Future[None]] = field(default_factory=set)
     _last_offsets: dict[int, int] = field(default_factory=dict)  # events partition -> offset of the last event sent
     written: WrittenHere = field(default_factory=WrittenHere)  # the sequences sent, for this worker's job-state fold
-    # Whether this worker folds the `events` partition of a job set's key hash (a route): only then are its sequences kept.
-    folded_here: Callable[[int], bool] = field(default=lambda route: True)
 
     async def write(self) -> None:
         """Send the batch's events, then (once the broker has them) its client ids, then answer its callers
@@ -244,12 +229,10 @@ class Ingest:
             submitted.append(events.event(event_id, now_ms, job_id, events.payload("JobSubmitted", encoded_spec(result.job))))
             answers.append({"job_id": job_id})
 
-        kept = self.folded_here(route)
         for sequence in events.sequences(queue, request["job_set_id"], request["user"], request["groups"], submitted):
             value = encode("event_sequence", sequence, validate_record=False)  # built from validated items
             self._events.append((job_set_key, value))
-            if kept:
-                self.written.put(value, sequence)
+            self.written.put(value, sequence)
         self.metrics.submissions.labels("processed").inc()
         self.metrics.jobs_submitted.labels(queue).inc(len(submitted))
         self.metrics.jobs_deduplicated.labels(queue).inc(duplicates)

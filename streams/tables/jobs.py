@@ -84,22 +84,6 @@ class WrittenHere:
     max_jobs: int = WRITTEN_HERE_MAX_JOBS
     _sequences: OrderedDict[bytes, tuple[dict[str, Any], int]] = field(default_factory=OrderedDict, repr=False)
     _jobs: int = 0
-    _taken: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
-
-    async def room(self, most: int, within_s: float) -> None:
-        """Wait until this holds ``most`` jobs or fewer, or ``within_s`` seconds passed (a rebalance took the fold
-        elsewhere): the ingest agent, which judges a batch far faster than the fold folds it, would otherwise run
-        tens of thousands of jobs ahead in `bench/ingest.py`, and what it put here would be dropped unread."""
-        deadline = asyncio.get_running_loop().time() + within_s
-        while self._jobs > most:
-            self._taken.clear()
-            left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
-                return
-            try:
-                await asyncio.wait_for(self._taken.wait(), left)
-            except TimeoutError:
-                return
 
     def put(self, value: bytes, sequence: dict[str, Any]) -> None:
         """``sequence`` (of `JobSubmitted` events, their specs `encoded_spec`), written as ``value``. A spec
@@ -121,7 +105,6 @@ class WrittenHere:
         if found is None:
             return None
         self._jobs -= found[1]
-        self._taken.set()
         return found[0]
 
 

@@ -4,7 +4,6 @@ for byte what a fold of the same events read whole writes, and readers of the st
 
 from __future__ import annotations
 
-import asyncio
 import random
 from typing import Any
 
@@ -193,23 +192,3 @@ def test_what_is_written_here_beyond_its_room_is_dropped_oldest_first() -> None:
         here.put(values[-1], sequence(*events))
     assert here.take(values[0]) is None and here.take(values[1]) is None
     assert here.take(values[2]) is not None
-
-
-def test_room_is_waited_for_until_the_fold_takes_enough_or_the_time_is_up() -> None:
-    async def scenario() -> None:
-        here, values = WrittenHere(max_jobs=10), []
-        for number in range(2):
-            events = [as_ingest(*Events(f"job-{number}-{each}").submitted()) for each in range(2)]
-            values.append(encode("event_sequence", sequence(*events)))
-            here.put(values[-1], sequence(*events))
-        waiting = asyncio.ensure_future(here.room(2, 5.0))
-        await asyncio.sleep(0.01)
-        assert not waiting.done(), "4 jobs held, more than 2"
-        assert here.take(values[0]) is not None
-        await asyncio.wait_for(waiting, 1.0)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        await here.room(0, 0.05)  # nothing takes the last 2: given up after its time
-        assert loop.time() - started >= 0.05
-
-    asyncio.run(scenario())
