@@ -14,6 +14,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, cast
 
 import faust
@@ -108,68 +109,54 @@ class WrittenHere:
         return found[0]
 
 
-class _Projection:
-    """The Python source of functions making from a value what reading it with a projection gives (one function
-    per record type, as `schemas.compiled` writes its readers): a closure per field took ~10 us a spec, this ~4."""
-
-    def __init__(self, named: dict[str, Any], only: dict[str, frozenset[str]]) -> None:
-        self.named, self.only = named, only
-        self.functions: dict[str, str] = {}
-        self.lines: list[str] = []
-        self.count = 0
-
-    def made(self, node: Any, value: str) -> str | None:
-        """The expression making from ``value`` what reading a value of type ``node`` gives; None when that is the value
-        as it is (a primitive, or an array or map of them: equal to what is read, the spec's fields being of their
-        contract's type once validated)."""
-        if isinstance(node, str):
-            return self.made(self.named[node], value) if node in self.named else None
-        if isinstance(node, list):  # a union: of null and one type, in the spec
-            branches = [branch for branch in node if branch != "null"]
-            if len(branches) > 1:
-                if any(self.made(branch, "x") for branch in branches):
-                    raise ValueError(f"no projection through a union of {branches}")
-                return None
-            bound = self.local("u")
-            inner = self.made(branches[0], bound)
-            return None if inner is None else f"(None if ({bound} := {value}) is None else {inner})"
-        kind = node["type"]
-        if kind in ("array", "map"):
-            each = self.local("e")
-            inner = self.made(node["items" if kind == "array" else "values"], each)
-            if inner is None:
-                return None
-            return f"[{inner} for {each} in {value}]" if kind == "array" else f"{{k: {inner} for k, {each} in {value}.items()}}"
-        return f"{self.record(node)}({value})" if kind == "record" else None
-
-    def record(self, node: dict[str, Any]) -> str:
-        """The function making a record of type ``node``: made again even when read whole, in the schema's order of
-        fields, as a reader gives them (a pod spec given as a manifest has its own), which JSON made of them keeps."""
-        name = node["name"]
-        if name in self.functions:
-            return self.functions[name]
-        function = self.functions[name] = f"_p{len(self.functions)}"
-        read = self.only.get(name)
-        fields = []
-        for each in node["fields"]:
-            if read is None or each["name"] in read:
-                value = f"v[{each['name']!r}]"
-                fields.append(f"{each['name']!r}: {self.made(each['type'], value) or value}")
-        self.lines += [f"def {function}(v):", f"    return {{{', '.join(fields)}}}"]
-        return function
-
-    def local(self, prefix: str) -> str:
-        self.count += 1
-        return f"{prefix}{self.count}"
+Made = Callable[[Any], Any]
 
 
-def _projection(record: dict[str, Any], named: dict[str, Any], only: dict[str, frozenset[str]]) -> Callable[[Any], dict[str, Any]]:
-    """A function making from a ``record`` what reading it with the projection ``only`` gives (`SPEC_FOLDED`)."""
-    source = _Projection(named, only)
-    top = source.record(record)
-    space: dict[str, Any] = {}
-    exec("\n".join(source.lines), space)  # source made here, from the schema alone
-    return cast(Callable[[Any], dict[str, Any]], space[top])
+def _projection(node: Any, named: dict[str, Any], only: dict[str, frozenset[str]]) -> Made | None:
+    """What reading a value of type ``node`` with the projection ``only`` gives, made from the value itself: None
+    when that is the value as it is (a primitive, or an array or map of them: equal to what is read, the spec's
+    fields being of their contract's type once validated), else a function making it."""
+    if isinstance(node, str):
+        return _projection(named[node], named, only) if node in named else None
+    if isinstance(node, list):  # a union: of null and one type, in the spec
+        branches = [branch for branch in node if branch != "null"]
+        made = [_projection(branch, named, only) for branch in branches]
+        if len(branches) > 1 and any(made):
+            raise ValueError(f"no projection through a union of {branches}")
+        return None if made[0] is None else _or_none(made[0])
+    kind = node["type"]
+    if kind in ("array", "map"):
+        inner = _projection(node["items" if kind == "array" else "values"], named, only)
+        return None if inner is None else _each(inner, kind == "map")
+    return _record(node, named, only) if kind == "record" else None
+
+
+def _or_none(made: Made) -> Made:
+    return lambda value: None if value is None else made(value)
+
+
+def _each(made: Made, mapped: bool) -> Made:
+    if mapped:
+        return lambda value: {key: made(each) for key, each in value.items()}
+    return lambda value: [made(each) for each in value]
+
+
+def _record(node: dict[str, Any], named: dict[str, Any], only: dict[str, frozenset[str]]) -> Made:
+    """A record made again even when read whole: in the schema's order of fields, as a reader gives them (a pod
+    spec given as a manifest has its own), which JSON made of them (the feed's records) keeps."""
+    read = only.get(node["name"])
+    fields = [(f["name"], _projection(f["type"], named, only)) for f in node["fields"] if read is None or f["name"] in read]
+    names = tuple(name for name, _ in fields)
+    values: Made = itemgetter(*names) if len(names) > 1 else (lambda value: (value[names[0]],))
+    inner = [(name, made) for name, made in fields if made is not None]
+
+    def record(value: dict[str, Any]) -> dict[str, Any]:
+        built = dict(zip(names, values(value), strict=True))
+        for name, made in inner:
+            built[name] = made(built[name])
+        return built
+
+    return record
 
 
 def _spec_part(spec: Encoded) -> Partial:
@@ -200,7 +187,7 @@ def read_folded_spec(raw: bytes) -> dict[str, Any]:
 
 # The spec's record type as `Encoded` records name it, and what `read_sequence` reads of a spec, made from the spec.
 _SPEC_RECORD = schema("job_submitted")["__named_schemas"][SPEC_TYPE]
-_SPEC_FIELDS = _projection(_SPEC_RECORD, schema("job_submitted")["__named_schemas"], dict(SPEC_FOLDED))
+_SPEC_FIELDS = cast(Made, _projection(_SPEC_RECORD, schema("job_submitted")["__named_schemas"], dict(SPEC_FOLDED)))
 
 
 def jobs_table(app: faust.App, settings: Settings) -> TableT:
