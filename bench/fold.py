@@ -59,7 +59,7 @@ from streams.gc_tuning import tune_for_long_lived_state  # noqa: E402
 from streams.metrics import Metrics  # noqa: E402
 from streams.scheduler import feed  # noqa: E402
 from streams.scheduler.index import SchedulerIndex  # noqa: E402
-from streams.tables.jobs import JobStore, WrittenHere  # noqa: E402
+from streams.tables.jobs import JobStore  # noqa: E402
 
 EVENTS_TOPIC = "flotilla.events"
 START_S = 1_800_000_000.0
@@ -129,7 +129,7 @@ def ingest_messages(jobs: int, batch: int) -> list[Message]:
     ]
 
 
-def ingest(messages: list[Message], stages: Stages, written: WrittenHere) -> list[Message]:
+def ingest(messages: list[Message], stages: Stages) -> list[Message]:
     """The ingest agent's work on ``messages``; returns the `events` messages it would send."""
     refusals = Refusals()
     agent = Ingest(
@@ -141,7 +141,6 @@ def ingest(messages: list[Message], stages: Stages, written: WrittenHere) -> lis
         producer=None,  # type: ignore[arg-type]
         replies=refusals,  # type: ignore[arg-type]
         metrics=Metrics(),
-        written=written,
     )
     out: list[Message] = []
 
@@ -166,10 +165,10 @@ class Tables:
     commands: int = 0
 
 
-def fold(messages: list[Message], stages: Stages, part_max: int = job_state.PART_MAX_EVENTS, written: WrittenHere | None = None) -> Tables:
+def fold(messages: list[Message], stages: Stages, part_max: int = job_state.PART_MAX_EVENTS) -> Tables:
     """The job-state agent's work on ``messages``, in its batches and parts of ``part_max`` job events, its table writes encoded."""
     tables = Tables()
-    store = JobStore(tables.jobs, tables.specs, written_here=written or WrittenHere())  # type: ignore[arg-type]  # the store reads its tables with get and in
+    store = JobStore(tables.jobs, tables.specs)  # type: ignore[arg-type]  # the store reads its tables with get and in
     for start in range(0, len(messages), job_state.BATCH_MAX_MESSAGES):
         batch = messages[start : start + job_state.BATCH_MAX_MESSAGES]
         parts = job_state.fold_batch(store, batch, part_max)  # type: ignore[arg-type]  # a Message of the fields the fold reads
@@ -215,8 +214,7 @@ def refold_messages(events: int, wave: int) -> tuple[list[Message], int]:
 
 
 def run_ingest(submissions: list[Message], stages: Stages) -> Tables:
-    written = WrittenHere(max_jobs=len(submissions) * 1_000)  # the worker's job-state agent takes them as they come
-    tables = fold(ingest(submissions, stages, written), stages, written=written)
+    tables = fold(ingest(submissions, stages), stages)
     schedule(tables.feed, stages)
     return tables
 

@@ -24,7 +24,6 @@ from streams.domain.validation import ItemResult, SubmitPolicy, validate_request
 from streams.replies import reply_to
 from streams.tables.batched import BatchProducer, Outbox, TableBatch
 from streams.tables.client_ids import client_id_key
-from streams.tables.jobs import WrittenHere, encoded_spec
 from streams.tables.store import read_many
 
 if TYPE_CHECKING:
@@ -63,7 +62,6 @@ def register(plane: ControlPlane) -> None:
         metrics=plane.metrics,
         admission=Admission(plane.submission_limits),
         durable=plane.durable,
-        written=plane.jobs.written_here,
     )
 
     @plane.app.agent(plane.topics.submissions, name="ingest", concurrency=1)
@@ -117,7 +115,6 @@ class Ingest:
     durable: Durability = field(default_factory=NotArchived)
     _answering: set[asyncio.Future[None]] = field(default_factory=set)
     _last_offsets: dict[int, int] = field(default_factory=dict)  # events partition -> offset of the last event sent
-    written: WrittenHere = field(default_factory=WrittenHere)  # the sequences sent, for this worker's job-state fold
 
     async def write(self) -> None:
         """Send the batch's events, then (once the broker has them) its client ids, then answer its callers
@@ -225,14 +222,11 @@ class Ingest:
                     continue
                 self._client_ids[key] = (message.partition, job_id)
             assert result.job is not None  # an accepted item has its job
-            # The spec's body written once: the sequence's writer copies it in, and `written` makes the fold's part of it.
-            submitted.append(events.event(event_id, now_ms, job_id, events.payload("JobSubmitted", encoded_spec(result.job))))
+            submitted.append(events.event(event_id, now_ms, job_id, events.payload("JobSubmitted", result.job)))
             answers.append({"job_id": job_id})
 
         for sequence in events.sequences(queue, request["job_set_id"], request["user"], request["groups"], submitted):
-            value = encode("event_sequence", sequence, validate_record=False)  # built from validated items
-            self._events.append((job_set_key, value))
-            self.written.put(value, sequence)
+            self._events.append((job_set_key, encode("event_sequence", sequence, validate_record=False)))  # built from validated items
         self.metrics.submissions.labels("processed").inc()
         self.metrics.jobs_submitted.labels(queue).inc(len(submitted))
         self.metrics.jobs_deduplicated.labels(queue).inc(duplicates)

@@ -223,7 +223,7 @@ class PartFold:
         part = self.part
         part.messages.append(message)
         try:
-            sequence = self.jobs.written_here.take(message.value) or read_sequence(message.value)
+            sequence = read_sequence(message.value)
         except SchemaError as exc:
             part.outcomes["undecodable"] += 1
             log.error("skipping undecodable event message %s[%s]@%s: %s", message.topic, message.partition, message.offset, exc)

@@ -14,13 +14,12 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
-from typing import Any, cast
+from typing import Any
 
 import faust
 from faust.types import TableT
 
-from schemas.codec import Encoded, Partial, decode, decode_as_written, encode, encode_body, framed, schema, writer_of
+from schemas.codec import Encoded, Partial, decode, decode_as_written, encode, encode_body, framed, writer_of
 from streams.config import Settings
 from streams.domain.states import JOB_TERMINAL
 from streams.tables.batched import BatchProducer, write_puts
@@ -59,112 +58,6 @@ def read_sequence(value: bytes | None) -> dict[str, Any]:
     return decode("event_sequence", value, keep=SPEC_TYPE, skip=CYCLES_SKIPPED, shared=SPECS_SHARED, only=SPEC_FOLDED)
 
 
-# What `WrittenHere` holds at most, in jobs: about two of the ingest agent's parts (`PART_MAX_JOBS`). The job-state agent
-# takes a sequence soon after it is written when this worker folds its partition; the rest (another worker's, or the fold
-# far behind) is dropped oldest first and read from its bytes.
-WRITTEN_HERE_MAX_JOBS = 10_000
-
-
-def encoded_spec(spec: dict[str, Any]) -> Encoded:
-    """``spec`` (a validated `JobSubmitted`) with its Avro body: an event's writer copies the body in, and
-    `WrittenHere.put` makes the spec's `Partial` from it without reading the event again."""
-    encoded = Encoded(spec)
-    encoded.encoding = encode_body("job_submitted", spec)
-    encoded.schema = _SPEC_RECORD
-    return encoded
-
-
-@dataclass
-class WrittenHere:
-    """Event sequences of new jobs that this process wrote (the ingest agent), kept as `read_sequence` reads
-    their bytes, so that the job-state agent of the same worker folds them without reading them again:
-    reading them was ~16% of `bench/fold.py`'s ingest workload (~30 us a job). Keyed by the message's
-    bytes: a sequence found here is the one those bytes encode, whoever wrote it; one not found (another
-    worker's, one dropped for room, a restart) is read from its bytes. Values are never changed."""
-
-    max_jobs: int = WRITTEN_HERE_MAX_JOBS
-    _sequences: OrderedDict[bytes, tuple[dict[str, Any], int]] = field(default_factory=OrderedDict, repr=False)
-    _jobs: int = 0
-
-    def put(self, value: bytes, sequence: dict[str, Any]) -> None:
-        """``sequence`` (of `JobSubmitted` events, their specs `encoded_spec`), written as ``value``. A spec
-        without some field (written with its default: validation gives none such) is not kept: it is read."""
-        try:
-            events = [{**event, "payload": (SPEC_TYPE, _spec_part(event["payload"][1]))} for event in sequence["events"]]
-        except KeyError:
-            return
-        read = {**sequence, "events": events}
-        count = len(read["events"])
-        self._sequences[value] = (read, count)
-        self._jobs += count
-        while self._jobs > self.max_jobs:
-            self._jobs -= self._sequences.popitem(last=False)[1][1]
-
-    def take(self, value: bytes | None) -> dict[str, Any] | None:
-        """The sequence ``value`` encodes, as `read_sequence` reads it, if it was put here (once)."""
-        found = self._sequences.pop(value, None) if value is not None and self._sequences else None
-        if found is None:
-            return None
-        self._jobs -= found[1]
-        return found[0]
-
-
-Made = Callable[[Any], Any]
-
-
-def _projection(node: Any, named: dict[str, Any], only: dict[str, frozenset[str]]) -> Made | None:
-    """What reading a value of type ``node`` with the projection ``only`` gives, made from the value itself: None
-    when that is the value as it is (a primitive, or an array or map of them: equal to what is read, the spec's
-    fields being of their contract's type once validated), else a function making it."""
-    if isinstance(node, str):
-        return _projection(named[node], named, only) if node in named else None
-    if isinstance(node, list):  # a union: of null and one type, in the spec
-        branches = [branch for branch in node if branch != "null"]
-        made = [_projection(branch, named, only) for branch in branches]
-        if len(branches) > 1 and any(made):
-            raise ValueError(f"no projection through a union of {branches}")
-        return None if made[0] is None else _or_none(made[0])
-    kind = node["type"]
-    if kind in ("array", "map"):
-        inner = _projection(node["items" if kind == "array" else "values"], named, only)
-        return None if inner is None else _each(inner, kind == "map")
-    return _record(node, named, only) if kind == "record" else None
-
-
-def _or_none(made: Made) -> Made:
-    return lambda value: None if value is None else made(value)
-
-
-def _each(made: Made, mapped: bool) -> Made:
-    if mapped:
-        return lambda value: {key: made(each) for key, each in value.items()}
-    return lambda value: [made(each) for each in value]
-
-
-def _record(node: dict[str, Any], named: dict[str, Any], only: dict[str, frozenset[str]]) -> Made:
-    """A record made again even when read whole: in the schema's order of fields, as a reader gives them (a pod
-    spec given as a manifest has its own), which JSON made of them (the feed's records) keeps."""
-    read = only.get(node["name"])
-    fields = [(f["name"], _projection(f["type"], named, only)) for f in node["fields"] if read is None or f["name"] in read]
-    names = tuple(name for name, _ in fields)
-    values: Made = itemgetter(*names) if len(names) > 1 else (lambda value: (value[names[0]],))
-    inner = [(name, made) for name, made in fields if made is not None]
-
-    def record(value: dict[str, Any]) -> dict[str, Any]:
-        built = dict(zip(names, values(value), strict=True))
-        for name, made in inner:
-            built[name] = made(built[name])
-        return built
-
-    return record
-
-
-def _spec_part(spec: Encoded) -> Partial:
-    part = Partial(_SPEC_FIELDS(spec))
-    part.encoding, part.schema = spec.encoding, spec.schema
-    return part
-
-
 def whole_job(job: dict[str, Any]) -> dict[str, Any]:
     """``job`` with its whole spec: read again from its encoding when the fold read part of it (`read_sequence`)."""
     spec = job["spec"]
@@ -183,11 +76,6 @@ def read_folded_spec(raw: bytes) -> dict[str, Any]:
     back as these bytes, read whole again by `whole_job`): a queued job is read back from the tables to fold
     its lease, and reading its spec whole was ~1% of the worker's py-spy samples under pipeline.py's stream."""
     return decode("job_submitted", raw, keep=SPEC_TYPE, shared=SPECS_SHARED, only=SPEC_FOLDED)
-
-
-# The spec's record type as `Encoded` records name it, and what `read_sequence` reads of a spec, made from the spec.
-_SPEC_RECORD = schema("job_submitted")["__named_schemas"][SPEC_TYPE]
-_SPEC_FIELDS = cast(Made, _projection(_SPEC_RECORD, schema("job_submitted")["__named_schemas"], dict(SPEC_FOLDED)))
 
 
 def jobs_table(app: faust.App, settings: Settings) -> TableT:
@@ -253,8 +141,6 @@ class JobStore:
     table: TableT
     specs: TableT
     cache_size: int = 20_000
-    # The ingest agent's sequences, which the fold takes rather than reading them (`WrittenHere`).
-    written_here: WrittenHere = field(default_factory=WrittenHere, repr=False)
     # job id -> (stored state bytes, the job they encode, with its spec)
     _decoded: OrderedDict[str, tuple[bytes, dict[str, Any]]] = field(default_factory=OrderedDict, repr=False)
     # What the fold folded since the last `hand_over` (or `mark_written`), not yet in the tables.

@@ -4,7 +4,6 @@ submit requests in, `event_sequence`s on `events`, rejections on `rejected`, the
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,6 @@ from streams.domain.partitioning import key_hash, partition_for
 from streams.domain.validation import SubmitPolicy, validate_request
 from streams.plane import ControlPlane
 from streams.replies import REPLY_TO, Replies
-from streams.tables.jobs import read_sequence
-from tests.agents.test_spec_read_in_part import same
-from tests.domain.test_podspec import KUBERNETES
 from tests.kit.jobs import QUEUE, gang, item, request
 from tests.kit.plane import agent_plane, running, sent
 
@@ -237,28 +233,5 @@ def test_job_ids_lead_to_their_job_sets_partition_and_an_answer_goes_where_its_r
         route = key_hash(b"team-a/set-1")
         for partitions in range(1, 9):
             assert {job_partition(job_id, partitions) for job_id in job_ids} == {partition_for(route, partitions)}
-
-    asyncio.run(scenario())
-
-
-def test_the_sequences_sent_are_kept_for_this_workers_fold_as_their_bytes_read(tmp_path: Path) -> None:
-    """The job-state agent of the worker takes what the ingest agent sent (`WrittenHere`) instead of reading
-    it: equal, in every type and order of keys, to what reading the bytes gives (a pod spec given whole too)."""
-    toleration = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule", "toleration_seconds": 30}
-    items = [
-        item(client_id="a", labels={"team": "x"}, pod_spec__tolerations=[toleration], pod_spec__node_selector={"disk": "ssd"}),
-        gang("g", "1"),
-        item(pod_spec__manifest=json.dumps(KUBERNETES)),
-    ]
-
-    async def scenario() -> None:
-        plane = plane_with_queue(tmp_path)
-        async with running(plane, "ingest") as agent:
-            await agent.put(submission(*items), key=b"team-a", timestamp=T)
-
-        [sent_sequence] = sent(plane, plane.topics.events)
-        taken = plane.jobs.written_here.take(bytes(sent_sequence.body))
-        assert taken is not None and len(taken["events"]) == 3
-        same(taken, read_sequence(sent_sequence.body))
 
     asyncio.run(scenario())

@@ -17,7 +17,7 @@ from streams.domain.gangs import FAIL_FAST
 from streams.domain.job_index import row_of
 from streams.scheduler import feed
 from streams.scheduler.fold import apply_sequence
-from streams.tables.jobs import CYCLES_SKIPPED, SPEC_TYPE, SPECS_SHARED, JobStore, WrittenHere, encoded_spec, read_sequence
+from streams.tables.jobs import CYCLES_SKIPPED, SPEC_TYPE, SPECS_SHARED, JobStore, read_sequence
 from tests.agents.test_job_state import message, sequence
 from tests.kit.jobs import Events
 from tests.kit.stores import dict_jobs, settle
@@ -131,64 +131,3 @@ def test_a_store_with_jobs_of_whole_specs_gives_them_as_they_are() -> None:
     settle(jobs)
     folded = jobs.latest("job-2")
     assert folded is not None and jobs.get("job-2") is folded  # nothing read in part: nothing read again
-
-
-def as_ingest(kind: str, event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """A `JobSubmitted` event as the ingest agent writes it: its spec with its body (`encoded_spec`), which the
-    sequence's writer copies in."""
-    return kind, {**event, "payload": encoded_spec(event["payload"])}
-
-
-def same(made: Any, read: Any, where: str = "sequence") -> None:
-    """``made`` is ``read`` in every type, order of keys and encoding (equality alone takes 1 for 1.0)."""
-    assert type(made) is type(read), f"{where}: {type(made).__name__} is not {type(read).__name__}"
-    if isinstance(read, dict):
-        assert list(made) == list(read), f"{where}: keys {list(made)} are not {list(read)}"
-        for key in read:
-            same(made[key], read[key], f"{where}.{key}")
-        if isinstance(read, Partial):
-            assert (made.encoding, made.schema) == (read.encoding, read.schema), f"{where}: another encoding"
-    elif isinstance(read, (list, tuple)):
-        assert len(made) == len(read), f"{where}: {len(made)} items, not {len(read)}"
-        for index, (one, other) in enumerate(zip(made, read, strict=True)):
-            same(one, other, f"{where}[{index}]")
-    else:
-        assert made == read, f"{where}: {made!r} is not {read!r}"
-
-
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(drawn=st.lists(specs(), min_size=1, max_size=4))
-def test_a_sequence_written_here_is_taken_as_reading_its_bytes_gives_it(drawn: list[dict[str, Any]]) -> None:
-    # specs complete, as validation gives them: each field there (the drawn ones may leave defaults out)
-    complete = [decode("job_submitted", encode("job_submitted", spec)) for spec in drawn]
-    submitted = [Events(f"job-{number}").submitted(spec) for number, spec in enumerate(complete)]
-    written_sequence = sequence(*(as_ingest(kind, event) for kind, event in submitted))
-    value = encode("event_sequence", written_sequence)
-    assert value == encode("event_sequence", sequence(*submitted))
-    here = WrittenHere()
-    here.put(value, written_sequence)
-    taken = here.take(bytes(value))  # the bytes read back from the log: equal, not the same object
-    assert taken is not None
-    same(taken, read_sequence(value))
-    assert here.take(value) is None, "taken once"
-
-
-def test_a_sequence_whose_spec_lacks_a_field_is_not_kept_but_read_from_its_bytes() -> None:
-    kind, event = Events("job-1").submitted()
-    spec = {key: value for key, value in event["payload"].items() if key != "labels"}  # written with its default
-    written_sequence = sequence(as_ingest(kind, {**event, "payload": spec}))
-    value = encode("event_sequence", written_sequence)
-    here = WrittenHere()
-    here.put(value, written_sequence)
-    assert here.take(value) is None
-
-
-def test_what_is_written_here_beyond_its_room_is_dropped_oldest_first() -> None:
-    here = WrittenHere(max_jobs=3)
-    values = []
-    for number in range(3):
-        events = [as_ingest(*Events(f"job-{number}-{each}").submitted()) for each in range(2)]
-        values.append(encode("event_sequence", sequence(*events)))
-        here.put(values[-1], sequence(*events))
-    assert here.take(values[0]) is None and here.take(values[1]) is None
-    assert here.take(values[2]) is not None
