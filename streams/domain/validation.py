@@ -150,7 +150,8 @@ def _check_item(raw: Any, policy: SubmitPolicy) -> _Check:
         problems += podspec.refusals(whole, policy.allow_host_namespaces)
     problems += _priority_problems(item["priority"])
     problems += _container_problems(spec)
-    problems += _string_map_problems(item)
+    if item is not raw:  # an item read from the log as it is: its maps are of strings by their Avro type
+        problems += _string_map_problems(item)
     problems += _exposure_problems(item)
     priority_class = spec["priority_class_name"] or policy.default_priority_class
     if priority_class not in policy.priority_classes:
