@@ -1,4 +1,5 @@
-"""Every acceptance scenario in the shared directory beside the repository must match."""
+"""Every acceptance scenario must match: those in the shared directory beside the repository, and our own
+transcriptions of the Armada test cases it leaves out (tests/scenarios/armada), through the same harnesses."""
 
 from pathlib import Path
 
@@ -7,14 +8,17 @@ import pytest
 from streams.scenarios.runner import differences, expected_counts, load, run
 
 SCENARIOS = Path(__file__).resolve().parents[2] / ".." / "shared" / "scenarios"
+OURS = Path(__file__).resolve().parent / "armada"
 FILES = sorted(SCENARIOS.glob("*.yaml"))
+OUR_FILES = sorted(OURS.glob("*.yaml"))
 
 
-def test_the_scenario_directory_is_present():
+def test_the_scenario_directories_are_present():
     assert len(FILES) >= 26
+    assert len(OUR_FILES) >= 100
 
 
-@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+@pytest.mark.parametrize("path", FILES + OUR_FILES, ids=[f"{p.parent.name}/{p.name}" for p in FILES + OUR_FILES])
 def test_scenario_matches(path):
     doc = load(path)
     assert differences(doc, run(doc)) == []
