@@ -48,6 +48,8 @@ from streams.scheduler.config_file import parse_duration
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 NODE_ID_LABEL = "armadaproject.io/nodeId"
 DEFAULT_POOL = "testPool"
+# The taint Armada's TestPreemptingQueueScheduler cordons a node with (internaltypes.UnschedulableTaint).
+CORDON_TAINT = Taint("armadaproject.io/unschedulable", "true", "NoSchedule")
 
 _FIXTURE_CLASSES = (
     PriorityClass("priority-0", 0, True),
@@ -332,12 +334,14 @@ def run(doc: Mapping[str, Any]) -> ScenarioOutcome:
     cordoned: set[str] = set()
     for round_spec in doc["rounds"]:
         number = int(round_spec["round"])
-        # `cordon`: node ids cordoned before this round, for good (Go: NodeIndicesToCordon).
-        cordoned.update(round_spec.get("cordon") or ())
-        unknown = cordoned - {node.id for node in nodes}
+        # `cordon`: node ids cordoned before this round, for good (Go: NodeIndicesToCordon). As the Go test
+        # does it: by Armada's unschedulable taint alone, so the node still counts in the pool's totals.
+        newly = set(round_spec.get("cordon") or ()) - cordoned
+        unknown = newly - {node.id for node in nodes}
         if unknown:
             raise ScenarioError(f"round {number}: cordon lists unknown nodes {sorted(unknown)}")
-        nodes = tuple(replace(node, unschedulable=True) if node.id in cordoned else node for node in nodes)
+        cordoned |= newly
+        nodes = tuple(replace(node, taints=(*node.taints, CORDON_TAINT)) if node.id in newly else node for node in nodes)
         submitted = []
         for spec in round_spec.get("submit") or ():
             submitted.append(build_job(spec, default_class, float(submitted_count)))

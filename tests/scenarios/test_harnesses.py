@@ -58,6 +58,20 @@ def test_initial_allocation_counts_against_the_per_queue_class_limit() -> None:
     assert len(scheduled(case)) == 2  # 6 held elsewhere + 2 = 8 cpus, a quarter of the node's 32
 
 
+def test_a_cordoned_node_counts_in_the_pool_totals_as_in_the_go_harness() -> None:
+    """Go's TestPreemptingQueueScheduler cordons a node by a taint alone (NodeIndicesToCordon), so an
+    empty cordoned node still counts in the totals the round limit is taken of: a quarter of 64 cpus
+    lets six 3-cpu jobs on. A node the executor reports unschedulable (`unschedulable: true`, Armada's
+    production flag) with no job on it does not count: a quarter of 32 lets three on."""
+    rounds = [{"round": 0, "cordon": ["n1"], "submit": [job(f"j{i}", cpu="3") for i in range(10)]}]
+    config = {"base": "testfixtures", "maximum_resource_fraction_to_schedule": {"cpu": 0.25}}
+    nodes = [{"id": "n0", "resources": NODE_32}, {"id": "n1", "resources": NODE_32}]
+    case = doc("preempting_multi_round", rounds, nodes=nodes, config=config)
+    assert run(case).rounds[0].placements == {f"j{i}": "n0" for i in range(6)}
+    reported = {**case, "rounds": [{**rounds[0], "cordon": []}], "nodes": [nodes[0], {**nodes[1], "unschedulable": True}]}
+    assert run(reported).rounds[0].placements == {f"j{i}": "n0" for i in range(3)}
+
+
 def algo(rounds: list[dict[str, Any]], executors: list[dict[str, Any]], nodes: int, **extra: Any) -> dict[str, Any]:
     return doc("scheduling_algo", rounds, executors=executors, nodes=[{"id": f"n{i}", "resources": NODE_32} for i in range(nodes)], **extra)
 

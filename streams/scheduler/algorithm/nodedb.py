@@ -16,18 +16,19 @@ A cycle never writes the base: it copies a node's rows when it first changes the
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import attrgetter, is_
 from typing import NamedTuple
 
 from streams.scheduler.algorithm.matching import static_mismatch
-from streams.scheduler.algorithm.model import Node, SchedulingConfig, Toleration
+from streams.scheduler.algorithm.model import Node, RunningJob, SchedulingConfig, Toleration
 from streams.scheduler.algorithm.state import JobState, Pairs
 
 EVICTED_LEVEL = 0
 # Preempted-at priority of a placement that displaced nobody.
 NO_PREEMPTION = -(2**31)
 _BY_ID = attrgetter("id")
+_NODE = attrgetter("node")
 # Running jobs counted per (node, levels they take, request pairs) (`RunningStates.bound`).
 Counts = Mapping[tuple[int, int, Pairs], int]
 
@@ -102,11 +103,11 @@ def _key_maker(alloc: list[list[list[int]]], lvl: int, indexed: tuple[tuple[int,
 
 class PoolNodes:
     """A cycle's nodes in id order, with what the cycle reads off all of them: their resource names,
-    capacity per name and the priorities unmanaged pods hold them at. The worker hands a pool's cycles
-    the same `Node` objects while a node is unchanged (`pool_jobs.executor_nodes`), so these are made
-    again only when some node object is not the last cycle's (`of`)."""
+    capacity per name, the unschedulable ones and the priorities unmanaged pods hold them at. The worker
+    hands a pool's cycles the same `Node` objects while a node is unchanged (`pool_jobs.executor_nodes`),
+    so these are made again only when some node object is not the last cycle's (`of`)."""
 
-    __slots__ = ("given", "nodes", "ids", "index_of", "names", "capacity", "held_priorities")
+    __slots__ = ("given", "nodes", "ids", "index_of", "names", "capacity", "unschedulable", "held_priorities")
 
     def __init__(self, given: Sequence[Node]) -> None:
         self.given = tuple(given)
@@ -115,7 +116,23 @@ class PoolNodes:
         self.index_of = {ident: i for i, ident in enumerate(self.ids)}
         self.names = frozenset().union(*(node.resources for node in self.nodes))
         self.capacity = {name: sum(node.resources.get(name, 0) for node in self.nodes) for name in self.names}
+        self.unschedulable = tuple(node for node in self.nodes if node.unschedulable)
         self.held_priorities = frozenset(held.priority for node in self.nodes for held in node.allocated)
+
+    def totals(self, running: Iterable[RunningJob]) -> Mapping[str, int]:
+        """The resources costs, fair shares and the per-queue and round limits are fractions of: the
+        capacity without the unschedulable (cordoned) nodes no job runs on. Armada leaves those out of
+        its node db "so the resource of the node is not counted for fairshare" (`populateNodeDb`); a
+        cordoned node that jobs run on stays, and counts, as its evicted jobs may go back onto it."""
+        if not self.unschedulable:
+            return self.capacity
+        occupied = set(map(_NODE, running))
+        totals = dict(self.capacity)
+        for node in self.unschedulable:
+            if node.id not in occupied:
+                for name, amount in node.resources.items():
+                    totals[name] -= amount
+        return totals
 
     @classmethod
     def of(cls, given: Sequence[Node], last: PoolNodes | None) -> PoolNodes:

@@ -104,7 +104,8 @@ class _PreemptingScheduler:
         names = sorted(set(queued_names).union(pool.names, *map(_REQUESTS, inputs.running)))
         self.names = names
         self.pos = {name: i for i, name in enumerate(names)}
-        self.totals = [pool.capacity.get(name, 0) for name in names]
+        totals = pool.totals(inputs.running)
+        self.totals = [totals.get(name, 0) for name in names]
         drf = [r for r in config.dominant_resource_fairness_resources if r in self.pos]
         multipliers = [config.dominant_resource_fairness_multipliers.get(r, 1.0) for r in drf]
         self.cost = DrfCost(self.totals, [self.pos[r] for r in drf], multipliers)

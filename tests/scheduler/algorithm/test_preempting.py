@@ -125,6 +125,29 @@ def test_unschedulable_nodes_get_no_jobs():
     assert not result.scheduled and unscheduled(result)["j"].reason == reasons.JOB_DOES_NOT_FIT
 
 
+def test_an_unschedulable_node_no_job_runs_on_is_left_out_of_the_pool_totals():
+    # Armada (scheduling_algo.go, populateNodeDb) does not put a cordoned node with no job on it into
+    # the node db, "so the resource of the node is not counted for fairshare": the pool's total, of
+    # which costs, fair shares and the per-queue and round limits are taken, is the other node's.
+    nodes = [node("n"), node("c", unschedulable=True)]
+    held = [running(job(f"r{i}", cpu=2, mem=16, t=i), "n") for i in range(8)]
+    shares = schedule(cycle(["A"], nodes, running_jobs=held), config()).shares
+    assert [(s.queue, s.actual_share) for s in shares] == [("A", 0.5)]
+    jobs = [job(f"j{i}", cpu=3, t=i) for i in range(10)]
+    by_round = schedule(cycle(["A"], nodes, jobs), config(maximum_resource_fraction_to_schedule={"cpu": 0.25}))
+    assert len(by_round.scheduled) == 3  # 9 cpus over a quarter of 32 stops it: of 64 it would take 6
+    by_queue = schedule(cycle([Queue("A", resource_limits={"low": {"cpu": 0.25}})], nodes, jobs), config())
+    assert len(by_queue.scheduled) == 2  # 9 cpus would exceed 8
+
+
+def test_an_unschedulable_node_a_job_runs_on_still_counts_in_the_pool_totals():
+    # Armada keeps it in the node db (its jobs may be evicted and go back), so in the total too.
+    nodes = [node("n"), node("c", unschedulable=True)]
+    held = [running(job(f"r{i}", cpu=2, mem=16, t=i), "n") for i in range(8)] + [running(job("rc", cpu=1, mem=4, t=9), "c")]
+    shares = schedule(cycle(["A"], nodes, running_jobs=held), config()).shares
+    assert [(s.queue, s.actual_share) for s in shares] == [("A", 17 / 64)]
+
+
 def test_gang_is_all_or_nothing():
     gang = [job(f"g{i}", cpu=32, mem=256, t=i, gang=("g", 3)) for i in range(3)]
     result = schedule(cycle(["A"], [node("a"), node("b")], gang), config())
