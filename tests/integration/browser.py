@@ -89,7 +89,14 @@ class Page:
         return self.wait(shown, f"{wanted!r} in {css}", timeout)
 
     def click(self, css: str) -> None:
-        self.wait(lambda d: d.find_element("css selector", css), f"{css} to click").click()
+        """Found and clicked in one step, again if the page redrew between the two (a list refreshes
+        itself: the element found may be replaced before the click; seen in CI)."""
+
+        def clicked(driver: WebDriver) -> bool:
+            driver.find_element("css selector", css).click()
+            return True
+
+        self.wait(clicked, f"{css} to click")
 
     def screenshot(self, name: str) -> Path:
         path = self.shots / f"{len(self.taken) + 1:02d}-{name}.png"
