@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.kept import kept_or_made  # noqa: E402
 from bench.processes import Children, Command, exit_status  # noqa: E402
 from ops.broker import EmbeddedBroker  # noqa: E402
 from schemas.codec import decode, encode  # noqa: E402
@@ -177,16 +178,9 @@ def main() -> int:
 def run(args: argparse.Namespace, children: Children, scratch: Path) -> dict[str, Any]:
     root = args.keep if args.keep is not None else scratch / "log"
     log_options = {name: getattr(args, name) for name in ("events", "rate", "nodes", "run_s", "queues")}
-    kept = root / "recorded.json"
-    if kept.exists():
-        recorded = json.loads(kept.read_text())
-        if recorded["options"] != log_options:
-            raise SystemExit(f"{root} holds a log recorded with {recorded['options']}, not {log_options}")
+    recorded, reused = kept_or_made(root / "recorded.json", log_options, "a log recorded with", lambda: record_into(args, root))
+    if reused:
         log(f"reusing the log recorded in {root}")
-    else:
-        recorded = record_into(args, root)
-        recorded["options"] = log_options
-        kept.write_text(json.dumps(recorded))
     events_count, counts, jobs = recorded["events"], recorded["counts"], recorded["jobs"]
     feed_records = counts.get(FEED, 0)
     source = ArchiveLog(ArchiveSource(root))

@@ -47,6 +47,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.ingest import cpu_seconds, http, raw_item  # noqa: E402
+from bench.kept import kept_or_made  # noqa: E402
 from bench.processes import Children, Command, exit_status  # noqa: E402
 from ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from ops.worker import WorkerProcess  # noqa: E402
@@ -111,18 +112,16 @@ def written_log(archive: Path, args: argparse.Namespace) -> tuple[int, int, dict
 def kept_log(keep: Path, archive: Path, args: argparse.Namespace) -> tuple[int, int, dict[str, str]]:
     """The archive kept in ``keep`` for these log options (written there first if it is not), copied to ``archive``:
     the worker archives into its archive (the new scheduler feed), so each run starts from a copy."""
-    meta_path = keep / "restore.json"
     options = {"events": args.events, "wave": args.wave, "codec": args.codec}
-    if meta_path.exists():
-        meta = json.loads(meta_path.read_text())
-        if meta["options"] != options:
-            raise SystemExit(f"{keep} holds an archive of {meta['options']}, not {options}")
-        log(f"copying the archive kept in {keep} ...")
-    else:
+
+    def written() -> dict[str, Any]:
         shutil.rmtree(keep / "log", ignore_errors=True)
         records, counted, states = written_log(keep / "log", args)
-        meta = {"options": options, "records": records, "events": counted, "states": states}
-        meta_path.write_text(json.dumps(meta))
+        return {"records": records, "events": counted, "states": states}
+
+    meta, reused = kept_or_made(keep / "restore.json", options, "an archive of", written)
+    if reused:
+        log(f"copying the archive kept in {keep} ...")
     shutil.copytree(keep / "log", archive)
     return meta["records"], meta["events"], meta["states"]
 
