@@ -601,7 +601,7 @@ def part_of(delta: JobDelta) -> tuple[Any, ...]:
     equal part (``delta_of(delta.job_id, delta.submitted, *part_of(delta)) == delta``)."""
     part = part_values(delta)
     last = _last_part[0]
-    if all(map(operator.is_, part, last)) and last:
+    if last and all(map(operator.is_, part, last)):
         return last
     key = tuple(map(id, part))
     known = _PARTS.get(key)

@@ -244,7 +244,7 @@ class NodeBase:
     def refresh(self, pool: PoolNodes) -> None:
         """Take ``pool``'s nodes (the same ids, in the same order): a node that is not equal to the one it
         replaces changes its rows by the difference in capacity and unmanaged pods' holds; when its labels,
-        taints, schedulability or executor changed, the nodes each kind of job may use are made anew."""
+        taints or schedulability changed (`_static`), the nodes each kind of job may use are made anew."""
         if pool is self.pool:
             return
         changed: set[int] = set()
