@@ -171,7 +171,7 @@ class ObservedCollector(Collector):
                 ["pool", "queue", "resource"],
             ),
             ("flotilla_queue_scheduler_jobs", "Jobs of the queue the last cycle saw, queued or running", ["pool", "queue", "state"]),
-            ("flotilla_pool_capacity", "Resources of the pool's live nodes in the last cycle", ["pool", "resource"]),
+            ("flotilla_pool_capacity", "Resources the pool's shares were fractions of in the last cycle", ["pool", "resource"]),
             ("flotilla_scheduling_unschedulable_jobs", "Jobs the last cycle left queued, by class of reason", ["pool", "reason"]),
             ("flotilla_executor_nodes", "Nodes the executor reports", ["executor", "pool"]),
             ("flotilla_executor_schedulable_nodes", "Nodes of the executor that take new runs", ["executor", "pool"]),

@@ -25,13 +25,16 @@ import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from operator import is_
 from typing import Any
 
 from streams.domain import events
 from streams.domain.jobs import event_kind
 from streams.domain.resources import job_resource_request
 from streams.scheduler import feed
+from streams.scheduler.algorithm.nodedb import PoolNodes
 from streams.scheduler.config import CycleConfig
+from streams.scheduler.convert import scheduling_node
 from streams.scheduler.cycle import SCHEDULER_USER, run_cycle
 from streams.scheduler.fold import apply_sequence
 from streams.scheduler.index import SchedulerIndex
@@ -50,6 +53,10 @@ class Run:
     requests: Mapping[str, int]
     start: int
     end: int | None = None
+    node: str = ""  # executor/node, as the scheduler names it
+
+    def active(self, now: int) -> bool:
+        return self.start <= now and (self.end is None or self.end > now)
 
 
 @dataclass
@@ -112,7 +119,7 @@ class Workload:
         if job is None:
             return
         if kind == "JobLeased":
-            job.runs[payload["run_id"]] = Run(job_id, job.queue, job.requests, at)
+            job.runs[payload["run_id"]] = Run(job_id, job.queue, job.requests, at, node=feed.node_id(payload["executor"], payload["node"]))
             return
         run = job.runs.get(payload.get("run_id") or "")
         if kind == "JobRunSucceeded" and run is not None:
@@ -283,7 +290,7 @@ class _Simulation:
         kind, job_id = event_kind(kind), event["job_id"]
         if kind == "JobLeased":
             recorded = self.workload.jobs[job_id]
-            run = Run(job_id, recorded.queue, recorded.requests, now)
+            run = Run(job_id, recorded.queue, recorded.requests, now, node=feed.node_id(payload["executor"], payload["node"]))
             self.result.runs[payload["run_id"]] = run
             self.run_executor[payload["run_id"]] = payload["executor"]
             self.result.started.setdefault(job_id, now)
@@ -309,14 +316,18 @@ def percentile(values: list[float], p: float) -> float | None:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-def capacity_at(workload: Workload, times: list[int], stale_ms: int) -> list[dict[str, int]]:
-    """Per time, the resources of the executors reporting then (their last report's nodes)."""
+def capacity_at(workload: Workload, times: list[int], stale_ms: int, runs: Iterable[Run]) -> list[dict[str, int]]:
+    """Per time, what the scheduler's shares were fractions of then (`PoolNodes.totals`): the nodes of
+    the executors reporting then (their last report's), less the unschedulable ones none of ``runs`` was on."""
+    runs = list(runs)
     reports = sorted(workload.reports, key=lambda r: r[0])
     heard = sorted(workload.heard)
     latest: dict[str, feed.ExecutorState] = {}
     last: dict[str, int] = {}
     found = []
     r = h = 0
+    pool = PoolNodes(())
+    reporting: tuple[feed.ExecutorState, ...] = ()
     for now in times:
         while r < len(reports) and reports[r][0] <= now:
             latest[reports[r][1].executor] = reports[r][1]
@@ -325,13 +336,10 @@ def capacity_at(workload: Workload, times: list[int], stale_ms: int) -> list[dic
         while h < len(heard) and heard[h][0] <= now:
             last[heard[h][1]] = max(last.get(heard[h][1], 0), heard[h][0])
             h += 1
-        total: dict[str, int] = defaultdict(int)
-        for name, state in latest.items():
-            if now - last.get(name, 0) <= stale_ms:
-                for node in state.nodes:
-                    for resource, amount in node.resources.items():
-                        total[resource] += amount
-        found.append(dict(total))
+        fresh = tuple(state for name, state in sorted(latest.items()) if now - last.get(name, 0) <= stale_ms)
+        if len(fresh) != len(reporting) or not all(map(is_, fresh, reporting)):  # the nodes are made again only when they change
+            pool, reporting = PoolNodes([scheduling_node(state, node, 0) for state in fresh for node in state.nodes]), fresh
+        found.append(dict(pool.totals(run.node for run in runs if run.active(now))))
     return found
 
 
@@ -348,7 +356,7 @@ def shares_over_time(
         for now, total in zip(times, capacity, strict=True):
             held: dict[str, int] = defaultdict(int)
             for run in by_queue.get(queue, ()):
-                if run.start <= now and (run.end is None or run.end > now):
+                if run.active(now):
                     for name, amount in run.requests.items():
                         held[name] += amount
             series.append(max((held[r] / total[r] for r in resources if total.get(r)), default=0.0))
@@ -385,11 +393,13 @@ def measure(
     start, end = (times[0], times[-1]) if times else (since_ms or 0, until_ms or 0)
     jobs = [j for j in workload.jobs.values() if (since_ms is None or j.submitted >= since_ms) and j.submitted <= end]
     queues = sorted({j.queue for j in workload.jobs.values()})
-    capacity = capacity_at(workload, times, config.stale_executor_ms)
     resources = config.scheduling.dominant_resource_fairness_resources
     actual_runs = [run for job in workload.jobs.values() for run in job.runs.values()]
-    actual = shares_over_time(actual_runs, times, capacity, resources, queues)
-    what_if = shares_over_time(simulated.runs.values(), times, capacity, resources, queues)
+    # Each side's own: an unschedulable node counts while a run of that side is on it.
+    actual_capacity = capacity_at(workload, times, config.stale_executor_ms, actual_runs)
+    what_if_capacity = capacity_at(workload, times, config.stale_executor_ms, simulated.runs.values())
+    actual = shares_over_time(actual_runs, times, actual_capacity, resources, queues)
+    what_if = shares_over_time(simulated.runs.values(), times, what_if_capacity, resources, queues)
     actual_starts = {j.job_id: s for j in workload.jobs.values() if (s := j.first_start) is not None and s <= end}
     what_if_starts = {job_id: s for job_id, s in simulated.started.items() if s <= end}
     actual_preempted = {j.job_id for j in workload.jobs.values() if j.preempted}

@@ -308,13 +308,11 @@ class Cycle:
         jobs = self.index.jobs
         scheduled = Counter(jobs[placed.job_id].value("queue") for placed in result.scheduled)
         preempted = Counter(jobs[victim.job_id].delta.queue for victim in result.preempted)
-        # Summed per resource, not node by node into a Counter: a thousand nodes cost an idle cycle a quarter of its time so.
-        names = set().union(*(node.resources for node in inputs.nodes))
-        capacity = {name: sum(node.resources.get(name, 0) for node in inputs.nodes) for name in names}
         return {
             "pool": pool,
             "nodes": len(inputs.nodes),
-            "capacity": dict(sorted(capacity.items())),
+            # What the shares are fractions of: without the empty unschedulable nodes.
+            "capacity": dict(result.capacity),
             "queued": len(inputs.queued),
             "unschedulable": sum(len(group.job_ids) for group in result.unscheduled),
             "queues": [

@@ -70,10 +70,8 @@ class PoolCycle:
         return dict(sorted(counts.items()))
 
     def capacity(self) -> dict[str, int]:
-        total: Counter[str] = Counter()
-        for node in self.inputs.nodes:
-            total.update(node.resources)
-        return dict(total)
+        """What the cycle's shares were fractions of (empty unschedulable nodes left out)."""
+        return dict(self.result.capacity)
 
 
 @dataclass

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from streams.replay.whatif import Workload, measure, percentile, simulate
+from streams.replay.whatif import Run, Workload, capacity_at, measure, percentile, simulate
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import PriorityClass
 from streams.scheduler.config import CycleConfig
+from tests.kit.quantities import CPU
+from tests.kit.scheduler import executor, nodes
 from tests.replay.kit import LoggedLoop, small, with_class
 
 RUN_MS = 2_000
@@ -93,6 +95,17 @@ def test_an_urgent_class_preempts_in_the_what_if_and_the_count_shows_it() -> Non
     assert same["queues"]["a"]["actual"]["preemptions"] == same["queues"]["a"]["what_if"]["preemptions"]
     assert report["queues"]["a"]["what_if"]["preemptions"] == 4
     assert report["queues"]["b"]["what_if"]["started"] == 1
+
+
+def test_the_capacity_shares_are_taken_of_leaves_out_unschedulable_nodes_no_run_is_on() -> None:
+    """As the scheduler's pool totals (`PoolNodes.totals`): ex1's unschedulable node n1 counts while a
+    run is on it, and not before or after; ex2, stale by then, counts not at all."""
+    cordoned = replace(nodes(2)[1], unschedulable=True)
+    workload = Workload(reports=[(1_000, executor("ex1", 1_000, (nodes(1)[0], cordoned))), (1_000, executor("ex2", 1_000))])
+    workload.heard = [(5_000, "ex1")]
+    on_n1 = Run("j", "a", {"cpu": 4 * CPU}, start=2_000, end=3_000, node="ex1/n1")
+    found = capacity_at(workload, [1_500, 2_500, 5_000], 2_000, [on_n1])
+    assert [capacity["cpu"] for capacity in found] == [96 * CPU, 128 * CPU, 32 * CPU]
 
 
 def test_percentiles_are_nearest_rank() -> None:

@@ -78,3 +78,17 @@ def test_reasons_that_name_things_are_counted_by_their_kind() -> None:
     assert reasons.reason_kind(reasons.inactive_queue("q")) == "queue is not active in this pool"
     assert reasons.reason_kind(reasons.node_or_class_gone("n", "pc")) == "node or priority class no longer known"
     assert reasons.reason_kind(reasons.JOB_DOES_NOT_FIT) == reasons.JOB_DOES_NOT_FIT
+
+
+def test_the_capacity_shown_is_the_one_the_shares_were_taken_of() -> None:
+    """An unschedulable node no job runs on is left out of the pool's totals (`PoolNodes.totals`): the
+    cycle record and the observer (the /cluster page and flotilla_pool_capacity) leave it out too."""
+    index = SchedulerIndex()
+    index.apply(delta("a-0", "a", cpu=8))
+    cordoned = replace(nodes(2)[1], unschedulable=True)
+    index.apply(executor("ex1", 1_000, (nodes(1)[0], cordoned)))
+    view = ClusterView(index=lambda: index)
+    outcome = run_cycle(index, tick(2_000, "a"), 1, CycleConfig(observe=view.observe))
+    [pool] = outcome.records[0]["events"][0]["payload"][1]["pools"]
+    assert pool["capacity"] == view.pools["default"].capacity() == {"cpu": 32 * CPU, "memory": 256 * GI}
+    assert [q["share"] for q in pool["queues"]] == [0.25]

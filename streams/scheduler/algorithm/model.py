@@ -271,6 +271,8 @@ class CycleResult:
     unscheduled: tuple[Unscheduled, ...]
     limiters: LimiterState
     shares: tuple[QueueShare, ...]
+    # The pool's resources the costs, fair shares and limits were fractions of (`nodedb.PoolNodes.totals`).
+    capacity: Resources = field(default_factory=dict)
 
     def left_queued(self) -> dict[str, Unscheduled]:
         """Each job left queued, with the group that says why."""

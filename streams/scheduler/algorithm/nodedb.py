@@ -21,14 +21,13 @@ from operator import attrgetter, is_
 from typing import NamedTuple
 
 from streams.scheduler.algorithm.matching import static_mismatch
-from streams.scheduler.algorithm.model import Node, RunningJob, SchedulingConfig, Toleration
+from streams.scheduler.algorithm.model import Node, SchedulingConfig, Toleration
 from streams.scheduler.algorithm.state import JobState, Pairs
 
 EVICTED_LEVEL = 0
 # Preempted-at priority of a placement that displaced nobody.
 NO_PREEMPTION = -(2**31)
 _BY_ID = attrgetter("id")
-_NODE = attrgetter("node")
 # Running jobs counted per (node, levels they take, request pairs) (`RunningStates.bound`).
 Counts = Mapping[tuple[int, int, Pairs], int]
 
@@ -119,14 +118,16 @@ class PoolNodes:
         self.unschedulable = tuple(node for node in self.nodes if node.unschedulable)
         self.held_priorities = frozenset(held.priority for node in self.nodes for held in node.allocated)
 
-    def totals(self, running: Iterable[RunningJob]) -> Mapping[str, int]:
+    def totals(self, occupied: Iterable[str]) -> Mapping[str, int]:
         """The resources costs, fair shares and the per-queue and round limits are fractions of: the
-        capacity without the unschedulable (cordoned) nodes no job runs on. Armada leaves those out of
+        capacity without the unschedulable (cordoned) nodes no job runs on (``occupied``: the ids of
+        the nodes jobs run on, read only when some node is unschedulable). Armada leaves those out of
         its node db "so the resource of the node is not counted for fairshare" (`populateNodeDb`); a
-        cordoned node that jobs run on stays, and counts, as its evicted jobs may go back onto it."""
+        cordoned node that jobs run on stays, and counts, as its evicted jobs may go back onto it.
+        The one reckoning of a pool's capacity: the cycle record, the metrics and what-if show it."""
         if not self.unschedulable:
             return self.capacity
-        occupied = set(map(_NODE, running))
+        occupied = set(occupied)
         totals = dict(self.capacity)
         for node in self.unschedulable:
             if node.id not in occupied:

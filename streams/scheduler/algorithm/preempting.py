@@ -47,6 +47,7 @@ from streams.scheduler.algorithm.submission import SUBMISSION, in_submission_ord
 
 _BY_ID = attrgetter("id")
 _BY_NODE_AND_ID = attrgetter("node", "id")
+_NODE = attrgetter("node")
 _BY_JOB_ID = attrgetter("job.id")
 # Running jobs counted per (node, levels they take, request pairs) and per (queue, class, request pairs).
 _BindKey = tuple[int, int, tuple[tuple[int, int], ...]]
@@ -104,8 +105,8 @@ class _PreemptingScheduler:
         names = sorted(set(queued_names).union(pool.names, *map(_REQUESTS, inputs.running)))
         self.names = names
         self.pos = {name: i for i, name in enumerate(names)}
-        totals = pool.totals(inputs.running)
-        self.totals = [totals.get(name, 0) for name in names]
+        self.capacity = pool.totals(map(_NODE, inputs.running))
+        self.totals = [self.capacity.get(name, 0) for name in names]
         drf = [r for r in config.dominant_resource_fairness_resources if r in self.pos]
         multipliers = [config.dominant_resource_fairness_multipliers.get(r, 1.0) for r in drf]
         self.cost = DrfCost(self.totals, [self.pos[r] for r in drf], multipliers)
@@ -631,6 +632,7 @@ class _PreemptingScheduler:
             unscheduled=unscheduled,
             limiters=limiters,
             shares=shares,
+            capacity=dict(sorted(self.capacity.items())),
         )
 
     def _incomplete_gangs(self) -> dict[str, tuple[int, int]]:

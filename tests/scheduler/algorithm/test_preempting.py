@@ -131,8 +131,9 @@ def test_an_unschedulable_node_no_job_runs_on_is_left_out_of_the_pool_totals():
     # which costs, fair shares and the per-queue and round limits are taken, is the other node's.
     nodes = [node("n"), node("c", unschedulable=True)]
     held = [running(job(f"r{i}", cpu=2, mem=16, t=i), "n") for i in range(8)]
-    shares = schedule(cycle(["A"], nodes, running_jobs=held), config()).shares
-    assert [(s.queue, s.actual_share) for s in shares] == [("A", 0.5)]
+    result = schedule(cycle(["A"], nodes, running_jobs=held), config())
+    assert [(s.queue, s.actual_share) for s in result.shares] == [("A", 0.5)]
+    assert result.capacity == {"cpu": 32 * CPU, "memory": 256 * GI}  # what the record and metrics show
     jobs = [job(f"j{i}", cpu=3, t=i) for i in range(10)]
     by_round = schedule(cycle(["A"], nodes, jobs), config(maximum_resource_fraction_to_schedule={"cpu": 0.25}))
     assert len(by_round.scheduled) == 3  # 9 cpus over a quarter of 32 stops it: of 64 it would take 6
