@@ -380,8 +380,10 @@ def _run_algo(doc: Mapping[str, Any], config: SchedulingConfig, default_class: s
     """The `scheduling_algo` harness: Armada's whole FairSchedulingAlgo over executors, as the
     running scheduler does. Each pool of executors is scheduled on its own (a job leased in one
     pool is not offered to the next); executors whose last update is older than the executor
-    timeout, or that hold more unacknowledged jobs than allowed, get no new job; the queues of a
-    pool are those with jobs in it; jobs left unscheduled stay queued for the next round."""
+    timeout, or that hold more unacknowledged jobs than allowed, get no new job, and the jobs running
+    on them count in their queues' allocation and demand in their pool without being evicted (Go
+    counts the jobs of every executor, then builds the node db from the usable ones); the queues of
+    a pool are those with jobs in it; jobs left unscheduled stay queued for the next round."""
     raw_config = doc.get("config") or {}
     timeout_s = _seconds(raw_config.get("executor_timeout", "15m"), "config.executor_timeout")
     max_unacknowledged = raw_config.get("max_unacknowledged_jobs_per_executor")
@@ -418,6 +420,8 @@ def _run_algo(doc: Mapping[str, Any], config: SchedulingConfig, default_class: s
             for name, pool, node_ids, last_update in executors
             if now - last_update <= timeout_s and (max_unacknowledged is None or unacknowledged[name] <= int(max_unacknowledged))
         ]
+        usable_names = {name for name, _, _ in usable}
+        unusable = {node_id: pool for name, pool, node_ids, _ in executors if name not in usable_names for node_id in node_ids}
         scheduled: list[ScheduledJob] = []
         preempted: list[PreemptedJob] = []
         left: dict[str, Unscheduled] = {}
@@ -425,9 +429,12 @@ def _run_algo(doc: Mapping[str, Any], config: SchedulingConfig, default_class: s
             pool_nodes = tuple(nodes[n] for _, p, node_ids in usable if p == pool for n in node_ids)
             here = {node.id for node in pool_nodes}
             pool_running = tuple(r for r in running if r.node in here)
+            stranded: dict[str, dict[str, dict[str, int]]] = {}
+            for held in (r for r in running if unusable.get(r.node) == pool):
+                _add(stranded.setdefault(held.job.queue, {}).setdefault(held.job.priority_class, {}), held.job.requests)
             taken = {s.job_id for s in scheduled}
             pool_queued = tuple(j for j in queued if j.id not in taken)
-            active = {j.queue for j in pool_queued} | {r.job.queue for r in pool_running}
+            active = {j.queue for j in pool_queued} | {r.job.queue for r in pool_running} | stranded.keys()
             inputs = CycleInput(
                 queues=tuple(q for q in build_queues(doc, pool) if q.name in active),
                 nodes=pool_nodes,
@@ -437,6 +444,7 @@ def _run_algo(doc: Mapping[str, Any], config: SchedulingConfig, default_class: s
                 seed=number,
                 limiters=limiters,
                 allocated=allocated,
+                stranded=stranded,
             )
             result = schedule(inputs, config)
             limiters = replace(result.limiters, per_queue={**limiters.per_queue, **result.limiters.per_queue})

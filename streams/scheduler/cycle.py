@@ -8,7 +8,9 @@ feed decides the same:
    `max_attempts` runs came back, then it fails; a fail-fast job (every gang member) fails at once;
 3. tells executors to stop runs the control plane no longer wants (orphans);
 4. runs `streams.scheduler.algorithm.schedule` once per pool of live executors that are not stale,
-   with that pool's settings, and turns its leases and preemptions into events.
+   with that pool's settings, and turns its leases and preemptions into events. The jobs running on
+   the pool's live executors that get no new job (stale ones) count in their queues' allocation and
+   demand, as Armada counts them, but the cycle evicts none of them (`CycleInput.stranded`).
 Ids of events, commands and the cycle come from a generator seeded with the tick's offset on the
 feed, so the same cycle over the same index produces the same events, which the fold then
 de-duplicates. A new run's id is its job's id and attempt number (``streams.domain.ids.run_id_for``),
@@ -76,6 +78,9 @@ class Cycle:
         self.live = {name: state for name, state in sorted(index.executors.items()) if self.heard_within(name, config.executor_timeout_ms)}
         # Stale executors keep their leases, but get no new job.
         self.schedulable = [state for name, state in self.live.items() if self.heard_within(name, config.stale_executor_ms)]
+        # The live executors that get no new job: their jobs still count in their pool (`place`).
+        usable = {state.executor for state in self.schedulable}
+        self.unusable = [state for name, state in self.live.items() if name not in usable]
 
     def heard_within(self, executor: str, timeout_ms: int) -> bool:
         """Heard from within ``timeout_ms``, or within the last few cycles: time alone would
@@ -228,9 +233,12 @@ class Cycle:
             executors = [executor_nodes(self.index, state, held) for state in self.schedulable if state.pool == pool]
             where = {ident: place for executor in executors for ident, place in executor.where.items()}
             taints = {ident: taints for executor in executors for ident, taints in executor.taints.items()}
-            context = PoolContext(where, taints, frozenset(queues), config.priority_classes, config.well_known_node_types)
+            stranded = frozenset(
+                ident for state in self.unusable if state.pool == pool for ident in executor_nodes(self.index, state, held).where
+            )
+            context = PoolContext(where, taints, frozenset(queues), config.priority_classes, config.well_known_node_types, stranded)
             gathered = gather(self.index, pool, context)
-            active = sorted(gathered.queued_per_queue.keys() | gathered.running_per_queue.keys())
+            active = sorted(gathered.queued_per_queue.keys() | gathered.running_per_queue.keys() | gathered.stranded.keys())
             inputs = CycleInput(
                 queues=tuple(scheduling_queue(queues[name], pool) for name in active),
                 nodes=tuple(node for executor in executors for node in executor.scheduling_nodes(gathered.unmanaged)),
@@ -240,6 +248,7 @@ class Cycle:
                 seed=self.outcome.seed,
                 limiters=self.index.limiters,
                 carried=gathered.carried,
+                stranded=gathered.stranded,
             )
             result = schedule(inputs, config)
             if self.config.observe is not None:

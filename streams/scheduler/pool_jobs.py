@@ -27,13 +27,16 @@ _QUEUE, _STATE, _CLASS = (PART[name] for name in ("queue", "state", "priority_cl
 @dataclass(frozen=True)
 class PoolContext:
     """What a job's part of its pool depends on besides its entry: the pool's nodes (node id ->
-    (executor, node name)) and their taints, the tick's queues, the priority classes and node types."""
+    (executor, node name)) and their taints, the tick's queues, the priority classes and node types,
+    and ``stranded``: the pool's nodes no job may go to now (their executor is stale), whose jobs
+    count in their queues' allocation and demand as Armada counts them, on no node of the cycle."""
 
     where: Mapping[str, tuple[str, str]]
     taints: Mapping[str, tuple[Taint, ...]]
     queues: frozenset[str]
     classes: Mapping[str, PriorityClass]
     node_types: Mapping[str, WellKnownNodeType]
+    stranded: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -42,11 +45,13 @@ class Gathered:
     are kept (the algorithm's decisions do not depend on it, as a property test of it holds, and a
     million ids sorted at every cycle cost a tenth of it). ``unmanaged``: per node, what runs whose
     queue (not in the tick) or priority class (not configured) the cycle does not know hold there;
-    the counts are per queue."""
+    the counts are per queue (of the jobs on the cycle's nodes). ``stranded``: what the jobs on the
+    stranded nodes hold, per queue and priority class (`CycleInput.stranded`)."""
 
     running: list[RunningJob]
     queued: tuple[Job, ...]
     unmanaged: dict[str, dict[str, int]]
+    stranded: dict[str, dict[str, dict[str, int]]]
     running_per_queue: Counter[str]
     queued_per_queue: Counter[str]
     # The algorithm's states of the running jobs, kept from the pool's last cycle (`CycleInput.carried`).
@@ -61,12 +66,14 @@ class PoolJobs:
         self.running: dict[str, RunningJob] = {}
         self.queued: dict[str, Job] = {}
         self.unmanaged: dict[str, tuple[str, Mapping[str, int]]] = {}
+        # job id -> (queue, priority class, requests) of the known jobs on stranded nodes.
+        self.stranded: dict[str, tuple[str, str, Mapping[str, int]]] = {}
         self.pending: set[str] = set()
         self.carried = RunningStates()
         self._running_per_queue: Counter[str] = Counter()
         self._queued_per_queue: Counter[str] = Counter()
         # Each node's id as one string, held by every run on it (`Entry.running` keeps them from cycle to cycle).
-        self._node_ids = {node: node for node in context.where}
+        self._node_ids = {node: node for node in (*context.where, *context.stranded)}
         # The running jobs' ids in id order as `gathered` last gave them, the ids that started running since
         # (and run still), and whether one of the ids in order stopped running: a cycle sorts only the new
         # ids into the order (most of 100,000 running jobs were there at the last cycle), not every id.
@@ -85,6 +92,7 @@ class PoolJobs:
             if job is not None:
                 self._queued_per_queue[job.queue] -= 1
             self.unmanaged.pop(job_id, None)
+            self.stranded.pop(job_id, None)
             entry = jobs.get(job_id)
             if entry is not None:
                 self._add(job_id, entry)
@@ -114,6 +122,8 @@ class PoolJobs:
             node = node_id(d.executor or "", d.node or "")
             node = self._node_ids.get(node, node)
             if node not in context.where:
+                if known and node in context.stranded:
+                    self.stranded[job_id] = (d.queue, d.priority_class, d.requests)
                 return
             if known:
                 pc, taints = classes[d.priority_class], context.taints[node]
@@ -133,6 +143,11 @@ class PoolJobs:
             node, requests = self.unmanaged[job_id]
             for name, amount in requests.items():
                 unmanaged[node][name] = unmanaged[node].get(name, 0) + amount
+        stranded: dict[str, dict[str, dict[str, int]]] = {}
+        for queue, class_name, requests in self.stranded.values():
+            held = stranded.setdefault(queue, {}).setdefault(class_name, {})
+            for name, amount in requests.items():
+                held[name] = held.get(name, 0) + amount
         if self._left:
             self._order = sorted(running)
         elif self._joined:
@@ -143,6 +158,7 @@ class PoolJobs:
             list(map(running.__getitem__, self._order)),
             tuple(queued.values()),
             unmanaged,
+            stranded,
             +self._running_per_queue,
             +self._queued_per_queue,
             self.carried,

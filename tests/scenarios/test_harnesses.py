@@ -104,6 +104,30 @@ def test_the_algo_harness_skips_executors_with_too_many_unacknowledged_jobs(allo
     assert len(scheduled(case)) == expected
 
 
+@pytest.mark.parametrize("unusable", [{"last_update": "-1h"}, {"lagging": True}])
+def test_the_algo_harness_counts_the_jobs_of_unusable_executors_in_their_queues_share(unusable: dict[str, Any]) -> None:
+    """Go's FairSchedulingAlgo sums every executor's jobs into the queues' allocation and demand before it
+    leaves the stale and lagging executors out of the node db: A's two 16-cpu jobs on executor2 let B
+    take both slots of executor1's node, and none of A's jobs is preempted."""
+    executors = [{"id": "executor1", "nodes": ["n0"]}, {"id": "executor2", "nodes": ["n1"]}]
+    if "last_update" in unusable:
+        executors[1]["last_update"] = unusable["last_update"]
+    held = [{"node": "n1", "acknowledged": "lagging" not in unusable, "jobs": [job(f"r{i}", cpu="16", pc="priority-3") for i in range(2)]}]
+    jobs = [job(f"{q.lower()}{i}", q, cpu="16", pc="priority-3") for q in "AB" for i in range(2)]
+    case = algo(
+        [{"round": 0, "submit": jobs}],
+        executors,
+        2,
+        initial_running=held,
+        queues=[{"name": "A", "priority_factor": 1.0}, {"name": "B", "priority_factor": 1.0}],
+        config={"base": "testfixtures", "max_unacknowledged_jobs_per_executor": 1},
+    )
+    outcome = run(case).rounds[0]
+    assert set(outcome.scheduled) == {"b0", "b1"} and outcome.preempted == ()
+    alone = {**case, "initial_running": [], "executors": executors[:1]}
+    assert set(run(alone).rounds[0].scheduled) == {"a0", "b0"}, "without executor2's jobs the queues share the node"
+
+
 def test_the_algo_harness_keeps_unscheduled_jobs_queued_for_the_next_round() -> None:
     """Production semantics: a job the rate limit held back is scheduled a round later (the other
     harnesses delete it)."""

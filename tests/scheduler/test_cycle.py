@@ -23,6 +23,7 @@ from streams.scheduler.cycle import MAX_DECISIONS_PER_RECORD, Cycle, CycleOutcom
 from streams.scheduler.feed import JobSetAction, QueueInfo, queue_info
 from streams.scheduler.index import END, LEASE, SchedulerIndex
 from tests.kit.loop import Loop, decisions, events, kinds, leases, preempted
+from tests.kit.quantities import CPU
 from tests.kit.scheduler import DEFAULT, PREEMPTIBLE, delta, executor, holding, nodes, running, tick
 
 GANG = "armadaproject.io/gangId", "armadaproject.io/gangCardinality"
@@ -824,6 +825,29 @@ def test_a_stale_executor_keeps_its_leases_but_gets_no_new_job() -> None:
     assert loop.job("first")["state"] == "leased" and loop.job("second")["state"] == "queued"
     loop.report("ex1", 8_500)
     assert set(leases(loop.cycle(9_000))) == {"second"}
+
+
+def test_the_jobs_of_a_stale_executor_count_in_their_queues_share_of_the_pool() -> None:
+    """Armada counts a stale executor's jobs in its queues' allocation and demand (its node db holds
+    the fresh executors' nodes only): queue a runs 64 cpus on stale ex1, so queue b takes the 32 cpus
+    of fresh ex2 before a gets more, and none of a's jobs is preempted though a is far above its share."""
+    loop = Loop(CycleConfig(stale_executor_ms=5_000, executor_timeout_ms=60_000, missed_cycles=0))
+    for i in range(4):
+        loop.submit(f"a{i}", cpu="16")
+    loop.report("ex1", 1_000)
+    assert loop.cycle(2_000).leased == 4
+    loop.report("ex1", 2_500)
+    loop.cycle(2_600)  # a cycle since ex1's last report: it may go stale
+    for queue in ("a", "b"):
+        loop.submit(f"{queue}-new0", queue=queue, cpu="16", at=3_000)
+        loop.submit(f"{queue}-new1", queue=queue, cpu="16", at=3_001)
+    loop.report("ex2", 8_000, nodes(1))
+    outcome = loop.cycle(9_000)  # 6.5 s since ex1 was heard: stale, not expired
+    assert set(leases(outcome)) == {"b-new0", "b-new1"} and not preempted(outcome)
+    [pool] = outcome.records[0]["events"][0]["payload"][1]["pools"]
+    shares = {queue["queue"]: queue for queue in pool["queues"]}
+    assert shares["a"]["allocation"]["cpu"] == 64 * CPU and shares["a"]["running"] == 0
+    assert pool["capacity"]["cpu"] == 32 * CPU  # the fresh nodes only: the stale ones take no job
 
 
 def test_queues_keep_their_rate_limit_buckets_while_another_pool_is_scheduled() -> None:

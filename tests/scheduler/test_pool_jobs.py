@@ -14,16 +14,19 @@ from streams.scheduler.cycle import run_cycle
 from streams.scheduler.feed import JobSetAction, node_id
 from streams.scheduler.index import END, LEASE, REQUEUE, SchedulerIndex
 from streams.scheduler.pool_jobs import Gathered, PoolContext, PoolJobs, executor_nodes, gather
+from tests.kit.quantities import CPU, GI
 from tests.kit.scheduler import DEFAULT, PREEMPTIBLE, delta, executor, nodes, running, tick
 
 CLASSES = CycleConfig().scheduling.priority_classes
 NODE_TYPES = CycleConfig().scheduling.well_known_node_types
 
 
-def context(queues: frozenset[str] = frozenset({"a", "b"}), tainted: bool = False) -> PoolContext:
+def context(queues: frozenset[str] = frozenset({"a", "b"}), tainted: bool = False, stranded: bool = False) -> PoolContext:
+    """ex1's three nodes; with ``stranded``, ex2's (a stale executor of the pool) too."""
     where = {node_id("ex1", f"n{i}"): ("ex1", f"n{i}") for i in range(3)}
     taints = {name: (Taint("gpu", "true"),) if tainted and name.endswith("n2") else () for name in where}
-    return PoolContext(where, taints, queues, CLASSES, NODE_TYPES)
+    off = frozenset(node_id("ex2", f"n{i}") for i in range(3)) if stranded else frozenset()
+    return PoolContext(where, taints, queues, CLASSES, NODE_TYPES, off)
 
 
 def afresh(index: SchedulerIndex, ctx: PoolContext) -> Gathered:
@@ -36,7 +39,14 @@ def parts(gathered: Gathered) -> tuple[object, ...]:
     """The queued jobs in any order (the algorithm's decisions do not depend on it), the rest as they are."""
     queued = {job.id: job for job in gathered.queued}
     assert len(queued) == len(gathered.queued)
-    return (gathered.running, queued, dict(gathered.unmanaged), gathered.running_per_queue, gathered.queued_per_queue)
+    return (
+        gathered.running,
+        queued,
+        dict(gathered.unmanaged),
+        gathered.stranded,
+        gathered.running_per_queue,
+        gathered.queued_per_queue,
+    )
 
 
 # One change to the index: (kind, job number, a second number picking queue, class, node or run state).
@@ -58,7 +68,7 @@ def test_kept_jobs_equal_jobs_gathered_afresh_after_any_changes(changes) -> None
         if kind == "submit":
             index.apply(delta(job_id, queue="abc"[k % 3], pc=(PREEMPTIBLE, DEFAULT, "unknown")[k % 3], job_set=f"s{k % 2}"))
         elif kind == "run" and entry is not None:
-            executor_name = "ex1" if k < 4 else "ex2"  # ex2's nodes are in no pool
+            executor_name = "ex1" if k < 4 else "ex2"  # ex2's nodes are in no pool, or stranded
             index.apply(running(entry.delta, f"{job_id}-{entry.delta.runs + 1}", executor_name, f"n{k % 3}", 1_000 + k))
         elif kind == "confirm" and entry is not None and entry.delta.run_id:
             index.apply(replace(entry.delta, run_state=("pending", "running", "succeeded", "failed")[k % 4]))
@@ -75,7 +85,7 @@ def test_kept_jobs_equal_jobs_gathered_afresh_after_any_changes(changes) -> None
         elif kind == "cancel_set":
             index.apply(JobSetAction("abc"[k % 3], f"s{k % 2}", "cancel" if k < 3 else "reprioritise", new_priority=float(k)))
         elif kind == "context":
-            ctx = context(frozenset("abc"[: 1 + k % 3]), tainted=k >= 3)
+            ctx = context(frozenset("abc"[: 1 + k % 3]), tainted=k >= 3, stranded=k % 2 == 1)
         if kind in ("gather", "context") or n == 0:
             assert parts(gather(index, "default", ctx)) == parts(afresh(index, ctx))
     assert parts(gather(index, "default", ctx)) == parts(afresh(index, ctx))
@@ -131,3 +141,20 @@ def test_an_executors_nodes_are_made_once_per_report_and_equal_nodes_made_anew()
     remade = executor_nodes(index, later, 1000)
     assert remade is not made and [node.id for node in remade.nodes] == ["ex1/n0", "ex1/n1"]
     assert executor_nodes(index, later, 2000) is not remade  # another held priority: made anew
+
+
+def test_jobs_on_stranded_nodes_are_held_per_queue_and_class_on_no_node() -> None:
+    """A stale executor's jobs count in their queue's allocation (`CycleInput.stranded`), but are no
+    running job of the cycle (none can be evicted, their nodes take nothing); those of a queue or
+    class the cycle does not know, and those on nodes of no pool, are not counted at all."""
+    index = SchedulerIndex()
+    placed = [("a", PREEMPTIBLE, "ex2", 1), ("a", PREEMPTIBLE, "ex2", 2), ("a", DEFAULT, "ex2", 4), ("b", DEFAULT, "ex1", 8)]
+    placed += [("c", DEFAULT, "ex2", 16), ("a", "unknown", "ex2", 16), ("a", DEFAULT, "ex3", 16)]
+    for i, (queue, pc, name, cpu) in enumerate(placed):
+        job_id = f"j{i}"
+        index.apply(running(delta(job_id, queue=queue, pc=pc, cpu=cpu), f"{job_id}-1", name, "n0", 1_000))
+    gathered = gather(index, "default", context(stranded=True))
+    assert [run.job.id for run in gathered.running] == ["j3"]
+    assert gathered.stranded == {"a": {PREEMPTIBLE: {"cpu": 3 * CPU, "memory": 8 * GI}, DEFAULT: {"cpu": 4 * CPU, "memory": 4 * GI}}}
+    assert gathered.running_per_queue == {"b": 1} and not gathered.unmanaged
+    assert gather(index, "default", context()).stranded == {}

@@ -212,6 +212,11 @@ class CycleInput:
     running jobs passed in (callers that know of jobs outside this cycle, e.g. in other pools).
     `allocated` is what queues hold outside this cycle's nodes, per queue and priority class:
     counted in their costs and per-class limits, placed on no node.
+    `stranded` is what the pool's running jobs hold on nodes no cycle may use now (their executor
+    is stale), per queue and priority class: as Armada counts the jobs of every executor in the
+    queues' allocation and demand but builds its node db from the healthy executors only, it
+    counts in the costs, per-class limits and demand as a running job does, while those jobs,
+    on no node of the cycle, are never evicted.
     """
 
     queues: tuple[Queue, ...]
@@ -223,6 +228,7 @@ class CycleInput:
     limiters: LimiterState = field(default_factory=LimiterState)
     demand: Mapping[str, Resources] | None = None
     allocated: Mapping[str, Mapping[str, Resources]] = field(default_factory=dict)
+    stranded: Mapping[str, Mapping[str, Resources]] = field(default_factory=dict)
     # The states of the pool's running jobs and its node db's base kept from its last cycle
     # (`state.RunningStates`), which this cycle reuses and replaces with its own; the result does not depend on it.
     carried: RunningStates | None = field(default=None, compare=False, repr=False)

@@ -18,7 +18,7 @@ import math
 import random
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
 
 from streams.scheduler.algorithm import reasons
@@ -202,19 +202,14 @@ class _PreemptingScheduler:
         carried.states = made
         self.nodedb.bind_counted(bound if self.nodedb.fresh else change)
         self._account_counted(holding)
-        # What the running jobs hold per queue and class is also their part of the queues' demand.
+        self._hold(inputs.stranded)
+        # What the running jobs hold per queue and class (stranded ones too) is also their part of the queues' demand.
         self.running_demand = {key: list(held) for key, held in self.class_allocation.items()}
         for members in gang_members.values():
             for js in members:
                 js.gang_size = len(members)
         self.running_gangs = dict(gang_members)
-        for queue, by_class in inputs.allocated.items():
-            if queue in self.queues:
-                for class_name, resources in by_class.items():
-                    held = [(self.pos[name], amount) for name, amount in resources.items() if name in self.pos]
-                    for i, amount in held:
-                        self.allocation[queue][i] += amount
-                        self.class_allocation[(queue, class_name)][i] += amount
+        self._hold(inputs.allocated)
         groups = []
         for (queue, class_name, *_), jobs in grouped.items():
             pc = classes.get(class_name)
@@ -226,6 +221,16 @@ class _PreemptingScheduler:
                 groups.append(_Group(queue, self._shape(jobs[0], pc), jobs))
         groups.sort(key=lambda g: g.key(0))
         self.groups = groups
+
+    def _hold(self, held: Mapping[str, Mapping[str, Mapping[str, int]]]) -> None:
+        """Count ``held`` (per queue and class, on no node of the cycle) in the active queues' allocation."""
+        for queue, by_class in held.items():
+            if queue in self.queues:
+                for class_name, resources in by_class.items():
+                    pairs = [(self.pos[name], amount) for name, amount in resources.items() if name in self.pos]
+                    for i, amount in pairs:
+                        self.allocation[queue][i] += amount
+                        self.class_allocation[(queue, class_name)][i] += amount
 
     def _shape(self, job: Job, pc: PriorityClass) -> Shape:
         # Jobs mostly share their requests and constraints as objects (streams.domain.shared):

@@ -149,6 +149,47 @@ def test_an_unschedulable_node_a_job_runs_on_still_counts_in_the_pool_totals():
     assert [(s.queue, s.actual_share) for s in shares] == [("A", 17 / 64)]
 
 
+def stranded(cpu: int, pc: str = "low") -> dict[str, dict[str, dict[str, int]]]:
+    """Queue A's jobs on a stale executor's nodes: ``cpu`` cpus of class ``pc``, on no node of the cycle."""
+    return {"A": {pc: {"cpu": cpu * CPU, "memory": cpu * 4 * GI}}}
+
+
+def test_stranded_jobs_count_in_their_queues_cost():
+    # Armada counts the jobs of stale executors in their queues' allocation: A, holding the pool's
+    # worth of cpus there, lets B take every slot of the cycle's node (without them they share it 2:2).
+    jobs = [job(f"{q}{i}", queue=q, cpu=8, t=i) for q in "AB" for i in range(4)]
+    result = schedule(cycle(["A", "B"], [node("n")], jobs, stranded=stranded(32)), config())
+    assert set(placed(result)) == {"B0", "B1", "B2", "B3"} and not result.preempted
+    share = {s.queue: s for s in result.shares}["A"]
+    assert share.share_before == 1.0 and share.allocation == {"cpu": 32 * CPU, "memory": 128 * GI}
+
+
+def test_stranded_jobs_are_part_of_their_queues_demand():
+    # A has no queued job, only 8 stranded cpus: its demand (a quarter of the pool) is its adjusted fair share.
+    jobs = [job(f"B{i}", queue="B", cpu=8, t=i) for i in range(4)]
+    result = schedule(cycle(["A", "B"], [node("n")], jobs, stranded=stranded(8)), config())
+    assert {s.queue: s.adjusted_fair_share for s in result.shares} == {"A": 0.25, "B": 0.75}
+
+
+def test_stranded_jobs_may_put_their_queue_above_its_protected_share_but_only_its_jobs_on_the_nodes_go():
+    # A runs 16 cpus on the node, at its fair share; 16 more stranded put it at twice that, so its jobs
+    # on the node are evicted and one of them loses its place to B (the stranded ones cannot be evicted).
+    held = [running(job(f"a{i}", cpu=8, t=i), "n") for i in range(2)]
+    jobs = [job(f"b{i}", queue="B", cpu=8, t=10 + i) for i in range(4)]
+    protected = config(protected_fraction_of_fair_share=1.0)
+    assert not preempted(schedule(cycle(["A", "B"], [node("n")], jobs, held), protected))
+    result = schedule(cycle(["A", "B"], [node("n")], jobs, held, stranded=stranded(16)), protected)
+    assert preempted(result) == {"a1"} and set(placed(result)) == {"b0", "b1", "b2"}
+
+
+def test_stranded_jobs_count_against_their_queues_class_limit():
+    limited = Queue("A", resource_limits={"low": {"cpu": 0.5}})
+    queued = [job("j")]
+    assert placed(schedule(cycle([limited], [node("n")], queued, stranded=stranded(17, pc="mid")), config())) == {"j": "n"}
+    result = schedule(cycle([limited], [node("n")], queued, stranded=stranded(17)), config())
+    assert unscheduled(result)["j"].reason == reasons.QUEUE_CLASS_LIMIT
+
+
 def test_gang_is_all_or_nothing():
     gang = [job(f"g{i}", cpu=32, mem=256, t=i, gang=("g", 3)) for i in range(3)]
     result = schedule(cycle(["A"], [node("a"), node("b")], gang), config())
