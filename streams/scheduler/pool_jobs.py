@@ -36,7 +36,7 @@ class PoolContext:
     queues: frozenset[str]
     classes: Mapping[str, PriorityClass]
     node_types: Mapping[str, WellKnownNodeType]
-    stranded: frozenset[str] = frozenset()
+    stranded: frozenset[str]
 
 
 @dataclass
