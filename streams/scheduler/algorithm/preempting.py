@@ -223,10 +223,14 @@ class _PreemptingScheduler:
         self.groups = groups
 
     def _hold(self, held: Mapping[str, Mapping[str, Mapping[str, int]]]) -> None:
-        """Count ``held`` (per queue and class, on no node of the cycle) in the active queues' allocation."""
+        """Count ``held`` (per queue and class, on no node of the cycle) in the active queues' allocation;
+        a class not configured has no limits to count it against, and is left out as its running jobs are."""
+        classes = self.config.priority_classes
         for queue, by_class in held.items():
             if queue in self.queues:
                 for class_name, resources in by_class.items():
+                    if class_name not in classes:
+                        continue
                     pairs = [(self.pos[name], amount) for name, amount in resources.items() if name in self.pos]
                     for i, amount in pairs:
                         self.allocation[queue][i] += amount

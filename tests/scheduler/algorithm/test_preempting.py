@@ -182,6 +182,12 @@ def test_stranded_jobs_may_put_their_queue_above_its_protected_share_but_only_it
     assert preempted(result) == {"a1"} and set(placed(result)) == {"b0", "b1", "b2"}
 
 
+def test_stranded_jobs_of_a_class_not_configured_are_left_out_as_their_running_jobs_are():
+    jobs = [job(f"B{i}", queue="B", cpu=8, t=i) for i in range(4)]
+    result = schedule(cycle(["A", "B"], [node("n")], jobs, stranded=stranded(8, pc="gone")), config())
+    assert {s.queue: s.share_before for s in result.shares} == {"A": 0.0, "B": 0.0} and len(result.scheduled) == 4
+
+
 def test_stranded_jobs_count_against_their_queues_class_limit():
     limited = Queue("A", resource_limits={"low": {"cpu": 0.5}})
     queued = [job("j")]
