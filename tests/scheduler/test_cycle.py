@@ -842,8 +842,13 @@ def test_the_jobs_of_a_stale_executor_count_in_their_queues_share_of_the_pool() 
         loop.submit(f"{queue}-new0", queue=queue, cpu="16", at=3_000)
         loop.submit(f"{queue}-new1", queue=queue, cpu="16", at=3_001)
     loop.report("ex2", 8_000, nodes(1))
+    # The same cycle over the index rebuilt from its table (a restart, a replay) decides the same.
+    rebuilt = SchedulerIndex()
+    rebuilt.load(sorted((key, value) for key in loop.index.keys() if (value := loop.index.dump(key)) is not None))
+    again = run_cycle(rebuilt, tick(9_000), loop.offset + 1, loop.config)
     outcome = loop.cycle(9_000)  # 6.5 s since ex1 was heard: stale, not expired
     assert set(leases(outcome)) == {"b-new0", "b-new1"} and not preempted(outcome)
+    assert (again.sequences, again.records) == (outcome.sequences, outcome.records)
     [pool] = outcome.records[0]["events"][0]["payload"][1]["pools"]
     shares = {queue["queue"]: queue for queue in pool["queues"]}
     assert shares["a"]["allocation"]["cpu"] == 64 * CPU and shares["a"]["running"] == 0
