@@ -92,9 +92,10 @@ class JobIndexStore:
         """`JobIndex.group_counts` of the current index, without moving the rows written since the last read.
 
         GET /metrics counts every queue's jobs at each scrape: through `current` each scrape moved the row of
-        every job that changed since the one before, several sorted lists a row (bench/pipeline.py's phase ends
-        scrape each worker: 20-70 us a job with py-spy, the most that grew from one worker to two), though
-        nothing read the lists. The counts of the rows held unmoved are worked out beside the index's instead."""
+        every job that changed since the one before, several sorted lists a row, though nothing read the lists
+        (py-spy of bench/pipeline.py, which scrapes each worker at its phases' ends: 45 us a job with one worker,
+        103 with two, where a job was more often scraped half-way). The counts of the rows held unmoved are
+        worked out beside the index's instead; the rows move when a query reads the lists (or past `MOST_UNMOVED`)."""
         index = self._held()
         if self._unlisted:
             return self.current().group_counts(group_by, queues, visible)
