@@ -494,6 +494,8 @@ class JobIndex:
             if before is not None:
                 counter((before.queue, before.job_set))[before.state] -= 1
             counter((row.queue, row.job_set))[row.state] += 1
+        if not changed:
+            return self.counts
         return {**self.counts, **{where: +counts for where, counts in changed.items()}}  # +: no state counted 0
 
 
