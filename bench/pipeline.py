@@ -510,10 +510,28 @@ class Session:
         """Keys written to the scheduler's index table so far: job entries, and all keys (GET /metrics)."""
         return self.metric("flotilla_scheduler_index_job_writes_total"), self.metric("flotilla_scheduler_index_writes_total")
 
-    def events_folded(self) -> float | None:
-        """Job events the workers' job-state agents folded so far, every outcome (GET /metrics)."""
-        values = [value for exposition in self.metrics() if (value := metric_sum(exposition, "flotilla_events_total")) is not None]
-        return sum(values) if values else None
+    def counters(self) -> Counters:
+        """What a phase counts, summed over the workers, from one GET /metrics of each (each scrape moves the rows
+        that changed since the last one in the worker's job index: `streams.tables.job_index`)."""
+        expositions = self.metrics()
+
+        def summed(name: str, labelled: bool = False) -> float | None:
+            read = metric_sum if labelled else metric_value
+            values = [value for exposition in expositions if (value := read(exposition, name)) is not None]
+            return sum(values) if values else None
+
+        batches: dict[str, tuple[float, float]] = {}
+        for exposition in expositions:
+            for agent, taken in metric_by_label(exposition, "flotilla_agent_batches_total", "agent").items():
+                messages = metric_by_label(exposition, "flotilla_agent_batch_messages_total", "agent").get(agent, 0.0)
+                before = batches.get(agent, (0.0, 0.0))
+                batches[agent] = (before[0] + taken, before[1] + messages)
+        return Counters(
+            summed("flotilla_scheduler_index_job_writes_total"),
+            summed("flotilla_scheduler_index_writes_total"),
+            summed("flotilla_events_total", labelled=True),
+            batches,
+        )
 
     def stop(self) -> None:
         """Stop the session's processes now, executors and workers before the broker (each with what is
@@ -521,6 +539,30 @@ class Session:
         processes: list[Child] = [*self.executors, *self.workers, self.broker]
         for process in processes:
             stop_process(process, log)
+
+
+@dataclass
+class Counters:
+    """The workers' counters a phase reports the growth of (None: no worker has the metric yet)."""
+
+    index_job_writes: float | None  # job entries written to the scheduler's index table
+    index_writes: float | None  # every key written there
+    events: float | None  # job events the job-state agents folded, every outcome
+    batches: dict[str, tuple[float, float]]  # agent -> (batches taken, messages in them)
+
+    def since(self, before: Counters) -> Counters:
+        def grown(late: float | None, early: float | None) -> float | None:
+            return None if late is None else late - (early or 0.0)
+
+        return Counters(
+            grown(self.index_job_writes, before.index_job_writes),
+            grown(self.index_writes, before.index_writes),
+            grown(self.events, before.events),
+            {
+                agent: (taken - before.batches.get(agent, (0.0, 0.0))[0], messages - before.batches.get(agent, (0.0, 0.0))[1])
+                for agent, (taken, messages) in self.batches.items()
+            },
+        )
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -534,6 +576,17 @@ def metric_value(exposition: str, name: str) -> float | None:
         if line.startswith(name + " "):
             return float(line.split()[1])
     return None
+
+
+def metric_by_label(exposition: str, name: str, label: str) -> dict[str, float]:
+    """A metric's samples by the value of its one label (Prometheus's text format)."""
+    prefix = f'{name}{{{label}="'
+    found = {}
+    for line in exposition.splitlines():
+        if line.startswith(prefix):
+            value, _, rest = line[len(prefix) :].partition('"')
+            found[value] = float(rest.rsplit(" ", 1)[1])
+    return found
 
 
 def metric_sum(exposition: str, name: str) -> float | None:
@@ -581,7 +634,9 @@ class CpuMeter:
 @contextmanager
 def profiled(session: Session, phase: str) -> Iterator[None]:
     """py-spy on every worker during a phase, when asked for: `--format raw` (folded stacks), one file
-    per worker (``-w0``, ``-w1``... after the phase's name when there are several)."""
+    per worker (``-w0``, ``-w1``... after the phase's name when there are several). Only the thread holding
+    the GIL is sampled (the scheduling cycle runs on a thread of its own beside the event loop's): without
+    ``--gil`` a lone worker's samples added up to 2.7 times its CPU time with other load on the machine."""
     args = session.args
     if not args.py_spy:
         yield
@@ -590,7 +645,7 @@ def profiled(session: Session, phase: str) -> Iterator[None]:
     with ExitStack() as recordings:
         for n, pid in enumerate(pids):
             out = f"{args.profile_out}-{phase}" + (f"-w{n}" if len(pids) > 1 else "") + ".txt"
-            recordings.enter_context(py_spy_recording(session.children, args.py_spy, pid, out, log=log))
+            recordings.enter_context(py_spy_recording(session.children, args.py_spy, pid, out, gil=True, log=log))
         yield
 
 
@@ -737,6 +792,8 @@ class PhaseResult:
     # Job events the job-state agents folded during the phase: a stream phase also folds the executors' reports of
     # the jobs leased, as many as came in before it ended, so its CPU per job depends on where the phase stops.
     events: float | None = None
+    # Per agent, the batches the workers' agents took during the phase and the messages in them.
+    batches: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def worker_cpu(self) -> list[float]:
         """Each worker's CPU seconds, in worker order."""
@@ -761,17 +818,13 @@ def phase(session: Session, name: str, jobs: int, results: list[PhaseResult]) ->
     session.worker_log.poll()
     first_cycle = len(session.worker_log.cycles)
     meter = CpuMeter(session.pids())
-    writes_before, events_before = session.index_writes(), session.events_folded()
+    counted = session.counters()
     log(f"{session.name}: phase {name} ...")
     yield first_cycle
     seconds, cpu = meter.spent(session.pids())
-    writes_after, events_after = session.index_writes(), session.events_folded()
+    counted = session.counters().since(counted)
     session.worker_log.poll()
     statuses = [read_status(pid) for pid in session.worker_pids]
-    before = (*writes_before, events_before)
-    job_writes, writes, events = (
-        None if late is None else late - (early or 0.0) for early, late in zip(before, (*writes_after, events_after), strict=True)
-    )
     results.append(
         PhaseResult(
             name,
@@ -781,9 +834,10 @@ def phase(session: Session, name: str, jobs: int, results: list[PhaseResult]) ->
             session.worker_log.cycles[first_cycle:],
             max(status.get("VmRSS", 0) for status in statuses) / 1024,
             max(status.get("VmHWM", 0) for status in statuses) / 1024,
-            job_writes,
-            writes,
-            events,
+            counted.index_job_writes,
+            counted.index_writes,
+            counted.events,
+            counted.batches,
         )
     )
 
@@ -902,8 +956,8 @@ async def stream_session(session: Session, args: argparse.Namespace, shape: JobS
         stream = encode_requests(STREAM, args.jobs, args.batch, session.queues, shape, args.partitions)
         # The phase ends with the last lease; the executors' reports of the jobs leased last are folded after it, so
         # "+settle" measures the same jobs until --settle s later too: every job's whole way, whatever the workers.
-        with phase(session, f"{STREAM}{SETTLED}", args.jobs, phases):
-            with profiled(session, "stream"), phase(session, STREAM, args.jobs, phases) as first_cycle:
+        with profiled(session, f"{STREAM}{SETTLED}"), phase(session, f"{STREAM}{SETTLED}", args.jobs, phases):
+            with phase(session, STREAM, args.jobs, phases) as first_cycle:
                 started = time.time()
                 await produce_all(producer, SUBMISSIONS, stream)
                 await wait_leased(
@@ -1080,6 +1134,10 @@ def print_phase(result: PhaseResult) -> None:
         print(
             f"    job events folded {result.events:,.0f} ({result.events / result.jobs:.2f} per job): workers' CPU per event {per_event} us"
         )
+    if result.batches:
+        sizes = sorted(result.batches.items())
+        taken = ", ".join(f"{agent} {count:,.0f} ({messages / count:,.1f} messages each)" for agent, (count, messages) in sizes if count)
+        print(f"    agents' batches (the workers together): {taken}")
     if result.cycles:
         cycles = summary([seconds for seconds, _ in result.cycles])
         leased = [n for _, n in result.cycles]
@@ -1235,6 +1293,7 @@ def report(args: argparse.Namespace, shape: JobShape, stream: StreamResult, queu
         "cpu_s_by_phase": {result.name: rounded(result.cpu, 1) for result in phases},
         "cpu_ms_per_job_by_phase": {result.name: rounded(result.cpu_ms_per_job()) for result in phases},
         "events_folded_by_phase": {result.name: result.events for result in phases},
+        "agent_batches_by_phase": {result.name: result.batches for result in phases},
         "cpu_us_per_event_by_phase": {result.name: none_or_round(result.cpu_us_per_event(), 1) for result in phases},
         "seconds_by_phase": {result.name: round(result.seconds, 1) for result in phases},
         "index_job_writes_per_leased_job": writes_per_lease,
@@ -1275,7 +1334,10 @@ def phase_line(run: Mapping[str, Any], name: str) -> str:
     per_event = (
         f", {events / run['jobs']:.2f} events per job, {fmt(run['cpu_us_per_event_by_phase'][name], '.1f')} us per event" if events else ""
     )
-    return f"{per_job['workers']:.3f} ms ({each}), broker {per_job['broker']:.3f}, other load {other:.0%} of a core{per_event}"
+    batches = run.get("agent_batches_by_phase", {}).get(name, {})
+    sizes = "".join(f", {agent} {messages / count:.1f}" for agent, (count, messages) in sorted(batches.items()) if count)
+    per_batch = f"; messages per batch{sizes}" if sizes else ""
+    return f"{per_job['workers']:.3f} ms ({each}), broker {per_job['broker']:.3f}, other load {other:.0%} of a core{per_event}{per_batch}"
 
 
 def scaling_pairs(runs: list[dict[str, Any]], base: int) -> list[dict[str, Any]]:
@@ -1391,7 +1453,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--profile-out",
         default="/tmp/pipeline-profile",
-        help="py-spy output prefix; -stream.txt, -queue.txt, -queued-first.txt are appended (several runs: -p<P>-w<W>-r<N> first)",
+        help="py-spy output prefix; -stream+settle.txt, -queue.txt, -queued-first.txt are appended (several runs: -p<P>-w<W>-r<N> first)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the logs directory instead of removing it")
     parser.add_argument("--stream-only", action="store_true", help="run the stream session only (no queued-first session)")

@@ -225,12 +225,21 @@ class Children:
 
 @contextlib.contextmanager
 def py_spy_recording(
-    children: Children, py_spy: str, pid: int, out: str, *, threads: bool = False, log: Callable[[str], None] = _log
+    children: Children,
+    py_spy: str,
+    pid: int,
+    out: str,
+    *,
+    threads: bool = False,
+    gil: bool = False,
+    log: Callable[[str], None] = _log,
 ) -> Iterator[None]:
-    """py-spy records ``pid`` into ``out`` (`--format raw`, folded stacks; every thread if ``threads``)
-    for as long as the block runs; registered with ``children`` so that an error still stops it."""
+    """py-spy records ``pid`` into ``out`` (`--format raw`, folded stacks; every thread if ``threads``; only the
+    thread holding the GIL if ``gil``) for as long as the block runs; registered with ``children`` so that an
+    error still stops it."""
     command = [py_spy, "record", "--format", "raw", "-o", out, "--pid", str(pid), "--rate", "100", "--nonblocking"]
-    spy = children.add(Command(command + (["--threads"] if threads else []), stop_signal=signal.SIGINT, grace_s=60.0)).start()
+    command += (["--threads"] if threads else []) + (["--gil"] if gil else [])
+    spy = children.add(Command(command, stop_signal=signal.SIGINT, grace_s=60.0)).start()
     time.sleep(1.0)  # let it attach before the block starts
     try:
         yield

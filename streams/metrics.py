@@ -91,6 +91,16 @@ class Metrics:
             "Ticks whose cycle ran as soon as the broker had taken them (every feed record before them folded), not when read back",
             registry=self.registry,
         )
+        self.agent_batches = Counter(
+            "flotilla_agent_batches",
+            "Batches each agent took from its topic: messages over batches is what one batch's fixed costs (produce "
+            "requests, round trips, table writes) are shared by, and a job's changes within one batch are written once",
+            ["agent"],
+            registry=self.registry,
+        )
+        self.agent_batch_messages = Counter(
+            "flotilla_agent_batch_messages", "Messages in the batches each agent took", ["agent"], registry=self.registry
+        )
         self.index_jobs = Gauge("flotilla_scheduler_index_jobs", "Unfinished jobs in the scheduler's index", registry=self.registry)
         self.index_writes = Counter(
             "flotilla_scheduler_index_writes", "Keys written to (or deleted from) the scheduler-index table", registry=self.registry
@@ -100,6 +110,16 @@ class Metrics:
             "Job entries written to (or deleted from) the scheduler-index table: what a lease costs the index",
             registry=self.registry,
         )
+
+    def batch_counter(self, agent: str) -> Callable[[int], None]:
+        """Counts ``agent``'s batches and their messages (`streams.agents.batches`)."""
+        batches, messages = self.agent_batches.labels(agent), self.agent_batch_messages.labels(agent)
+
+        def counted(size: int) -> None:
+            batches.inc()
+            messages.inc(size)
+
+        return counted
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -20,7 +20,7 @@ def observed(plane: ControlPlane) -> Observed:
     def queue_counts() -> list[dict[str, Any]] | None:
         if not plane.ready:
             return None
-        return plane.job_index.current().group_counts("queue", (), lambda queue: True)
+        return plane.job_index.group_counts("queue", (), lambda queue: True)
 
     def lag() -> list[Lag]:
         if not plane.ready:

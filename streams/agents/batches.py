@@ -24,10 +24,12 @@ from typing import Any
 from faust.types import EventT, StreamT
 
 
-async def batches(stream: StreamT[Any], max_messages: int | Callable[[], int], within_s: float) -> AsyncIterator[list[EventT[Any]]]:
+async def batches(
+    stream: StreamT[Any], max_messages: int | Callable[[], int], within_s: float, counted: Callable[[int], None] | None = None
+) -> AsyncIterator[list[EventT[Any]]]:
     """The stream's events in batches of at most ``max_messages`` (or as many as it says when called: the
     job-state agent takes bigger batches while a restored log is refolded), each acknowledged once its
-    consumer's loop body has run (or raised)."""
+    consumer's loop body has run (or raised). ``counted`` is told each batch's size (`Metrics.batch_counter`)."""
     limit = max_messages if callable(max_messages) else lambda: max_messages
     stream.enable_acks = False  # acknowledged below, after the batch
     waiting: list[EventT[Any]] = []
@@ -62,6 +64,8 @@ async def batches(stream: StreamT[Any], max_messages: int | Callable[[], int], w
             if not waiting:
                 arrived.clear()
             room.set()
+            if counted is not None:
+                counted(len(batch))
             try:
                 yield batch
             finally:

@@ -58,7 +58,7 @@ def register(plane: ControlPlane) -> None:
 
     @plane.app.agent(plane.topics.executor_reports, name="executor-reports", concurrency=1)
     async def forward(stream: Any) -> None:
-        async for events in batches(stream, BATCH_MAX_MESSAGES, BATCH_WITHIN_S):
+        async for events in batches(stream, BATCH_MAX_MESSAGES, BATCH_WITHIN_S, plane.metrics.batch_counter("executor-reports")):
             outbox = Outbox(plane.batch_producer)
             records = forwarded(plane.metrics, full_states, [event.message for event in events])
             await outbox.partition(feed_topic, 0, [(None, feed.encode(record)) for record in records])

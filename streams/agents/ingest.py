@@ -66,7 +66,7 @@ def register(plane: ControlPlane) -> None:
 
     @plane.app.agent(plane.topics.submissions, name="ingest", concurrency=1)
     async def run(stream: Any) -> None:
-        async for batch in batches(stream, BATCH_MAX_MESSAGES, BATCH_WITHIN_S):
+        async for batch in batches(stream, BATCH_MAX_MESSAGES, BATCH_WITHIN_S, plane.metrics.batch_counter("ingest")):
             for event in batch:
                 try:
                     await ingest.handle(event.message)

@@ -158,7 +158,7 @@ def register(plane: ControlPlane) -> None:
             return BATCH_MAX_MESSAGES if child is None else REFOLD_BATCH_MAX_MESSAGES
 
         try:
-            async for events in batches(stream, batch_max, BATCH_WITHIN_S):
+            async for events in batches(stream, batch_max, BATCH_WITHIN_S, plane.metrics.batch_counter("job-state")):
                 if first and child is not None and not jobs.empty():
                     child.stop()  # the tables hold jobs (an agent restarted mid-refold): they are the fold's state
                     child = None

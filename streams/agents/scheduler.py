@@ -250,7 +250,7 @@ def register(plane: ControlPlane) -> SchedulerState:
 
     @app.agent(plane.topics.scheduler_feed, name="scheduler", concurrency=1)
     async def run(stream: Any) -> None:
-        async for batch in batches(stream, BATCH_MAX_RECORDS, BATCH_WITHIN_S):
+        async for batch in batches(stream, BATCH_MAX_RECORDS, BATCH_WITHIN_S, plane.metrics.batch_counter("scheduler")):
             await fold_until_done(batch)
             await early_tick()
 

@@ -31,7 +31,7 @@ import heapq
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import islice
@@ -475,18 +475,47 @@ class JobIndex:
 
     def group_counts(self, group_by: str, queues: tuple[str, ...], visible: Callable[[str], bool]) -> list[dict[str, Any]]:
         """Jobs per state for each queue (``group_by`` "queue") or each job set ("job_set") of ``queues`` (all when empty)."""
-        if group_by not in ("queue", "job_set"):
-            raise ValueError(f"cannot group by {group_by!r}; groups are queue and job_set")
-        groups: dict[tuple[str, ...], Counter[str]] = {}
-        for (queue, job_set), counts in self.counts.items():
-            if (queues and queue not in queues) or not visible(queue) or not counts:
-                continue
-            group = (queue,) if group_by == "queue" else (queue, job_set)
-            groups.setdefault(group, Counter()).update(counts)
-        return [
-            {"queue": group[0], **({"job_set": group[1]} if group_by == "job_set" else {}), "counts": _all_states(counts)}
-            for group, counts in sorted(groups.items())
-        ]
+        return group_counts(self.counts, group_by, queues, visible)
+
+    def counts_with(self, rows: Iterable[JobRow]) -> Mapping[tuple[str, str], Counter[str]]:
+        """The jobs per state of each (queue, job set) were ``rows`` put, each in place of the row held for its
+        job, without putting them: what `counts` would then be, with no list moved (a count is a few dict
+        updates, a move several sorted-list removals and insertions)."""
+        changed: dict[tuple[str, str], Counter[str]] = {}
+
+        def counter(where: tuple[str, str]) -> Counter[str]:
+            found = changed.get(where)
+            if found is None:
+                found = changed[where] = Counter(self.counts.get(where, ()))
+            return found
+
+        for row in rows:
+            before = self.rows.get(row.job_id)
+            if before is not None:
+                counter((before.queue, before.job_set))[before.state] -= 1
+            counter((row.queue, row.job_set))[row.state] += 1
+        if not changed:
+            return self.counts
+        return {**self.counts, **{where: +counts for where, counts in changed.items()}}  # +: no state counted 0
+
+
+def group_counts(
+    counts: Mapping[tuple[str, str], Counter[str]], group_by: str, queues: tuple[str, ...], visible: Callable[[str], bool]
+) -> list[dict[str, Any]]:
+    """From the jobs per state of each (queue, job set), those per queue (``group_by`` "queue") or per job set
+    ("job_set") of ``queues`` (all when empty)."""
+    if group_by not in ("queue", "job_set"):
+        raise ValueError(f"cannot group by {group_by!r}; groups are queue and job_set")
+    groups: dict[tuple[str, ...], Counter[str]] = {}
+    for (queue, job_set), held in counts.items():
+        if (queues and queue not in queues) or not visible(queue) or not held:
+            continue
+        group = (queue,) if group_by == "queue" else (queue, job_set)
+        groups.setdefault(group, Counter()).update(held)
+    return [
+        {"queue": group[0], **({"job_set": group[1]} if group_by == "job_set" else {}), "counts": _all_states(held)}
+        for group, held in sorted(groups.items())
+    ]
 
 
 def _size(lists: list[SortedList]) -> int:

@@ -22,6 +22,7 @@ from streams.domain.job_index import (
     encode_cursor,
     encode_requests,
     entry_change,
+    group_counts,
     row_of,
     with_events,
 )
@@ -157,6 +158,22 @@ def test_group_counts_are_the_rows_counted_by_state(changes: list[JobRow], group
         for g in index.group_counts(group_by, (), lambda q: True)
     }
     assert answered == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(rows, max_size=40), st.lists(rows, max_size=20))
+def test_counts_with_rows_not_put_are_the_counts_once_they_are_put(held: list[JobRow], changes: list[JobRow]) -> None:
+    """What `JobIndexStore.group_counts` counts with the rows a job index holds unmoved (the newest of each job
+    it holds already): the counts putting them gives, and the index itself unchanged."""
+    index, latest = put_all(held)
+    unmoved = {change.job_id: replace(change, submitted=latest[change.job_id].submitted) for change in changes if change.job_id in latest}
+    before = (dict(index.rows), {where: dict(counts) for where, counts in index.counts.items()})
+    counted = index.counts_with(unmoved.values())
+    assert (index.rows, {where: dict(counts) for where, counts in index.counts.items()}) == before
+    for row in unmoved.values():
+        index.put(row)
+    for group_by in ("queue", "job_set"):
+        assert group_counts(counted, group_by, (), lambda q: True) == index.group_counts(group_by, (), lambda q: True)
 
 
 def test_a_row_put_twice_changes_nothing_and_a_change_moves_only_what_it_changes() -> None:

@@ -90,6 +90,12 @@ def test_every_worker_metric_family_has_samples_after_a_short_run(worker: Worker
     assert {s.labels["resource"] for s in found["flotilla_queue_allocation"]} == {"cpu", "memory"}  # the long job's
     assert {s.labels["reason"] for s in found["flotilla_scheduling_unschedulable_jobs"]}
     assert {s.labels["agent"] for s in found["flotilla_consumer_lag_messages"]} == {"ingest", "job-state", "executor-reports", "scheduler"}
+    batches, messages = (
+        {s.labels["agent"]: s.value for s in found[name] if s.name.endswith("_total")}
+        for name in ("flotilla_agent_batches", "flotilla_agent_batch_messages")
+    )
+    assert batches.keys() == messages.keys() == {"ingest", "job-state", "executor-reports", "scheduler"}
+    assert all(0 < batches[agent] <= messages[agent] for agent in batches), (batches, messages)
     capacity = {s.labels["resource"]: s.value for s in found["flotilla_executor_capacity"] if s.labels["executor"] == "metrics-fake"}
     assert capacity["cpu"] == 8.0 and capacity["memory"] == 16 * 2**30
     assert found["flotilla_table_recovery_seconds"][0].value >= 0

@@ -27,7 +27,7 @@ def test_a_read_finds_what_moving_each_row_as_written_makes_and_every_change_is_
     """J1 goes queued -> leased -> pending -> running and J2 queued -> leased over four batches, read after the
     second and the fourth. Each batch writes the rows it changed; a read finds the lists and counts that
     putting each row as it was written gives; between reads a job's changed row is not moved yet (unless
-    more than `MOST_UNMOVED` are held)."""
+    more than `MOST_UNMOVED` are held), and counting the jobs per state (GET /metrics) moves none."""
     monkeypatch.setattr(job_index, "MOST_UNMOVED", most_unmoved)
     spec, reason = validate_item(item(), SubmitPolicy())
     assert reason is None
@@ -53,6 +53,10 @@ def test_a_read_finds_what_moving_each_row_as_written_makes_and_every_change_is_
             for _, _, state in changes:
                 reference.put(row_of(state))
                 written.append(row_of(state))
+            unmoved = dict(store._unmoved)
+            for group_by in ("queue", "job_set"):  # counted as moving them would count them, none moved
+                assert store.group_counts(group_by, (), lambda queue: True) == reference.group_counts(group_by, (), lambda queue: True)
+            assert store._unmoved == unmoved
             if n == 2 and most_unmoved > 1:  # J1 pending and J2 leased in the table, J1 still listed as leased
                 store.rebuild()  # what the app's timer does twice a second: nothing to rebuild, nothing moved
                 lists = store._held()
