@@ -25,6 +25,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -127,10 +128,10 @@ def idle_acks(url: str, count: int, gap_ms: tuple[float, float], seed: int) -> l
     return latencies
 
 
-def run(args: argparse.Namespace, children: Children) -> dict[str, Any]:
+def run(args: argparse.Namespace, children: Children, state: Path) -> dict[str, Any]:
+    """``state``: an empty state directory for `flotilla up`."""
     root = args.root.resolve()
     web_port = free_port()
-    state = Path(tempfile.mkdtemp(prefix="flotilla-idle-"))
     up = children.add(
         Command(
             [str(root / ".venv/bin/flotilla"), "up", "--state-dir", str(state), "--broker-port", "0"]
@@ -188,11 +189,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1, help="seed of the pauses (default 1)")
     parser.add_argument("--start-timeout", type=float, default=180.0, help="seconds to wait for the banner (default 180)")
     args = parser.parse_args()
+    state = Path(tempfile.mkdtemp(prefix="flotilla-idle-"))
     try:
         with Children(log) as children:
-            result = run(args, children)
+            result = run(args, children, state)
     except KeyboardInterrupt:
         return exit_status()
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
     print(json.dumps(result), flush=True)
     return 0
 
