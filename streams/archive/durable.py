@@ -42,12 +42,15 @@ class NotArchived:
 
 
 class ArchivedOffsets:
-    """What the archive has synced, per (topic, partition), and who waits for what: the archiver's `Durability`."""
+    """What the archive has synced, per (topic, partition), and who waits for what: the archiver's `Durability`.
+
+    A waiter sets `asked`: an idle archiver fetches rarely, and is woken by it to fetch what is awaited at once."""
 
     def __init__(self, offsets: Mapping[tuple[str, int], int] | None = None) -> None:
         self._next: dict[tuple[str, int], int] = dict(offsets or {})  # the first offset not archived yet
         self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = defaultdict(list)
         self.failure: str | None = None
+        self.asked = asyncio.Event()
 
     def check(self) -> None:
         if self.failure is not None:
@@ -64,7 +67,12 @@ class ArchivedOffsets:
             self._waiters[key].append((offset, future))
             waiting.append(future)
         if waiting:
+            self.asked.set()
             await asyncio.gather(*waiting)
+
+    def awaited(self) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> the highest offset someone waits for, of the partitions someone waits on."""
+        return {key: max(offset for offset, _ in waiting) for key, waiting in self._waiters.items() if waiting}
 
     def offsets(self) -> dict[tuple[str, int], int]:
         return dict(self._next)

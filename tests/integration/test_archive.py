@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -122,3 +123,61 @@ def test_everything_produced_is_archived_and_restored_at_the_same_offsets(tmp_pa
 
     with EmbeddedBroker() as empty:  # another broker, with nothing in it
         asyncio.run(scenario())
+
+
+def test_an_idle_archiver_fetches_rarely_and_a_waiter_wakes_it_at_once(tmp_path: Path, broker: EmbeddedBroker) -> None:
+    """Idle, the archiver sends a fetch only every idle interval (3 s here; the 5 ms fetches before were 200 a
+    second); a record no one waits for is archived within it, and one someone waits for as soon as it is synced."""
+    topic = "idle-archiver.events"
+    idle_s = 3.0
+
+    async def scenario() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, 1, 1)])
+        finally:
+            await admin.close()
+        archiver = Archiver(ArchiveWriter(tmp_path / "log"), KafkaClients(broker.bootstrap), {topic: 1}, idle_fetch_s=idle_s)
+        archiver.open()
+        await archiver.start()
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+        await producer.start()
+        try:
+            # The fetch requests its consumer sends (aiokafka's client, counted from outside: test-only).
+            assert archiver._consumer is not None
+            client = archiver._consumer._client
+            sent, fetches = client.send, []
+
+            def counting(node_id: int, request: Any, **options: Any) -> Any:
+                if type(request).__name__.startswith("FetchRequest"):
+                    fetches.append(request)
+                return sent(node_id, request, **options)
+
+            client.send = counting
+            await asyncio.sleep(2 * idle_s)
+            assert len(fetches) <= 4, f"{len(fetches)} fetches in {2 * idle_s:.0f} idle seconds"
+
+            unawaited = await (await producer.send(topic, b"no one waits for me"))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + idle_s + 2
+            while archiver.durability.offsets().get((topic, 0), 0) <= unawaited.offset:
+                assert loop.time() < deadline, "a record no one waits for is archived within the idle interval"
+                await asyncio.sleep(0.05)
+
+            took = []
+            for i in range(5):
+                await asyncio.sleep(0.7)  # each at another point of the idle interval
+                awaited = await (await producer.send(topic, f"acknowledge me {i}".encode()))
+                started = loop.time()
+                await asyncio.wait_for(archiver.durability.wait(topic, {0: awaited.offset}), 2 * idle_s)
+                took.append(loop.time() - started)
+            assert max(took) < 0.5, f"waiters answered after {[round(t, 3) for t in took]} s"
+        finally:
+            await producer.stop()
+            await archiver.stop()
+        assert [r.value for r in read_partition(tmp_path / "log", topic, 0)] == [b"no one waits for me"] + [
+            f"acknowledge me {i}".encode() for i in range(5)
+        ]
+
+    asyncio.run(scenario())
