@@ -98,7 +98,8 @@ class ClusterView:
         return None
 
     def executors(self, now_ms: int) -> list[dict[str, Any]]:
-        """Per executor: pool, nodes, capacity and allocation per resource, active runs, report age.
+        """Per executor: pool, nodes, capacity and allocation per resource, active runs, those its latest
+        state does not list yet (unacknowledged, as `streams.scheduler.takers` counts them), report age, cordon.
 
         Runs are counted as the scheduler holds them: active from their lease until they end or a
         cycle ends them (a run's pending and running reports reach the scheduler only when they matter
@@ -111,7 +112,8 @@ class ClusterView:
             return []
         allocated: dict[str, Counter[str]] = {name: Counter() for name in index.executors}
         runs: Counter[str] = Counter()
-        jobs = index.jobs
+        unacknowledged: Counter[str] = Counter()
+        jobs, states = index.jobs, index.executors
         for job_id in list(index.busy):
             entry = jobs.get(job_id)
             if entry is None or not entry.has_run:
@@ -120,8 +122,12 @@ class ClusterView:
             if delta.executor in allocated and delta.run_state in ACTIVE:
                 allocated[delta.executor].update(delta.requests)
                 runs[delta.executor] += 1
+                if delta.run_id not in states[delta.executor].runs:
+                    unacknowledged[delta.executor] += 1
         report = []
-        for name, state in sorted(index.executors.items()):
+        for name, state in sorted(states.items()):
+            settings = index.settings.get(name)
+            cordoned = settings is not None and settings.cordoned
             capacity: Counter[str] = Counter()
             for node in state.nodes:
                 capacity.update(node.resources)
@@ -134,7 +140,11 @@ class ClusterView:
                     "capacity": dict(capacity),
                     "allocated": dict(allocated[name]),
                     "active_runs": runs[name],
+                    "unacknowledged_runs": unacknowledged[name],
                     "report_age_s": max(0.0, (now_ms - index.heard.get(name, state.time)) / 1000.0),
+                    "cordoned": cordoned,
+                    "cordon_reason": settings.reason if settings is not None and cordoned else "",
+                    "cordoned_by": settings.user if settings is not None and cordoned else "",
                 }
             )
         return report
