@@ -35,6 +35,7 @@ from streams.scheduler.feed import Changes, ExecutorSettings, ExecutorState, Hea
 
 if TYPE_CHECKING:
     from streams.scheduler.pool_jobs import ExecutorNodes, PoolJobs
+    from streams.scheduler.takers import ExecutorRuns
 
 LEASE, REQUEUE, END = "lease", "requeue", "end"
 LIMITERS_KEY = "x:limiters"
@@ -328,6 +329,10 @@ class SchedulerIndex:
         # and the jobs whose entries changed since (noted only while some pool's are kept).
         self.pool_jobs: dict[str, PoolJobs] = {}
         self._changed: set[str] = set()
+        # Each executor's active runs as the index holds them (`streams.scheduler.takers`), while some cycle keeps
+        # them, and the jobs whose entries changed since they were last brought up to date.
+        self.executor_runs: ExecutorRuns | None = None
+        self.runs_changed: set[str] = set()
         # Each executor's nodes as a cycle uses them, made from its latest report (`pool_jobs.executor_nodes`).
         self.executor_nodes: dict[str, ExecutorNodes] = {}
         self.executors: dict[str, ExecutorState] = {}
@@ -406,6 +411,8 @@ class SchedulerIndex:
             self.busy.discard(job_id)
         if self.pool_jobs:
             self._changed.add(job_id)
+        if self.executor_runs is not None:
+            self.runs_changed.add(job_id)
         self._unquiet_job(job_id)
 
     def _unquiet_job(self, job_id: str) -> None:

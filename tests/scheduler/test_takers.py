@@ -4,10 +4,16 @@ runs they hold go on. Driven through the real fold and index (`tests.kit.loop`),
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from streams.domain.executor_settings import SETTINGS_JOB_SET, SETTINGS_QUEUE, settings_payload
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.feed import ExecutorSettings
-from streams.scheduler.index import SchedulerIndex
+from streams.scheduler.index import END, SchedulerIndex
 from streams.scheduler.takers import held_back, unacknowledged
 from tests.kit.loop import Loop, events, leases
 from tests.kit.scheduler import delta, executor, nodes, running
@@ -92,3 +98,42 @@ def test_held_back_names_why_and_counts_only_runs_not_in_the_executors_latest_st
     assert held_back(index, live, 3) == {"ex3": "cordoned by root: disk full"}
     index.apply(ExecutorSettings("ex3", False, "", "root", 950, "e2"))
     assert held_back(index, live, 3) == {}
+
+
+def counted_afresh(index: SchedulerIndex) -> Counter[str]:
+    """Every busy entry's active run that its executor's latest state does not list: what the kept count must say."""
+    counts: Counter[str] = Counter()
+    for job_id in index.busy:
+        entry = index.jobs[job_id]
+        if entry.has_run and entry.expect != END and entry.delta.run_active and entry.delta.executor in index.executors:
+            counts[entry.delta.executor or ""] += entry.delta.run_id not in index.executors[entry.delta.executor or ""].runs
+    return +counts
+
+
+ACTIONS = st.sampled_from(["lease", "end", "requeue", "report", "ask"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(ACTIONS, st.integers(0, 11), st.integers(0, 2)), max_size=60))
+def test_the_count_kept_from_cycle_to_cycle_is_the_count_made_afresh(steps: list[tuple[str, int, int]]) -> None:
+    index = SchedulerIndex()
+    names = [f"ex{e}" for e in range(3)]
+    for name in names:
+        index.apply(executor(name, 1_000))
+    runs = 0
+    for step, (action, job, which) in enumerate(steps):
+        job_id, name = f"j{job}", names[which]
+        if action == "lease":
+            runs += 1
+            index.apply(running(delta(job_id), f"r{runs}", name, "n0", 500, runs=runs))
+        elif action == "end" and job_id in index.jobs:
+            index.apply(replace(index.jobs[job_id].delta, state="succeeded", run_state="succeeded"))
+        elif action == "requeue" and job_id in index.jobs:
+            index.apply(replace(index.jobs[job_id].delta, state="queued", run_state="lease_returned"))
+        elif action == "report":
+            # The executor lists every other run the index holds on it, and one it does not know.
+            held = sorted(e.delta.run_id or "" for e in index.jobs.values() if e.has_run and e.delta.executor == name)
+            index.apply(executor(name, 1_000 + step, runs={**{run: "?" for run in held[::2]}, "stray": "?"}))
+        elif action == "ask":  # a cycle: the changes since the last one are taken in together
+            assert unacknowledged(index, names) == counted_afresh(index)
+    assert unacknowledged(index, names) == counted_afresh(index)
