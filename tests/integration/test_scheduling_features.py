@@ -11,6 +11,7 @@ and the scheduler's cycle records.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -310,6 +311,7 @@ def test_a_cordoned_executor_keeps_its_runs_takes_no_new_job_and_takes_them_agai
     wait_states(worker, first, {"running"}, 60, "the first job running")
 
     url = ["--url", worker.url]
+    cordoned_at = int(time.time() * 1000)
     assert main(["cordon", "executor", "cordon-c", "--reason", "kernel upgrade", *url]) == 0
     assert capsys.readouterr().out == "cordoned executor cordon-c\n"
     shown = poll(
@@ -329,3 +331,7 @@ def test_a_cordoned_executor_keeps_its_runs_takes_no_new_job_and_takes_them_agai
     assert leased_to == {"cordon-c"}
     for job_set in ("first", "later"):
         cancel_job_set(worker, queue, job_set)
+    # The cycles since the cordon, repeated from the log, decide what the scheduler decided.
+    report = worker.client.call("GET", f"/api/v1/audit?since={cordoned_at}")
+    assert report["divergences"] == 0, report["first_divergence"]
+    assert report["ok"] and report["checked"] > 0
