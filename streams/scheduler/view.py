@@ -126,8 +126,7 @@ class ClusterView:
                     unacknowledged[delta.executor] += 1
         report = []
         for name, state in sorted(states.items()):
-            settings = index.settings.get(name)
-            cordoned = settings is not None and settings.cordoned
+            cordoned, settings = index.cordoned(name), index.settings.get(name)
             capacity: Counter[str] = Counter()
             for node in state.nodes:
                 capacity.update(node.resources)
@@ -143,8 +142,8 @@ class ClusterView:
                     "unacknowledged_runs": unacknowledged[name],
                     "report_age_s": max(0.0, (now_ms - index.heard.get(name, state.time)) / 1000.0),
                     "cordoned": cordoned,
-                    "cordon_reason": settings.reason if settings is not None and cordoned else "",
-                    "cordoned_by": settings.user if settings is not None and cordoned else "",
+                    "cordon_reason": settings.reason if cordoned and settings is not None else "",
+                    "cordoned_by": settings.user if cordoned and settings is not None else "",
                 }
             )
         return report
