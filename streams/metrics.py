@@ -199,6 +199,8 @@ class ObservedCollector(Collector):
             ("flotilla_executor_allocated", "Resources requested by the executor's active runs", ["executor", "pool", "resource"]),
             ("flotilla_executor_active_runs", "Runs the scheduler holds active on the executor, from lease to end", ["executor", "pool"]),
             ("flotilla_executor_report_age_seconds", "Time since the executor's last report reached the scheduler", ["executor", "pool"]),
+            ("flotilla_executor_unacknowledged_runs", "Active runs the executor's latest report does not list yet", ["executor", "pool"]),
+            ("flotilla_executor_cordoned", "1 while an administrator has cordoned the executor: no new job on it", ["executor", "pool"]),
             (
                 "flotilla_consumer_lag_messages",
                 "Messages on the agent's source partition not yet committed",
@@ -242,6 +244,8 @@ class ObservedCollector(Collector):
                 families["flotilla_executor_allocated"].add_metric([*labels, resource], _units(amount))
             families["flotilla_executor_active_runs"].add_metric(labels, executor["active_runs"])
             families["flotilla_executor_report_age_seconds"].add_metric(labels, executor["report_age_s"])
+            families["flotilla_executor_unacknowledged_runs"].add_metric(labels, executor["unacknowledged_runs"])
+            families["flotilla_executor_cordoned"].add_metric(labels, int(executor["cordoned"]))
 
     def _pipeline(self, families: dict[str, GaugeMetricFamily]) -> None:
         for lag in self.observed.lag():

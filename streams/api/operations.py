@@ -27,6 +27,7 @@ from streams.auth import Permissions, Principal
 from streams.domain import events
 from streams.domain.admission import SubmissionLimits
 from streams.domain.events import Payload
+from streams.domain.executor_settings import SETTINGS_JOB_SET, SETTINGS_QUEUE, settings_payload
 from streams.domain.ids import IdFactory, job_of_run, new_id
 from streams.domain.queues import validate_queue
 from streams.domain.states import JOB_TERMINAL
@@ -272,6 +273,17 @@ class Operations:
                 sent = await self.topics.events.send(key=events.sequence_key(queue, job_set_id), value=encode("event_sequence", sequence))
                 await sent
         return [job_id for _, _, job_id in chosen]
+
+    async def set_executor_cordon(self, principal: Principal, executor: str, cordoned: bool, reason: str) -> str:
+        """Cordon or uncordon an executor (Armada's UpsertExecutorSettings): an administrator's call, as
+        the executor-wide cancel and preempt are. Returns the event's id once it is on the log; the
+        scheduler places no new job on a cordoned executor's nodes from its next cycle on."""
+        self.permissions.check_admin(principal, f"{'cordon' if cordoned else 'uncordon'} executor {executor!r}")
+        try:
+            payload = settings_payload(executor, cordoned, reason)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from exc
+        return await self._write_control(principal, SETTINGS_QUEUE, SETTINGS_JOB_SET, None, payload)
 
     def watchable(self, principal: Principal, queue: str) -> dict[str, Any]:
         """The queue whose job-set events the caller may stream."""

@@ -29,6 +29,7 @@ from operator import is_
 from typing import Any
 
 from streams.domain import events
+from streams.domain.executor_settings import SETTINGS_KIND
 from streams.domain.jobs import event_kind
 from streams.domain.resources import job_resource_request
 from streams.scheduler import feed
@@ -92,6 +93,8 @@ class Workload:
     jobs: dict[str, RecordedJob] = field(default_factory=dict)
     # Cancel requests (the event sequence that carried them), by time.
     cancels: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    # Executors cordoned and uncordoned (`streams.domain.executor_settings`), folded at their time as recorded.
+    settings: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     # Per executor its reports on the feed (time, nodes and pool), and times it was heard (heartbeats).
     reports: list[tuple[int, feed.ExecutorState]] = field(default_factory=list)
     heard: list[tuple[int, str]] = field(default_factory=list)
@@ -108,6 +111,9 @@ class Workload:
         kind, job_id, at = event_kind(kind), event["job_id"], event["created"]
         if kind == "JobCancelRequested":
             self.cancels.append((at, {**envelope, "events": [event]}))
+            return
+        if kind == SETTINGS_KIND:
+            self.settings.append((at, {**envelope, "events": [event]}))
             return
         if kind == "JobSubmitted":
             requests = job_resource_request(payload.get("pod_spec") or {})
@@ -193,8 +199,9 @@ class _Simulation:
         self.index = SchedulerIndex()
         self.result = Simulated()
         self.rng = random.Random(0)
-        # Inputs in time order: submissions, cancellations; executor reports and heartbeats.
-        inputs = [(job.submitted, 0, job.sequence) for job in workload.jobs.values()] + [(at, 1, seq) for at, seq in workload.cancels]
+        # Inputs in time order: submissions, cancellations and executors' settings; executor reports and heartbeats.
+        inputs = [(job.submitted, 0, job.sequence) for job in workload.jobs.values()]
+        inputs += [(at, 1, seq) for at, seq in (*workload.cancels, *workload.settings)]
         self.inputs = iter(sorted(inputs, key=lambda item: (item[0], item[1])))
         self.next_input = next(self.inputs, None)
         self.reports = iter(sorted(workload.reports, key=lambda r: r[0]))

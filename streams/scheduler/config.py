@@ -32,6 +32,9 @@ class CycleConfig:
     # An executor silent this long (and as many cycles) is stale: its leases stand, but no new
     # job is placed on its nodes (Armada's scheduling.executorTimeout).
     stale_executor_ms: int = 10_000
+    # An executor holding more leased runs than this that its latest state does not list gets no new
+    # job that cycle (Armada's scheduling.maxUnacknowledgedJobsPerExecutor, `streams.scheduler.takers`).
+    max_unacknowledged_runs: int = 2500
     # A run an executor should hold but has not reported for this long after the fold accepted
     # its lease (and sent the command) is treated as returned. Much longer than the timeout:
     # under load the command and the executor's reports wait behind other work.

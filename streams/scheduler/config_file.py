@@ -84,11 +84,15 @@ def load(path: str | Path | None) -> SchedulerConfiguration:
 # Settings added after configurations were first recorded on the feed, with the value that decides as
 # the releases before them did: a resolved configuration that lacks one was written by such a release.
 ADDED_SINCE_RECORDED = {"orphansInLaterReports": False}
+# The same under ``scheduling:``. Releases before maxUnacknowledgedJobsPerExecutor counted no unacknowledged runs.
+NO_LIMIT = 2**63 - 1
+ADDED_TO_SCHEDULING_SINCE_RECORDED = {"maxUnacknowledgedJobsPerExecutor": NO_LIMIT}
 
 
 def parse_recorded(resolved: dict[str, Any], source: str) -> SchedulerConfiguration:
     """The configuration a resolved document recorded on the feed decided with, whichever release wrote it."""
-    return parse({**ADDED_SINCE_RECORDED, **resolved}, source)
+    scheduling = {**ADDED_TO_SCHEDULING_SINCE_RECORDED, **(resolved.get("scheduling") or {})}
+    return parse({**ADDED_SINCE_RECORDED, **resolved, "scheduling": scheduling}, source)
 
 
 def parse(raw: Any, source: str = "scheduler configuration") -> SchedulerConfiguration:
@@ -117,6 +121,7 @@ def parse(raw: Any, source: str = "scheduler configuration") -> SchedulerConfigu
     prefer_large = scheduling.boolean("enablePreferLargeJobOrdering", False)
     max_retries = scheduling.integer("maxRetries", 3, minimum=0)
     stale_s = scheduling.duration("executorTimeout", 600.0)
+    max_unacknowledged = scheduling.integer("maxUnacknowledgedJobsPerExecutor", 2500, minimum=0)
     pools = _pools(scheduling)
     scheduling.done()
 
@@ -180,6 +185,7 @@ def parse(raw: Any, source: str = "scheduler configuration") -> SchedulerConfigu
         pools={pool: scheduling_for(pool) for pool in known_pools},
         executor_timeout_ms=int(lease_expiry_s * 1000),
         stale_executor_ms=int(stale_s * 1000),
+        max_unacknowledged_runs=max_unacknowledged,
         missing_run_grace_ms=int(missing_run_s * 1000),
         orphans_in_later_reports=orphans_in_later_reports,
         max_attempts=max_retries + 1,

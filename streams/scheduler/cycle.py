@@ -8,9 +8,10 @@ feed decides the same:
    `max_attempts` runs came back, then it fails; a fail-fast job (every gang member) fails at once;
 3. tells executors to stop runs the control plane no longer wants (orphans);
 4. runs `streams.scheduler.algorithm.schedule` once per pool of live executors that are not stale,
-   with that pool's settings, and turns its leases and preemptions into events. The jobs running on
-   the pool's live executors that get no new job (stale ones) count in their queues' allocation and
-   demand, as Armada counts them, but the cycle evicts none of them (`CycleInput.stranded`).
+   cordoned or lagging (`streams.scheduler.takers`), with that pool's settings, and turns its leases
+   and preemptions into events. The jobs running on the pool's live executors that get no new job
+   count in their queues' allocation and demand, as Armada counts them, but the cycle evicts none of
+   them (`CycleInput.stranded`).
 Ids of events, commands and the cycle come from a generator seeded with the tick's offset on the
 feed, so the same cycle over the same index produces the same events, which the fold then
 de-duplicates. A new run's id is its job's id and attempt number (``streams.domain.ids.run_id_for``),
@@ -36,6 +37,7 @@ from streams.scheduler.convert import scheduling_queue
 from streams.scheduler.feed import ExecutorState, JobDelta, Tick, node_id, updated
 from streams.scheduler.index import END, LEASE, REQUEUE, Entry, SchedulerIndex, job_key
 from streams.scheduler.pool_jobs import Gathered, PoolContext, executor_nodes, gather
+from streams.scheduler.takers import held_back
 
 SCHEDULER_USER = "scheduler"
 CYCLES_QUEUE, CYCLES_JOB_SET = "_scheduler", "cycles"
@@ -76,8 +78,11 @@ class Cycle:
         self.ended: set[str] = set()
         self.outcome.changed.append(index.start_cycle())
         self.live = {name: state for name, state in sorted(index.executors.items()) if self.heard_within(name, config.executor_timeout_ms)}
-        # Stale executors keep their leases, but get no new job.
-        self.schedulable = [state for name, state in self.live.items() if self.heard_within(name, config.stale_executor_ms)]
+        # Stale, cordoned and lagging executors keep their leases, but get no new job.
+        held = held_back(index, self.live, config.max_unacknowledged_runs)
+        self.schedulable = [
+            state for name, state in self.live.items() if self.heard_within(name, config.stale_executor_ms) and name not in held
+        ]
         # The live executors that get no new job: their jobs still count in their pool (`place`).
         usable = {state.executor for state in self.schedulable}
         self.unusable = [state for name, state in self.live.items() if name not in usable]

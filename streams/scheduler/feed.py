@@ -134,6 +134,20 @@ class JobSetAction:
 
 
 @dataclass(frozen=True, slots=True)
+class ExecutorSettings:
+    """An executor's settings as an administrator last set them (`streams.domain.executor_settings`):
+    while ``cordoned``, its nodes take no new job (its runs go on). ``user``, ``time`` and ``event_id``
+    say who set them, when, and with which event."""
+
+    executor: str
+    cordoned: bool
+    reason: str = ""
+    user: str = ""
+    time: int = 0
+    event_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Changes:
     """Everything one event sequence changed for the scheduler, in the order of its events.
 
@@ -141,7 +155,7 @@ class Changes:
     jobs, or a cycle's thousand leases, used to cross the feed as that many messages, and Faust's
     handling of each message cost the scheduling agent more than applying the delta in it."""
 
-    records: tuple[JobDelta | JobSetAction, ...]
+    records: tuple[JobDelta | JobSetAction | ExecutorSettings, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,13 +215,14 @@ class Configuration:
     resolved: dict[str, Any]
 
 
-FeedRecord = JobDelta | ExecutorState | Heartbeat | JobSetAction | Changes | Tick | Committed | Configuration
+FeedRecord = JobDelta | ExecutorState | Heartbeat | JobSetAction | ExecutorSettings | Changes | Tick | Committed | Configuration
 
 _KIND = {
     JobDelta: "job",
     ExecutorState: "executor",
     Heartbeat: "heartbeat",
     JobSetAction: "job_set",
+    ExecutorSettings: "executor_settings",
     Changes: "changes",
     Tick: "tick",
     Configuration: "config",
@@ -245,9 +260,9 @@ def feed_change(before: dict[str, Any] | None, after: dict[str, Any]) -> JobDelt
     return job_delta(after) if changed(before, after) else None
 
 
-# A job whose scheduling view changed (its state after the change), or a job-set action: what the
-# fold forwards, made into deltas (`job_delta`) only once a batch has kept each job's last.
-Change = dict[str, Any] | JobSetAction
+# A job whose scheduling view changed (its state after the change), a job-set action or an executor's
+# settings: what the fold forwards, made into deltas (`job_delta`) only once a batch has kept each job's last.
+Change = dict[str, Any] | JobSetAction | ExecutorSettings
 
 
 def latest_changes(changes: list[Change]) -> list[Change]:
@@ -705,6 +720,8 @@ def from_json(body: Any) -> FeedRecord:
             return Heartbeat(**body)
         if kind == "job_set":
             return JobSetAction(**body)
+        if kind == "executor_settings":
+            return ExecutorSettings(**body)
         if kind == "changes":
             # Rows read here, not through `_change`: a changes record holds hundreds, and the call per row showed.
             return Changes(records=tuple([delta_from_row(r) if type(r) is list else _change(r) for r in body["records"]]))
@@ -717,15 +734,15 @@ def from_json(body: Any) -> FeedRecord:
     raise ValueError(f"unknown scheduler-feed record kind {kind!r}")
 
 
-def _change(body: Any) -> JobDelta | JobSetAction:
-    """A member of a changes record: a job delta (a row) or a job-set action, checked before decoding."""
+def _change(body: Any) -> JobDelta | JobSetAction | ExecutorSettings:
+    """A member of a changes record: a job delta (a row), a job-set action or an executor's settings, checked before decoding."""
     if isinstance(body, list):
         return delta_from_row(body)
     kind = body.get("k") if isinstance(body, dict) else None
-    if kind not in ("job", "job_set"):
-        raise ValueError(f"a changes record holds job and job_set records, not {kind!r}")
+    if kind not in ("job", "job_set", "executor_settings"):
+        raise ValueError(f"a changes record holds job, job_set and executor_settings records, not {kind!r}")
     record = from_json(body)
-    assert isinstance(record, (JobDelta, JobSetAction))
+    assert isinstance(record, (JobDelta, JobSetAction, ExecutorSettings))
     return record
 
 

@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from streams.domain.executor_settings import SETTINGS_KIND
 from streams.domain.ids import RANDOM_BITS, ulid
 from streams.domain.jobs import apply_event, event_kind
 from streams.domain.states import TransitionRefused
@@ -41,7 +42,11 @@ class JobsStore(Protocol):
         ...
 
 
-def deltas(changes: list[feed.Change]) -> list[feed.JobDelta | feed.JobSetAction]:
+# What the fold forwards to the scheduler, as the feed carries it.
+Forwarded = feed.JobDelta | feed.JobSetAction | feed.ExecutorSettings
+
+
+def deltas(changes: list[feed.Change]) -> list[Forwarded]:
     """The changes as the feed carries them: each changed job as its delta."""
     return [feed.job_delta(change) if isinstance(change, dict) else change for change in changes]
 
@@ -61,7 +66,7 @@ class Folded:
     commands: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def feed(self) -> list[feed.JobDelta | feed.JobSetAction]:
+    def feed(self) -> list[Forwarded]:
         return deltas(self.changes)
 
 
@@ -88,7 +93,12 @@ def apply_sequence(
     envelope = {key: sequence[key] for key in ("queue", "job_set_id", "user", "groups")}
     for event in sequence["events"]:
         job_id = event["job_id"]
-        if job_id is None:  # a job-set action, or a cycle record (which describes decisions only)
+        if job_id is None:  # a job-set action, an executor's settings, or a cycle record (which describes decisions only)
+            settings = executor_settings(envelope, event)
+            if settings is not None:
+                changes.append(settings)
+                outcomes["executor_settings"] += 1
+                continue
             action = job_set_action(envelope, event)
             if action is not None:
                 folded.requests = True
@@ -134,7 +144,7 @@ def message_rng(topic: str, partition: int, offset: int) -> random.Random:
     return random.Random(f"{topic}/{partition}/{offset}")
 
 
-def feed_records(forwarded: list[feed.JobDelta | feed.JobSetAction]) -> list[Changes]:
+def feed_records(forwarded: list[Forwarded]) -> list[Changes]:
     """The deltas and actions in order, as `Changes` records of at most `MAX_CHANGES_PER_RECORD`."""
     return [Changes(tuple(forwarded[start : start + MAX_CHANGES_PER_RECORD])) for start in range(0, len(forwarded), MAX_CHANGES_PER_RECORD)]
 
@@ -142,6 +152,21 @@ def feed_records(forwarded: list[feed.JobDelta | feed.JobSetAction]) -> list[Cha
 def _about(envelope: dict[str, Any], job_id: str) -> dict[str, str]:
     """The fields of a JSON log line (`streams.logs`) about a job."""
     return {"job_id": job_id, "queue": envelope["queue"], "job_set": envelope["job_set_id"]}
+
+
+def executor_settings(envelope: dict[str, Any], event: dict[str, Any]) -> feed.ExecutorSettings | None:
+    """An administrator's setting of an executor's cordon (`streams.domain.executor_settings`), for the scheduler."""
+    kind, payload = event["payload"]
+    if event_kind(kind) != SETTINGS_KIND:
+        return None
+    return feed.ExecutorSettings(
+        executor=payload["executor"],
+        cordoned=payload["cordoned"],
+        reason=payload["cordon_reason"],
+        user=envelope["user"],
+        time=event["created"],
+        event_id=event["event_id"],
+    )
 
 
 def job_set_action(envelope: dict[str, Any], event: dict[str, Any]) -> feed.JobSetAction | None:

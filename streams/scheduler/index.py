@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import Job, LimiterState, RunningJob
 from streams.scheduler.convert import limiters_from_json, limiters_to_json, part_job, scheduling_job
-from streams.scheduler.feed import Changes, ExecutorState, Heartbeat, JobDelta, JobSetAction, updated
+from streams.scheduler.feed import Changes, ExecutorSettings, ExecutorState, Heartbeat, JobDelta, JobSetAction, updated
 
 if TYPE_CHECKING:
     from streams.scheduler.pool_jobs import ExecutorNodes, PoolJobs
+    from streams.scheduler.takers import ExecutorRuns
 
 LEASE, REQUEUE, END = "lease", "requeue", "end"
 LIMITERS_KEY = "x:limiters"
@@ -328,9 +329,15 @@ class SchedulerIndex:
         # and the jobs whose entries changed since (noted only while some pool's are kept).
         self.pool_jobs: dict[str, PoolJobs] = {}
         self._changed: set[str] = set()
+        # Each executor's active runs as the index holds them (`streams.scheduler.takers`), while some cycle keeps
+        # them, and the jobs whose entries changed since they were last brought up to date.
+        self.executor_runs: ExecutorRuns | None = None
+        self.runs_changed: set[str] = set()
         # Each executor's nodes as a cycle uses them, made from its latest report (`pool_jobs.executor_nodes`).
         self.executor_nodes: dict[str, ExecutorNodes] = {}
         self.executors: dict[str, ExecutorState] = {}
+        # Each executor's settings as an administrator last set them (its cordon), whether it reports or not.
+        self.settings: dict[str, ExecutorSettings] = {}
         # Per executor the time of its latest report, full or heartbeat: its liveness. The
         # state's own time is when its runs were listed.
         self.heard: dict[str, int] = {}
@@ -363,7 +370,7 @@ class SchedulerIndex:
         self._emptied: list[int] = []
 
     # -- the feed ---------------------------------------------------------------------------
-    def apply(self, record: JobDelta | ExecutorState | Heartbeat | JobSetAction | Changes) -> list[str]:
+    def apply(self, record: JobDelta | ExecutorState | Heartbeat | JobSetAction | ExecutorSettings | Changes) -> list[str]:
         """Fold one feed record; returns the table keys it changed."""
         if isinstance(record, JobDelta):
             return self._apply_job(record)
@@ -382,7 +389,14 @@ class SchedulerIndex:
                 return []
             self._heard(record.executor, record.time)
             return [heartbeat_key(record.executor)]
+        if isinstance(record, ExecutorSettings):
+            self.settings[record.executor] = record
+            return [settings_key(record.executor)]
         return self._apply_job_set(record)
+
+    def cordoned(self, executor: str) -> bool:
+        settings = self.settings.get(executor)
+        return settings is not None and settings.cordoned
 
     def _heard(self, executor: str, time: int) -> None:
         self.heard[executor] = max(self.heard.get(executor, time), time)
@@ -397,6 +411,8 @@ class SchedulerIndex:
             self.busy.discard(job_id)
         if self.pool_jobs:
             self._changed.add(job_id)
+        if self.executor_runs is not None:
+            self.runs_changed.add(job_id)
         self._unquiet_job(job_id)
 
     def _unquiet_job(self, job_id: str) -> None:
@@ -663,6 +679,9 @@ class SchedulerIndex:
             return feed.compact_json(
                 {"s": feed.to_json(state), "c": self.reported_in_cycle.get(name, 0), "o": self.unheld_runs[name]}
             ).encode()
+        if kind == "s":
+            settings = self.settings.get(name)
+            return None if settings is None else feed.compact_json(feed.to_json(settings)).encode()
         if kind == "h":
             if name not in self.executors:
                 return None
@@ -704,6 +723,10 @@ class SchedulerIndex:
                 self.unheld_runs[name] = tuple(body["o"]) if "o" in body else state.active
                 self.heard[name] = state.time
                 self.reported_in_cycle[name] = body["c"]
+            elif kind == "s":
+                settings = feed.from_json(json.loads(value))
+                assert isinstance(settings, ExecutorSettings)
+                self.settings[name] = settings
             elif kind == "h":
                 heartbeats.append((name, json.loads(value)))
             elif kind == "a":
@@ -744,6 +767,7 @@ class SchedulerIndex:
         yield from (acceptance_key(at) for at in self.acceptances)
         yield from (executor_key(name) for name in self.executors)
         yield from (heartbeat_key(name) for name in self.executors)
+        yield from (settings_key(name) for name in self.settings)
         yield LIMITERS_KEY
         yield CYCLES_KEY
         yield OFFSET_KEY
@@ -764,3 +788,7 @@ def executor_key(executor: str) -> str:
 
 def heartbeat_key(executor: str) -> str:
     return f"h:{executor}"
+
+
+def settings_key(executor: str) -> str:
+    return f"s:{executor}"

@@ -96,7 +96,8 @@ class ClusterView:
         return None
 
     def executors(self, now_ms: int) -> list[dict[str, Any]]:
-        """Per executor: pool, nodes, capacity and allocation per resource, active runs, report age.
+        """Per executor: pool, nodes, capacity and allocation per resource, active runs, those its latest
+        state does not list yet (unacknowledged, as `streams.scheduler.takers` counts them), report age, cordon.
 
         Runs are counted as the scheduler holds them: active from their lease until they end or a
         cycle ends them (a run's pending and running reports reach the scheduler only when they matter
@@ -109,7 +110,8 @@ class ClusterView:
             return []
         allocated: dict[str, Counter[str]] = {name: Counter() for name in index.executors}
         runs: Counter[str] = Counter()
-        jobs = index.jobs
+        unacknowledged: Counter[str] = Counter()
+        jobs, states = index.jobs, index.executors
         for job_id in list(index.busy):
             entry = jobs.get(job_id)
             if entry is None or not entry.has_run:
@@ -118,8 +120,11 @@ class ClusterView:
             if delta.executor in allocated and delta.run_state in ACTIVE:
                 allocated[delta.executor].update(delta.requests)
                 runs[delta.executor] += 1
+                if delta.run_id not in states[delta.executor].runs:
+                    unacknowledged[delta.executor] += 1
         report = []
-        for name, state in sorted(index.executors.items()):
+        for name, state in sorted(states.items()):
+            cordoned, settings = index.cordoned(name), index.settings.get(name)
             capacity: Counter[str] = Counter()
             for node in state.nodes:
                 capacity.update(node.resources)
@@ -132,7 +137,11 @@ class ClusterView:
                     "capacity": dict(capacity),
                     "allocated": dict(allocated[name]),
                     "active_runs": runs[name],
+                    "unacknowledged_runs": unacknowledged[name],
                     "report_age_s": max(0.0, (now_ms - index.heard.get(name, state.time)) / 1000.0),
+                    "cordoned": cordoned,
+                    "cordon_reason": settings.reason if cordoned and settings is not None else "",
+                    "cordoned_by": settings.user if cordoned and settings is not None else "",
                 }
             )
         return report

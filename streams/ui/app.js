@@ -104,13 +104,14 @@ async function queuesPage(live) {
     h("th", { scope: "row" }, e.executor), h("td", {}, e.pool), h("td", { class: "num" }, e.nodes),
     h("td", {}, resources(e.capacity)), h("td", {}, resources(e.allocated)),
     h("td", { class: "num" }, e.active_runs),
-    h("td", { class: "num" }, `${e.report_age_s.toFixed(1)} s`)));
+    h("td", { class: "num" }, `${e.report_age_s.toFixed(1)} s`),
+    h("td", {}, e.cordoned ? `cordoned by ${e.cordoned_by}: ${e.cordon_reason}` : "")));
   show(
     h("h1", {}, "Queues"),
     table("Queues: weight, shares of the last scheduling cycle, usage and jobs",
       ["Queue", "Weight", "Cordon", "Fair share", "Adjusted fair share", "Current share", "Usage", "Queued", "Active", "Succeeded", "Ended otherwise"], rows),
     cluster.scheduler_here ? null : h("p", {}, "Shares and executors are shown by the worker that schedules; this one does not."),
-    table("Executors", ["Executor", "Pool", "Nodes", "Capacity", "Allocated", "Active runs", "Last report"], executors));
+    table("Executors", ["Executor", "Pool", "Nodes", "Capacity", "Allocated", "Active runs", "Last report", "Cordon"], executors));
 }
 
 // ------------------------------------------------------------------ jobs

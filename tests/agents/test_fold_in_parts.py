@@ -106,10 +106,13 @@ def logs(draw: st.DrawFn) -> list[Message]:
     return messages
 
 
-def by_action(forwarded: list[feed.Change]) -> list[tuple[dict[str, feed.JobDelta], feed.JobSetAction | None]]:
-    """The feed as the scheduler's index takes it: between two job-set actions, each job's last delta
-    (a delta states the whole job), then the action (which acts on the jobs the index holds then)."""
-    found: list[tuple[dict[str, feed.JobDelta], feed.JobSetAction | None]] = []
+def by_action(
+    forwarded: list[feed.Change],
+) -> list[tuple[dict[str, feed.JobDelta], feed.JobSetAction | feed.ExecutorSettings | None]]:
+    """The feed as the scheduler's index takes it: between two actions (on a job set, or an executor's
+    settings), each job's last delta (a delta states the whole job), then the action (which acts on the
+    jobs the index holds then)."""
+    found: list[tuple[dict[str, feed.JobDelta], feed.JobSetAction | feed.ExecutorSettings | None]] = []
     last: dict[str, feed.JobDelta] = {}
     for change in feed_deltas(forwarded):
         if isinstance(change, feed.JobDelta):
@@ -120,7 +123,7 @@ def by_action(forwarded: list[feed.Change]) -> list[tuple[dict[str, feed.JobDelt
     return [*found, (last, None)]
 
 
-def feed_deltas(changes: list[feed.Change]) -> list[feed.JobDelta | feed.JobSetAction]:
+def feed_deltas(changes: list[feed.Change]) -> list[feed.JobDelta | feed.JobSetAction | feed.ExecutorSettings]:
     return [feed.job_delta(change) if isinstance(change, dict) else change for change in changes]
 
 

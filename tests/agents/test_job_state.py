@@ -146,7 +146,7 @@ def test_a_job_set_action_is_forwarded_and_changes_no_job() -> None:
 
 
 def test_forwarded_changes_go_to_the_feed_in_order_in_records_of_bounded_size() -> None:
-    actions: list[feed.JobDelta | feed.JobSetAction] = [
+    actions: list[feed.JobDelta | feed.JobSetAction | feed.ExecutorSettings] = [
         feed.JobSetAction("q", "s", "cancel", event_id=f"e{i}") for i in range(MAX_CHANGES_PER_RECORD + 1)
     ]
     records = feed_records(actions)

@@ -1,4 +1,4 @@
-"""armadactl's `cordon|uncordon queues`, `cancel|preempt queues`, `cancel|preempt executor` and
+"""armadactl's `cordon|uncordon queues`, `cancel|preempt queues`, `cancel|preempt executor`, `cordon|uncordon executor` and
 `version`: which queues each picks, what it sends where, and what it prints."""
 
 from __future__ import annotations
@@ -99,6 +99,8 @@ def test_cancel_queues_sends_the_states_classes_pools_and_reason(listed: StubApi
         ["preempt", "queues", "alpha"],  # neither --priority-classes nor --all-priority-classes
         ["preempt", "queues", "alpha", "-a", "-p", "x"],  # both
         ["preempt", "executor", "-a"],  # no executor
+        ["cordon", "executor", "cluster-1"],  # no --reason
+        ["uncordon", "executor"],  # no executor
     ],
 )
 def test_armadactls_required_flags_are_required(api: StubApi, argv: list[str]) -> None:
@@ -114,6 +116,19 @@ def test_an_executor_wide_request_names_the_executor_and_its_filters(api: StubAp
         ("POST", "/api/v1/executors/cluster-1/preempt", {"priority_classes": [], "pools": [], "queues": ["alpha", "beta"]})
     ]
     assert json.loads(capsys.readouterr().out) == {"job_ids": ["a", "b"]}
+
+
+def test_cordon_and_uncordon_executor_post_to_the_executor_with_the_reason(api: StubApi, capsys: pytest.CaptureFixture[str]) -> None:
+    for action in ("cordon", "uncordon"):
+        api.answer("POST", f"/api/v1/executors/cluster%201/{action}", 202, {"event_ids": [f"{action}-event"]})
+    assert main(["cordon", "executor", "cluster 1", "--reason", "kernel upgrade"]) == 0
+    assert main(["uncordon", "executor", "cluster 1", "--json"]) == 0
+    assert api.requests == [
+        ("POST", "/api/v1/executors/cluster%201/cordon", {"reason": "kernel upgrade"}),
+        ("POST", "/api/v1/executors/cluster%201/uncordon", {}),
+    ]
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "cordoned executor cluster 1" and json.loads(printed[1]) == {"event_ids": ["uncordon-event"]}
 
 
 def test_version_names_this_command_lines_release(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ and the scheduler's cycle records.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -34,7 +35,7 @@ from tests.integration.pipeline import (
     submit_jobs,
     wait_states,
 )
-from tests.integration.workers import Worker, expiring_after, running_worker
+from tests.integration.workers import Worker, expiring_after, poll, running_worker
 
 pytestmark = pytest.mark.integration
 
@@ -291,3 +292,46 @@ def test_armadas_queue_and_executor_operations_act_on_the_jobs_they_match(
     assert requested == {**dict.fromkeys(background, "preempted by PreemptOnQueue"), **dict.fromkeys(preemptible, "drain")}
     assert main(["cordon", "queues", queue, *url]) == 0
     assert worker.client.call("GET", f"/api/v1/queues/{queue}")["cordoned"] is True
+
+
+def cluster_executor(worker: Worker, name: str) -> dict[str, Any] | None:
+    """The executor as `/api/v1/cluster` shows it (None until the scheduler has its report)."""
+    return next((found for found in worker.client.call("GET", "/api/v1/cluster")["executors"] if found["executor"] == name), None)
+
+
+def test_a_cordoned_executor_keeps_its_runs_takes_no_new_job_and_takes_them_again_once_uncordoned(
+    worker: Worker, executors: Executors, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`flotilla cordon executor` / `uncordon executor` (Armada's UpsertExecutorSettings) through the API,
+    on a fake executor with room for every job: while cordoned, its running job goes on and no job is
+    leased to it; uncordoned, the waiting jobs are."""
+    queue = new_queue(worker, "executor-cordon")
+    executors.fake("cordon-c", nodes=1, pool="cordon")
+    first = submit_jobs(worker, queue, "first", [fake_item(executors.selector, "1", "1Gi", 600)])
+    wait_states(worker, first, {"running"}, 60, "the first job running")
+
+    url = ["--url", worker.url]
+    cordoned_at = int(time.time() * 1000)
+    assert main(["cordon", "executor", "cordon-c", "--reason", "kernel upgrade", *url]) == 0
+    assert capsys.readouterr().out == "cordoned executor cordon-c\n"
+    shown = poll(
+        lambda: (found := cluster_executor(worker, "cordon-c")) and found["cordoned"] and found, 30, "the scheduler holding the cordon"
+    )
+    assert shown["cordon_reason"] == "kernel upgrade" and shown["cordoned_by"]
+    later = submit_jobs(worker, queue, "later", [fake_item(executors.selector, "1", "1Gi", 600) for _ in range(2)])
+    wait_states(worker, later, {"queued"}, 30, "the later jobs queued")
+    settle(4)  # eight cycles of 0.5 s
+    assert {job["state"] for job in states(worker, later).values()} == {"queued"}, "nothing leased to a cordoned executor"
+    assert states(worker, first)[first[0]]["state"] == "running", "its running job goes on"
+
+    assert main(["uncordon", "executor", "cordon-c", *url]) == 0
+    wait_states(worker, later, {"running"}, 60, "the later jobs running once uncordoned")
+    assert (cluster_executor(worker, "cordon-c") or {}).get("cordoned") is False
+    leased_to = {payload["executor"] for kind, job_id, _, payload in events(worker, queue) if kind == "JobLeased"}
+    assert leased_to == {"cordon-c"}
+    for job_set in ("first", "later"):
+        cancel_job_set(worker, queue, job_set)
+    # The cycles since the cordon, repeated from the log, decide what the scheduler decided.
+    report = worker.client.call("GET", f"/api/v1/audit?since={cordoned_at}")
+    assert report["divergences"] == 0, report["first_divergence"]
+    assert report["ok"] and report["checked"] > 0

@@ -28,7 +28,7 @@ from streams.scheduler.commit import committed
 from streams.scheduler.config_file import SchedulerConfiguration, parse
 from streams.scheduler.cycle import CycleOutcome, run_cycle
 from streams.scheduler.feed import NodeState, QueueInfo
-from streams.scheduler.fold import apply_sequence, feed_records, message_rng
+from streams.scheduler.fold import Forwarded, apply_sequence, feed_records, message_rng
 from streams.scheduler.index import SchedulerIndex
 from tests.kit.jobs import container, item
 from tests.kit.quantities import CPU, GI
@@ -123,7 +123,7 @@ class Recorder:
 
     # -- the job-state fold -------------------------------------------------------------------
     def fold(self) -> None:
-        forwarded: list[feed.JobDelta | feed.JobSetAction] = []
+        forwarded: list[Forwarded] = []
         for partition in self.log.partitions(EVENTS):
             for record in self.log.records(EVENTS, partition, from_offset=self.folded.get(partition, 0)):
                 sequence = decode("event_sequence", record.value)

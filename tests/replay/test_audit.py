@@ -6,6 +6,9 @@ from dataclasses import replace
 from typing import Any
 
 from schemas.codec import decode, encode
+from streams.domain import events
+from streams.domain.executor_settings import SETTINGS_JOB_SET, SETTINGS_QUEUE, settings_payload
+from streams.domain.ids import new_id
 from streams.replay.audit import audit
 from streams.replay.cycles import Configurations
 from streams.replay.source import EVENTS, FEED
@@ -206,6 +209,48 @@ def test_every_generation_of_the_feed_is_audited_after_restarts() -> None:
     assert report.ok, report.first
     assert report.generations == ["flotilla.scheduler-feed@1", "flotilla.scheduler-feed"]
     assert report.cycles == 25 and report.in_flight == 0
+
+
+def leased_at(recorder: Recorder) -> list[int]:
+    """The time of every lease on `events`."""
+    return sorted(
+        event["created"]
+        for partition in recorder.log.partitions(EVENTS)
+        for record in recorder.log.records(EVENTS, partition)
+        for event in decode("event_sequence", record.value)["events"]
+        if event["payload"][0].endswith("JobLeased")
+    )
+
+
+def set_cordon(recorder: Recorder, cordoned: bool) -> None:
+    """An administrator's cordon of the recorder's executor, as the API writes it."""
+    event = events.event(new_id(recorder.now, recorder.rng), recorder.now, None, settings_payload(recorder.executor, cordoned, "drain"))
+    recorder.publish(SETTINGS_QUEUE, SETTINGS_JOB_SET, "root", [event])
+
+
+def test_a_log_with_an_executor_cordoned_audits_and_its_cordon_outlives_a_restart() -> None:
+    recorder = Recorder()
+    recorder.submit("a", "fill", count=40, cpu="1")  # 32 cpus: 8 wait for room
+    for _ in range(2):
+        recorder.step()
+    set_cordon(recorder, True)
+    cordoned_at = recorder.now
+    for _ in range(8):  # runs end after 3 s, leaving room that the cordon keeps empty
+        recorder.step()
+    recorder.restart()  # the feed begun anew: the refold of `events` brings the cordon back
+    for _ in range(4):
+        recorder.step()
+    assert recorder.index.cordoned(recorder.executor)
+    set_cordon(recorder, False)
+    uncordoned_at = recorder.now
+    for _ in range(4):
+        recorder.step()
+    leases = leased_at(recorder)
+    assert len(leases) == 40 and leases[31] <= cordoned_at
+    assert [at for at in leases if cordoned_at < at <= uncordoned_at] == [], "no lease while cordoned"
+    report = audit(recorder.log, Configurations())
+    assert report.ok, report.first
+    assert report.generations == ["flotilla.scheduler-feed@1", "flotilla.scheduler-feed"] and report.cycles == 18
 
 
 def test_the_report_reads_as_a_person_expects() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from streams.domain.executor_settings import SETTINGS_JOB_SET, SETTINGS_QUEUE, settings_payload
 from streams.replay.whatif import Run, Workload, capacity_at, measure, percentile, simulate
 from streams.scheduler import feed
 from streams.scheduler.algorithm.model import PriorityClass
@@ -15,9 +16,10 @@ from tests.replay.kit import LoggedLoop, small, with_class
 RUN_MS = 2_000
 
 
-def recorded(config: CycleConfig | None = None) -> LoggedLoop:
+def recorded(config: CycleConfig | None = None, cordoned: tuple[int, int] | None = None) -> LoggedLoop:
     """Queues a and b each submit 8 one-cpu jobs of 2 s at once onto one 4-cpu node; an executor
-    runs each for 2 s; a cycle every second."""
+    runs each for 2 s; a cycle every second. ``cordoned``: the cycles from which, and from which no
+    longer, an administrator cordoned the executor."""
     loop = LoggedLoop(config=config or CycleConfig())
     for i in range(8):
         loop.submit(f"a{i}", "a", cpu="1", at=1_000 + i)
@@ -30,6 +32,9 @@ def recorded(config: CycleConfig | None = None) -> LoggedLoop:
                 loop.run_event(job_id, "JobRunRunning", end - RUN_MS, run_id=run_id, node="n0")
                 loop.run_event(job_id, "JobRunSucceeded", end, run_id=run_id)
                 loop.run_event(job_id, "JobSucceeded", end, run_id=run_id)
+        if cordoned is not None and at in cordoned:
+            kind, fields = settings_payload("ex1", at == cordoned[0], "drain")
+            loop.event(None, kind.rsplit(".", 1)[-1], at - 200, SETTINGS_QUEUE, SETTINGS_JOB_SET, **fields)
         small(loop, at - 100)
         outcome = loop.cycle(at)
         for sequence in outcome.sequences:
@@ -59,6 +64,18 @@ def test_the_same_configuration_reproduces_what_happened() -> None:
     assert report["moved"] == []
     # equal weights: a and b share the node half and half while both wait
     assert report["series"]["actual"]["a"][0] == report["series"]["actual"]["b"][0] == 0.5
+
+
+def test_a_cordon_on_the_log_holds_in_the_what_if_too() -> None:
+    loop = recorded(cordoned=(4_000, 9_000))
+    workload = workload_of(loop)
+    report = measure(workload, simulate(workload, loop.config), loop.config)
+    for queue in ("a", "b"):
+        assert report["queues"][queue]["actual"] == report["queues"][queue]["what_if"], queue
+    assert report["series"]["actual"] == report["series"]["what_if"] and report["moved"] == []
+    # While cordoned nothing started: the cluster emptied, and the jobs that waited started later than without it.
+    uncordoned = measure(workload_of(recorded()), simulate(workload_of(recorded()), loop.config), loop.config)
+    assert report["queues"]["a"]["actual"] != uncordoned["queues"]["a"]["actual"]
 
 
 def test_a_heavier_queue_gets_more_and_waits_less_and_the_other_waits_more() -> None:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from streams.scheduler.algorithm.model import AwayNodeType, RateLimit, Taint, WellKnownNodeType
-from streams.scheduler.config_file import ConfigFileError, format_duration, load, parse, parse_duration, parse_recorded
+from streams.scheduler.config_file import NO_LIMIT, ConfigFileError, format_duration, load, parse, parse_duration, parse_recorded
 
 EVERYTHING = """
 executorTimeout: 90s
@@ -38,6 +38,7 @@ scheduling:
   enablePreferLargeJobOrdering: true
   maxRetries: 1
   executorTimeout: 30s
+  maxUnacknowledgedJobsPerExecutor: 7
   pools:
     - name: default
     - name: gpu
@@ -81,6 +82,7 @@ def test_no_file_is_armadas_production_defaults() -> None:
     assert dict(scheduling.indexed_resources)["cpu"] == 100  # 100m, in milli-units
     # maxRetries 3: a fourth run may start; executors stale after 10 minutes, leases expired after an hour
     assert (cycle.max_attempts, cycle.stale_executor_ms, cycle.executor_timeout_ms) == (4, 600_000, 3_600_000)
+    assert cycle.max_unacknowledged_runs == 2500
     assert cycle.orphans_in_later_reports is True
     assert policy.priority_classes == {"armada-default", "armada-preemptible"} and policy.default_priority_class == "armada-default"
     assert (policy.min_termination_grace_period_s, policy.max_termination_grace_period_s) == (1, 300)
@@ -120,6 +122,7 @@ def test_every_setting_reaches_the_scheduler_and_the_submission_rules() -> None:
         120_000,
     )
     assert cycle.orphans_in_later_reports is False
+    assert cycle.max_unacknowledged_runs == 7
     policy = configuration.policy
     assert (policy.priority_classes, policy.default_priority_class) == ({"batch", "urgent"}, "batch")
     assert (policy.min_termination_grace_period_s, policy.max_termination_grace_period_s) == (2, 600)
@@ -143,6 +146,9 @@ def test_a_recorded_configuration_without_a_later_setting_decides_as_the_release
     assert parse_recorded(recorded, "the feed").cycle.orphans_in_later_reports is False
     assert parse_recorded(parse({}).resolved, "the feed") == parse({})
     assert parse({}).cycle.orphans_in_later_reports is True
+    scheduling = {name: value for name, value in parse({}).resolved["scheduling"].items() if name != "maxUnacknowledgedJobsPerExecutor"}
+    before_the_limit = parse_recorded({**parse({}).resolved, "scheduling": scheduling}, "the feed")
+    assert before_the_limit.cycle.max_unacknowledged_runs == NO_LIMIT and parse({}).cycle.max_unacknowledged_runs == 2500
 
 
 def test_the_hash_changes_with_any_setting_and_not_with_spelling() -> None:
@@ -159,6 +165,7 @@ def test_each_mistake_is_named_by_its_field_all_at_once() -> None:
                 "maximumPerQueueSchedulingBurst": 0,
                 "protectedFractionOfFairShare": -1,
                 "executorTimeout": 10,
+                "maxUnacknowledgedJobsPerExecutor": -1,
                 "priorityClasses": {"x": {"priority": "high"}},
             },
             "submission": {"maxPodSpecSizeBytes": "big"},
@@ -168,6 +175,7 @@ def test_each_mistake_is_named_by_its_field_all_at_once() -> None:
     assert "scheduling.maximumPerQueueSchedulingBurst: must be at least 1, got 0" in found
     assert "scheduling.protectedFractionOfFairShare: must be at least 0, got -1" in found
     assert "scheduling.executorTimeout: expected a duration such as 30s, 10m or 1h30m, got 10" in found
+    assert "scheduling.maxUnacknowledgedJobsPerExecutor: must be at least 0, got -1" in found
     assert "scheduling.priorityClasses.x.priority: expected a whole number, got 'high'" in found
     assert "submission.maxPodSpecSizeBytes: expected a whole number, got 'big'" in found
 

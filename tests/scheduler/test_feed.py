@@ -18,6 +18,7 @@ from streams.scheduler.feed import (
     Changes,
     Committed,
     Configuration,
+    ExecutorSettings,
     ExecutorState,
     Heartbeat,
     JobDelta,
@@ -107,7 +108,10 @@ ticks = st.builds(
     queues=st.lists(st.builds(QueueInfo, name=names, weight=floats, cordoned=st.booleans(), resource_limits=limits), max_size=3).map(tuple),
     owner=st.text("0123456789abcdef", max_size=32),
 )
-changes = st.builds(Changes, records=st.lists(job_deltas | job_set_actions, max_size=3).map(tuple))
+executor_settings = st.builds(
+    ExecutorSettings, executor=names, cordoned=st.booleans(), reason=text, user=names, time=st.integers(0, 2**48), event_id=names
+)
+changes = st.builds(Changes, records=st.lists(job_deltas | job_set_actions | executor_settings, max_size=3).map(tuple))
 heartbeats = st.builds(Heartbeat, executor=names, time=st.integers(0, 2**48))
 messages = st.lists(st.tuples(st.binary(max_size=40), st.binary(max_size=200)), max_size=5).map(tuple)
 committed = st.builds(Committed, tick=st.integers(0, 2**48), cycle_id=names, events=messages, commands=messages)
@@ -116,7 +120,7 @@ configurations = st.builds(
     hash=st.text("0123456789abcdef", min_size=16, max_size=16),
     resolved=st.dictionaries(names, st.integers() | names | st.lists(floats, max_size=3), max_size=4),
 )
-records = st.one_of(job_deltas, executor_states, heartbeats, job_set_actions, changes, ticks, committed, configurations)
+records = st.one_of(job_deltas, executor_states, heartbeats, job_set_actions, executor_settings, changes, ticks, committed, configurations)
 
 
 @settings(max_examples=150, deadline=None)
@@ -137,11 +141,12 @@ def test_each_kind_is_tagged_in_the_json() -> None:
             ExecutorState("e", "p", 1),
             Heartbeat("e", 2),
             JobSetAction("q", "s", "cancel"),
+            ExecutorSettings("e", True, "why"),
             Changes((JobSetAction("q", "s", "cancel"),)),
             Tick(1),
         )
     }
-    assert kinds == {"job", "executor", "heartbeat", "job_set", "changes", "tick"}
+    assert kinds == {"job", "executor", "heartbeat", "job_set", "executor_settings", "changes", "tick"}
 
 
 @pytest.mark.parametrize("cut", [1, 5, 30, -1])

@@ -8,6 +8,7 @@ from streams.scheduler.algorithm import reasons
 from streams.scheduler.algorithm.model import CycleInput, CycleResult, LimiterState, PreemptedJob, Unscheduled
 from streams.scheduler.config import CycleConfig
 from streams.scheduler.cycle import run_cycle
+from streams.scheduler.feed import ExecutorSettings
 from streams.scheduler.index import SchedulerIndex
 from streams.scheduler.view import ClusterView
 from tests.kit.quantities import CPU, GI
@@ -92,3 +93,22 @@ def test_the_capacity_shown_is_the_one_the_shares_were_taken_of() -> None:
     [pool] = outcome.records[0]["events"][0]["payload"][1]["pools"]
     assert pool["capacity"] == view.pools["default"].capacity() == {"cpu": 32 * CPU, "memory": 256 * GI}
     assert [q["share"] for q in pool["queues"]] == [0.25]
+
+
+def test_an_executor_shows_its_cordon_and_the_active_runs_its_latest_state_does_not_list() -> None:
+    index = SchedulerIndex()
+    for i in range(3):
+        index.apply(running(delta(f"j{i}"), f"r{i}", "ex1", "n0", 500))
+    index.apply(executor("ex1", 1_000, runs={"r0": "j0"}))
+    index.apply(executor("ex2", 1_000))
+    index.apply(ExecutorSettings("ex1", True, "rack move", "root", 900, "e1"))
+    view = ClusterView(index=lambda: index)
+    shown = {ex["executor"]: ex for ex in view.executors(now_ms=1_000)}
+    assert {name: (ex["cordoned"], ex["cordon_reason"], ex["cordoned_by"]) for name, ex in shown.items()} == {
+        "ex1": (True, "rack move", "root"),
+        "ex2": (False, "", ""),
+    }
+    assert (shown["ex1"]["active_runs"], shown["ex1"]["unacknowledged_runs"], shown["ex2"]["unacknowledged_runs"]) == (3, 2, 0)
+    index.apply(ExecutorSettings("ex1", False, "", "root", 950, "e2"))
+    (ex1, _) = view.executors(now_ms=1_000)
+    assert (ex1["cordoned"], ex1["cordon_reason"], ex1["cordoned_by"]) == (False, "", "")

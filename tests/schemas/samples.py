@@ -119,7 +119,7 @@ def submit_request() -> dict[str, Any]:
 
 
 def payloads() -> list[tuple[str, dict[str, Any]]]:
-    """One payload of every event kind, in lifecycle order."""
+    """One payload of every event kind, in lifecycle order, then those of no job (the cycle record last)."""
     return [
         ("flotilla.JobSubmitted", job_submitted()),
         ("flotilla.JobValidated", {"pools": ["gpu-eu", "gpu-us"]}),
@@ -157,6 +157,7 @@ def payloads() -> list[tuple[str, dict[str, Any]]]:
         ("flotilla.JobPreempted", {"run_id": RUN_ID, "reason": "fair share"}),
         ("flotilla.JobReprioritised", {"new_priority": 0.5}),
         ("flotilla.JobRequeued", {"run_id": RUN_ID, "reason": "lease returned", "avoid_nodes": ["gpu-node-17"]}),
+        ("flotilla.ExecutorSettingsUpserted", {"executor": "cluster-eu-1", "cordoned": True, "cordon_reason": "kernel upgrade"}),
         (
             "flotilla.SchedulingCycle",
             {
@@ -179,11 +180,15 @@ def payloads() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+# Event kinds that address no job.
+NO_JOB = frozenset({"flotilla.SchedulingCycle", "flotilla.ExecutorSettingsUpserted"})
+
+
 def event_sequence() -> dict[str, Any]:
     events = []
     for i, payload in enumerate(payloads()):
-        cycle = payload[0] == "flotilla.SchedulingCycle"
-        events.append({"event_id": f"01HZ3N{i:020d}", "created": T0 + i, "job_id": None if cycle else JOB_ID, "payload": payload})
+        job_id = None if payload[0] in NO_JOB else JOB_ID
+        events.append({"event_id": f"01HZ3N{i:020d}", "created": T0 + i, "job_id": job_id, "payload": payload})
     return {"queue": QUEUE, "job_set_id": JOB_SET, "user": "alice", "groups": ["ml"], "events": events}
 
 
@@ -322,10 +327,28 @@ SAMPLES = {
 def written_with(writer: dict[str, Any], name: str) -> dict[str, Any]:
     """The sample of ``name`` as a writer with schema ``writer`` (a frozen release's) wrote it: a
     job state carried its spec until release v5 (its spec then moved to job-specs)."""
-    record = SAMPLES[name]()
+    record = readable_from(writer, name)
     if name == "job_state" and any(f["name"] == "spec" for f in writer["fields"]):
         record["spec"] = job_submitted()
     return record
+
+
+def readable_from(writer: dict[str, Any], name: str) -> dict[str, Any]:
+    """The sample of ``name`` as the current schemas read it back from a writer with schema ``writer``:
+    all of it, but the events of kinds the writer's release did not have yet."""
+    record = SAMPLES[name]()
+    if name == "event_sequence":
+        kinds = _payload_kinds(writer)
+        record["events"] = [event for event in record["events"] if event["payload"][0] in kinds]
+    return record
+
+
+def _payload_kinds(writer: dict[str, Any]) -> set[str]:
+    """The event kinds (the payload union's branches) of an event_sequence schema: a release before
+    ExecutorSettingsUpserted (v6) wrote no such event."""
+    (events,) = [f for f in writer["fields"] if f["name"] == "events"]
+    (payload,) = [f for f in events["type"]["items"]["fields"] if f["name"] == "payload"]
+    return {branch if isinstance(branch, str) else f"flotilla.{branch['name']}" for branch in payload["type"]}
 
 
 def assert_contains(expected: Any, actual: Any, where: str = "") -> None:

@@ -8,6 +8,8 @@ unfinished job of the set at its next cycle. The answer is 202: the request is o
 what it does happens later (a cancelled job shows `JobCancelled` on the job set's event stream).
 A queue- or executor-wide request (Armada's CancelOnQueue, PreemptOnQueue, CancelOnExecutor,
 PreemptOnExecutor, for administrators) writes one event per matching job and answers with their ids.
+An executor's cordon (Armada's UpsertExecutorSettings, for administrators) is one event, answered
+202 too: the scheduler places no new job on the executor's nodes from its next cycle on.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import replace
 import faust
 from faust import web
 
-from streams.api.control_requests import JOB_ACTIONS, JOB_SET_ACTIONS, bulk_payload, executor_filter, queue_filter
+from streams.api.control_requests import JOB_ACTIONS, JOB_SET_ACTIONS, bulk_payload, executor_filter, queue_filter, reason_of
 from streams.api.operations import Operations
 from streams.api.rest.http import answers_errors, caller, json_body
 from streams.auth import Authenticator
@@ -68,3 +70,12 @@ def register(app: faust.App, auth: Authenticator, ops: Operations) -> None:
                 principal, job_filter, bulk_payload(action, reason, source), f"{action} the jobs on executor {executor!r}"
             )
             return self.json({"job_ids": job_ids}, status=202)
+
+    @app.page("/api/v1/executors/{executor}/{action:cordon|uncordon}")
+    class ExecutorCordon(web.View):
+        @answers_errors
+        async def post(self, request: web.Request, executor: str, action: str) -> web.Response:
+            principal = caller(auth, request)
+            reason = reason_of(await json_body(request, optional=True))
+            event_id = await ops.set_executor_cordon(principal, executor, action == "cordon", reason)
+            return self.json({"event_ids": [event_id]}, status=202)

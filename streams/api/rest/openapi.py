@@ -319,6 +319,18 @@ DOCUMENT: dict[str, Any] = {
                 body=True,
             )
         },
+        "/api/v1/executors/{executor}/cordon": {
+            "post": _op(
+                "administrators: place no new job on the executor's nodes until uncordoned; its runs go on (Armada's"
+                " UpsertExecutorSettings). Body: reason (required)",
+                _ACCEPTED,
+                parameters=[_EXECUTOR],
+                body=True,
+            )
+        },
+        "/api/v1/executors/{executor}/uncordon": {
+            "post": _op("administrators: lift the executor's cordon", _ACCEPTED, parameters=[_EXECUTOR], body=True)
+        },
         **{f"/peer/v1/{op}": {"post": _op(f"between workers: {summary}", _PEER_ANSWER, body=True)} for op, summary in _PEER_OPS.items()},
         "/peer/v1/replies": {
             "post": {

@@ -1,7 +1,8 @@
 """Queue commands in armadactl's verb-first spelling (`flotilla create|update|delete|get queue NAME`,
 `flotilla get queues`) and the noun-first one (`flotilla queue create|update|delete|get NAME`,
 `flotilla queue list`). Both spellings are built from one table below, so they take the same
-options and run the same handlers. `flotilla cordon|uncordon queues` and the queue-wide cancel and
+options and run the same handlers. `flotilla cordon|uncordon queues` (beside `executor`:
+`streams.client.commands.executors`) and the queue-wide cancel and
 preempt (`streams.client.commands.control`) pick their queues as armadactl does (`select_queues`).
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from streams.client.commands import CommandError, replays
+from streams.client.commands import CommandError, executors, replays
 from streams.client.commands.columns import aligned
 from streams.client.commands.connection import add_connection_options, client_for
 
@@ -73,7 +74,7 @@ COMMANDS = (
 def register(commands: Any) -> dict[str, Any]:
     """Returns the subcommands of each verb (`get`...), for other command groups to join."""
     for verb, cordoned in (("cordon", True), ("uncordon", False)):
-        targets = commands.add_parser(verb, help=f"{verb} queues (as armadactl {verb} queues)").add_subparsers(
+        targets = commands.add_parser(verb, help=f"{verb} queues or an executor (as armadactl {verb})").add_subparsers(
             dest="target", required=True, metavar="WHAT"
         )
         parser = targets.add_parser(
@@ -83,6 +84,7 @@ def register(commands: Any) -> dict[str, Any]:
         parser.add_argument("--json", action="store_true", help="print the queues changed, as JSON")
         add_connection_options(parser)
         parser.set_defaults(func=_cordon, cordoned=cordoned)
+        executors.add_cordon(targets, cordoned)
     verbs = {
         verb: commands.add_parser(verb, help=f"{verb} queues (as armadactl {verb})").add_subparsers(
             dest="noun", required=True, metavar="WHAT"
