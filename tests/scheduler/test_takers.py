@@ -16,6 +16,7 @@ from streams.scheduler.feed import ExecutorSettings
 from streams.scheduler.index import END, SchedulerIndex
 from streams.scheduler.takers import held_back, unacknowledged
 from tests.kit.loop import Loop, events, leases
+from tests.kit.quantities import CPU
 from tests.kit.scheduler import delta, executor, nodes, running
 
 
@@ -137,3 +138,27 @@ def test_the_count_kept_from_cycle_to_cycle_is_the_count_made_afresh(steps: list
         elif action == "ask":  # a cycle: the changes since the last one are taken in together
             assert unacknowledged(index, names) == counted_afresh(index)
     assert unacknowledged(index, names) == counted_afresh(index)
+
+
+def test_the_jobs_of_a_cordoned_executor_count_in_their_queues_share_of_the_pool() -> None:
+    """As a stale executor's (Armada filters cordoned, lagging and stale executors alike, after counting
+    every executor's jobs): queue a runs 64 cpus on cordoned ex1, so queue b takes the 32 cpus of ex2
+    before a gets more, and none of a's jobs is preempted though a is far above its share."""
+    loop = Loop()
+    for i in range(4):
+        loop.submit(f"a{i}", cpu="16")
+    loop.report("ex1", 1_000)
+    assert loop.cycle(2_000).leased == 4
+    set_cordon(loop, "ex1", True, 2_100, reason="drain")
+    for queue in ("a", "b"):
+        loop.submit(f"{queue}-new0", queue=queue, cpu="16", at=3_000)
+        loop.submit(f"{queue}-new1", queue=queue, cpu="16", at=3_001)
+    loop.report("ex1", 3_500)
+    loop.report("ex2", 3_500, nodes(1))
+    outcome = loop.cycle(4_000)
+    assert set(leases(outcome)) == {"b-new0", "b-new1"}
+    assert executors_of(loop, ["b-new0", "b-new1"]) == {"ex2"}
+    assert not [kind for job_id, kind, _ in events(outcome) if job_id.startswith("a") and job_id[1].isdigit()]
+    [pool] = outcome.records[0]["events"][0]["payload"][1]["pools"]
+    shares = {queue["queue"]: queue for queue in pool["queues"]}
+    assert shares["a"]["allocation"]["cpu"] == 64 * CPU
