@@ -31,8 +31,16 @@ for reference: it shows what the broker does with messages as large as a submit 
 
 Peak RSS is each worker's VmHWM from /proc/<pid>/status (the kernel's high-water mark, which
 includes start-up), cross-checked with VmRSS sampled every 100 ms; `peak_rss_mib` is the largest
-over the workers. CPU seconds (user + system) are measured per worker and for the broker over the
-timed phase, so it shows whether every worker was busy.
+over the workers. CPU seconds (user + system) are measured per worker and for the broker from the first
+produce until the workers are settled: every timed job is also in the scheduler's index (its changelog,
+`flotilla-scheduler-index-changelog`, holds the job's entry) and each worker has used at most 10% of a core
+in every 0.2 s for 1 s (an idle worker uses 2-3%), the window ending where that quiet time began. A job seen
+queued still has work left on the workers: the scheduler folds it from the feed, and the worker keeping the
+standby copies applies its table writes (every 0.2 s), later, so CPU up to the last job seen queued (printed
+too, JSON `cpu_ms_per_job_until_queued`) could compare different shares of the same jobs' work from 1 to 2
+workers. Measured (issue 14, P=4, 30,000 jobs): the settled window adds 0-0.6% to two workers' CPU per job and
+0-0.2% to one's; the scheduler's fold keeps up with the job states in both. jobs/s stays first produce -> last
+job seen queued.
 
 Archive (`--archive on|off`, default off): with `on` each worker keeps the log archive (streams/archive,
 as `flotilla up` does) in its state directory, so the figures show what archiving costs the same
@@ -42,7 +50,7 @@ idle submit->ack latency (p50, p99); with the archive on, an answer waits until 
 are archived and synced. Those jobs go to their own queue and are not counted as ingest.
 
 Usage: .venv/bin/python bench/ingest.py [--jobs 100000] [--batch 100] [--partitions 1] [--workers 1]
-       [--queues 1] [--archive on|off] [--idle-submits 200]
+       [--queues 1] [--archive on|off] [--idle-submits 200] [--py-spy BIN [--py-spy-native | --py-spy-gil]]
 Progress goes to stderr; the last stdout line is one JSON object.
 """
 
@@ -81,6 +89,7 @@ from streams.domain import jobspec  # noqa: E402
 from streams.domain.jobs import apply_event  # noqa: E402
 from streams.domain.partitioning import key_hash, partition_for  # noqa: E402
 from streams.domain.validation import SubmitPolicy, validate_item  # noqa: E402
+from streams.scheduler.index import JOB_KEY_PREFIX  # noqa: E402
 
 # Benchmarks measure throughput, so the workers run without submission rate limits (on by default,
 # see streams/domain/admission.py), which would reject a benchmark's flood by design.
@@ -92,8 +101,15 @@ SUBMISSIONS = "flotilla.submissions"
 JOB_STATES = "flotilla.job-states"
 EVENTS = "flotilla.events"
 REJECTED = "flotilla.rejected"
+SCHEDULER_INDEX = "flotilla-scheduler-index-changelog"  # the scheduler-index table's changelog (streams/tables/scheduler_index.py)
+INDEX_JOB_PREFIX = JOB_KEY_PREFIX.encode()  # its keys of jobs
 PROGRESS_EVERY_S = 3.0
 STALL_TIMEOUT_S = 120.0
+# The workers are settled once each has used at most QUIET_SHARE of a core (an idle worker: 2-3%, aiokafka's
+# fetch loop) in every SAMPLE_EVERY_S since a moment QUIET_S ago or more: the CPU window ends at that moment.
+SAMPLE_EVERY_S = 0.2
+QUIET_S = 1.0
+QUIET_SHARE = 0.10
 RAW_REPEATS = 3  # the raw figures are medians: a single short run varies by +-20%
 
 # Same client settings for the raw and the Flotilla phase.
@@ -440,14 +456,43 @@ async def raw_rate(bootstrap: str, topic: str, size: int, count: int) -> float:
 
 
 @dataclass
+class Sample:
+    """CPU seconds so far of each worker and of the broker, at ``at`` (perf_counter)."""
+
+    at: float
+    workers: list[float]
+    broker: float
+
+    @staticmethod
+    def now(worker_pids: list[int], broker_pid: int | None) -> Sample:
+        return Sample(time.perf_counter(), [cpu_seconds(pid) for pid in worker_pids], cpu_seconds(broker_pid))
+
+
+def quiet_since(samples: list[Sample]) -> Sample | None:
+    """The sample from which every worker has used at most `QUIET_SHARE` of a core in each interval between
+    samples, if that has lasted `QUIET_S` or more (the workers are done with what the timed jobs gave them)."""
+    at = len(samples) - 1
+    while at > 0:
+        before, after = samples[at - 1], samples[at]
+        limit = QUIET_SHARE * (after.at - before.at)
+        if any(late - early > limit for early, late in zip(before.workers, after.workers, strict=True)):
+            break
+        at -= 1
+    return samples[at] if samples[-1].at - samples[at].at >= QUIET_S else None
+
+
+@dataclass
 class IngestResult:
-    seconds: float
+    seconds: float  # first produce -> last job seen queued
     produce_seconds: float
+    settle_seconds: float  # last job seen queued -> the workers settled (`flotilla_rate`)
     checked: int
     mean_state_bytes: float
     peak_rss_kib: list[int]  # per worker
-    worker_cpu_s: list[float]  # per worker
+    worker_cpu_s: list[float]  # per worker, first produce -> settled
     broker_cpu_s: float
+    queued_worker_cpu_s: list[float]  # per worker, first produce -> last job seen queued (the window before the settle)
+    queued_broker_cpu_s: float
 
 
 def rss_summary(pids: list[int]) -> str:
@@ -465,7 +510,13 @@ async def flotilla_rate(
     children: Children,
     ignored: set[bytes],
 ) -> IngestResult:
-    consumer = await started_consumer(bootstrap, {JOB_STATES: partitions, REJECTED: partitions})
+    """Produce the requests and time them until every job is seen queued on `job-states`; the workers' CPU is
+    measured until they are settled: every job is also in the scheduler's index (its changelog has every job's
+    entry) and each worker has used at most `QUIET_SHARE` of a core for `QUIET_S` (the standby copies of the
+    tables are applied too), from the start of that quiet time. A job seen queued is not the end of its work:
+    the scheduler folds it from the feed, and another worker copies its table writes, later: CPU up to that
+    moment alone could compare different shares of the same jobs' work from 1 to 2 workers."""
+    consumer = await started_consumer(bootstrap, {JOB_STATES: partitions, REJECTED: partitions, SCHEDULER_INDEX: 1})
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_OPTIONS)
     await producer.start()
     sampled_rss = [0] * len(worker_pids)
@@ -482,29 +533,40 @@ async def flotilla_rate(
 
     sampler = asyncio.create_task(sample_rss())
     spies = []
+    ignored_entries = {INDEX_JOB_PREFIX + job_id for job_id in ignored}
     try:
         if profilers:
             # py-spy writes its output on SIGINT
             spies = [children.add(Command(profiler, stop_signal=signal.SIGINT, grace_s=30.0)).start() for profiler in profilers]
             await asyncio.sleep(1.0)  # let py-spy attach before the clock starts
         seen: set[bytes] = set()
+        indexed: set[bytes] = set()  # the timed jobs' entries in the scheduler's index
         checked = 0
         state_bytes = 0
-        workers_cpu_before = [cpu_seconds(pid) for pid in worker_pids]
-        broker_cpu_before = cpu_seconds(broker_pid)
-        start = time.perf_counter()
+        first = Sample.now(worker_pids, broker_pid)
+        start = first.at
         sending = asyncio.create_task(produce_all(producer, SUBMISSIONS, requests))
         produce_done = None
-        last = start
+        last = progress = start
         next_report = start + PROGRESS_EVERY_S
-        while len(seen) < jobs:
+        samples = [first]
+        queued: Sample | None = None  # when the last job was seen queued
+        settled: Sample | None = None
+        while settled is None:
             batches = await consumer.getmany(timeout_ms=200, max_records=20_000)
             now = time.perf_counter()
-            before = len(seen)
+            before = len(seen), len(indexed)
             for tp, records in batches.items():
                 if tp.topic == REJECTED:
                     reason = decode("rejection", records[0].value).get("reason")
                     raise RuntimeError(f"{len(records)} rejection(s) on {REJECTED}, first: {reason}")
+                if tp.topic == SCHEDULER_INDEX:
+                    indexed.update(
+                        record.key
+                        for record in records
+                        if record.key.startswith(INDEX_JOB_PREFIX) and record.value is not None and record.key not in ignored_entries
+                    )
+                    continue
                 for record in records:
                     if record.key not in seen and record.key not in ignored:
                         seen.add(record.key)
@@ -514,27 +576,48 @@ async def flotilla_rate(
                             if state != "queued":
                                 raise RuntimeError(f"job {record.key!r} is {state!r}, expected 'queued'")
                             checked += 1
-            if len(seen) > before:
+            if len(seen) > before[0]:
                 last = now
-            elif now - last > STALL_TIMEOUT_S:
-                raise RuntimeError(f"no job queued for {STALL_TIMEOUT_S:.0f}s, {len(seen):,}/{jobs:,} queued")
+            if (len(seen), len(indexed)) != before:
+                progress = now
+            elif now - progress > STALL_TIMEOUT_S:
+                raise RuntimeError(
+                    f"no progress for {STALL_TIMEOUT_S:.0f}s: {len(seen):,}/{jobs:,} jobs queued, {len(indexed):,} in the scheduler's index"
+                )
             if produce_done is None and sending.done():
                 await sending  # raises a produce error
                 produce_done = now
+            if now - samples[-1].at >= SAMPLE_EVERY_S:
+                samples.append(Sample.now(worker_pids, broker_pid))
+            if queued is None and len(seen) >= jobs:
+                queued = Sample.now(worker_pids, broker_pid)
+                log(f"all {jobs:,} jobs queued after {last - start:.1f}s; settling ...")
+            if queued is not None and len(indexed) >= jobs and (quiet := quiet_since(samples)) is not None:
+                settled = quiet if quiet.at >= queued.at else queued
             if now >= next_report:
                 elapsed = now - start
                 log(
-                    f"{len(seen):,}/{jobs:,} queued after {elapsed:.1f}s ({len(seen) / elapsed:,.0f} jobs/s), "
-                    f"worker RSS {rss_summary(worker_pids)}"
+                    f"{len(seen):,}/{jobs:,} queued, {len(indexed):,} in the scheduler's index after {elapsed:.1f}s "
+                    f"({len(seen) / elapsed:,.0f} jobs/s), worker RSS {rss_summary(worker_pids)}"
                 )
                 next_report = now + PROGRESS_EVERY_S
         await sending
         if produce_done is None:
             produce_done = time.perf_counter()
-        workers_cpu = [cpu_seconds(pid) - before for pid, before in zip(worker_pids, workers_cpu_before, strict=True)]
-        broker_cpu = cpu_seconds(broker_pid) - broker_cpu_before
+        assert queued is not None
         peaks = [max(read_status(pid).get("VmHWM", 0), sampled) for pid, sampled in zip(worker_pids, sampled_rss, strict=True)]
-        return IngestResult(last - start, produce_done - start, checked, state_bytes / len(seen), peaks, workers_cpu, broker_cpu)
+        return IngestResult(
+            seconds=last - start,
+            produce_seconds=produce_done - start,
+            settle_seconds=settled.at - last,
+            checked=checked,
+            mean_state_bytes=state_bytes / len(seen),
+            peak_rss_kib=peaks,
+            worker_cpu_s=[late - early for early, late in zip(first.workers, settled.workers, strict=True)],
+            broker_cpu_s=settled.broker - first.broker,
+            queued_worker_cpu_s=[late - early for early, late in zip(first.workers, queued.workers, strict=True)],
+            queued_broker_cpu_s=queued.broker - first.broker,
+        )
     finally:
         for spy in spies:
             spy.stop()
@@ -559,6 +642,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--py-spy", metavar="BIN", help="profile every worker during the Flotilla phase with this py-spy")
     parser.add_argument(
         "--py-spy-native", action="store_true", help="include native frames (GC, fastavro, syscalls); pauses the worker per sample"
+    )
+    parser.add_argument(
+        "--py-spy-gil",
+        action="store_true",
+        help="sample only the thread holding the GIL: on this shared machine a thread waiting for a core is sampled as busy",
     )
     parser.add_argument(
         "--profile-out",
@@ -631,10 +719,12 @@ def print_report(setup: Setup, result: IngestResult) -> None:
         f"all produced after {result.produce_seconds:.2f}s)"
     )
     total_cpu = sum(result.worker_cpu_s)
+    window = result.seconds + result.settle_seconds
     print(
-        f"  CPU during the Flotilla phase: workers {total_cpu:.1f}s in total "
-        f"({total_cpu / result.seconds:.0%} of one core), broker {result.broker_cpu_s:.1f}s "
-        f"({result.broker_cpu_s / result.seconds:.0%} of one core)"
+        f"  CPU until the workers settled ({result.settle_seconds:.1f}s after the last job was seen queued: every job in "
+        f"the scheduler's index, each worker under {QUIET_SHARE:.0%} of a core for {QUIET_S:.0f}s since): workers "
+        f"{total_cpu:.1f}s in total ({total_cpu / window:.0%} of one core), broker {result.broker_cpu_s:.1f}s "
+        f"({result.broker_cpu_s / window:.0%} of one core)"
     )
     workers_ms = 1000 * total_cpu / args.jobs
     each_worker_ms = [1000 * cpu / args.jobs for cpu in result.worker_cpu_s]
@@ -642,6 +732,13 @@ def print_report(setup: Setup, result: IngestResult) -> None:
     print(
         f"  CPU per job: workers {workers_ms:.3f} ms together ({', '.join(f'{ms:.3f}' for ms in each_worker_ms)} ms each), "
         f"broker {broker_ms:.3f} ms"
+    )
+    queued_ms = [1000 * cpu / args.jobs for cpu in result.queued_worker_cpu_s]
+    queued_broker_ms = 1000 * result.queued_broker_cpu_s / args.jobs
+    print(
+        f"  of which until the last job was seen queued: workers {sum(queued_ms):.3f} ms "
+        f"({', '.join(f'{ms:.3f}' for ms in queued_ms)} ms each), broker {queued_broker_ms:.3f} ms "
+        "(not the same share of each job's work with one worker and with several: see flotilla_rate)"
     )
     per_worker = zip(setup.worker_pids, result.worker_cpu_s, peaks_mib, setup.assignments, strict=False)
     for index, (pid, cpu, peak, assigned) in enumerate(per_worker):
@@ -690,10 +787,16 @@ def print_report(setup: Setup, result: IngestResult) -> None:
                 "workers_peak_rss_mib": [round(peak, 1) for peak in peaks_mib],
                 "workers_cpu_s": [round(cpu, 2) for cpu in result.worker_cpu_s],
                 "broker_cpu_s": round(result.broker_cpu_s, 2),
+                "settle_seconds": round(result.settle_seconds, 3),
                 "cpu_ms_per_job": {
                     "workers": round(workers_ms, 4),
                     "each_worker": [round(ms, 4) for ms in each_worker_ms],
                     "broker": round(broker_ms, 4),
+                },
+                "cpu_ms_per_job_until_queued": {
+                    "workers": round(sum(queued_ms), 4),
+                    "each_worker": [round(ms, 4) for ms in queued_ms],
+                    "broker": round(queued_broker_ms, 4),
                 },
                 "archive": args.archive,
                 "idle_submit_ack_p50_ms": round(p50, 2),
@@ -770,6 +873,7 @@ def main(argv: list[str] | None = None) -> int:
                     "--rate",
                     "100",
                     *(["--native"] if args.py_spy_native else ["--nonblocking"]),
+                    *(["--gil"] if args.py_spy_gil else []),
                 ]
                 for i, pid in enumerate(pids if args.py_spy else [])
             ]
