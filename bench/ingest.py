@@ -281,6 +281,14 @@ def read_status(pid: int) -> dict[str, int]:
     return found
 
 
+def machine_ticks() -> tuple[int, int]:
+    """(steal, all) clock ticks of every core since boot (/proc/stat): steal is time the hypervisor gave a
+    vCPU that wanted to run to something else, one sign of the machine's noise."""
+    with open("/proc/stat") as stat:
+        fields = [int(field) for field in stat.readline().split()[1:9]]
+    return fields[7], sum(fields)
+
+
 def cpu_seconds(pid: int | None) -> float:
     """User + system CPU time of a process so far (0 once it is gone)."""
     if pid is None:
@@ -363,6 +371,7 @@ def wait_queues_visible(workers: list[WorkerProcess], names: list[str]) -> None:
 # ---------------------------------------------------------------- measurements
 
 LATENCY_QUEUE = "bench-latency"
+WARM_UP_PAUSE_S = 2.0
 
 
 def idle_submits(worker: WorkerProcess, count: int) -> tuple[list[float], list[float], set[bytes]]:
@@ -389,6 +398,23 @@ def idle_submits(worker: WorkerProcess, count: int) -> tuple[list[float], list[f
         job_ids.update(job_id.encode() for job_id in answer["job_ids"])
         time.sleep(0.02)
     return latencies, cancels, job_ids
+
+
+def warm_up(worker: WorkerProcess, queues: list[str]) -> set[bytes]:
+    """One job submitted to each timed queue through the REST API (answered once folded), then a pause: every
+    worker ingests and folds a job on its partitions before the clock starts. Each worker compiles its Avro
+    codecs at their first use; the idle submissions warm only the workers that own their queue's partitions,
+    so without this a second worker paid that (~0.05 s each, py-spy) inside the timed phase and a lone worker
+    did not. Returns the jobs' ids, which the timed phase does not count."""
+    job_ids: set[bytes] = set()
+    for i, queue in enumerate(queues):
+        body = {"queue": queue, "job_set_id": JOB_SET, "items": [jobspec.job_item(raw_item(20_000_000 + i))]}
+        status, answer = http("POST", f"{worker.url}/api/v1/jobs", body, timeout=30)
+        if status != 200:
+            raise RuntimeError(f"warm-up submission to {queue} answered HTTP {status}: {answer}")
+        job_ids.update(job_id.encode() for job_id in answer["job_ids"])
+    time.sleep(WARM_UP_PAUSE_S)  # the scheduler folds them and the standby copies are written meanwhile
+    return job_ids
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -457,15 +483,16 @@ async def raw_rate(bootstrap: str, topic: str, size: int, count: int) -> float:
 
 @dataclass
 class Sample:
-    """CPU seconds so far of each worker and of the broker, at ``at`` (perf_counter)."""
+    """CPU seconds so far of each worker and of the broker, and the machine's ticks, at ``at`` (perf_counter)."""
 
     at: float
     workers: list[float]
     broker: float
+    machine: tuple[int, int]  # `machine_ticks`
 
     @staticmethod
     def now(worker_pids: list[int], broker_pid: int | None) -> Sample:
-        return Sample(time.perf_counter(), [cpu_seconds(pid) for pid in worker_pids], cpu_seconds(broker_pid))
+        return Sample(time.perf_counter(), [cpu_seconds(pid) for pid in worker_pids], cpu_seconds(broker_pid), machine_ticks())
 
 
 def quiet_since(samples: list[Sample]) -> Sample | None:
@@ -491,6 +518,7 @@ class IngestResult:
     peak_rss_kib: list[int]  # per worker
     worker_cpu_s: list[float]  # per worker, first produce -> settled
     broker_cpu_s: float
+    steal_share: float  # of every core's time, first produce -> settled
     queued_worker_cpu_s: list[float]  # per worker, first produce -> last job seen queued (the window before the settle)
     queued_broker_cpu_s: float
 
@@ -551,6 +579,7 @@ async def flotilla_rate(
         next_report = start + PROGRESS_EVERY_S
         samples = [first]
         queued: Sample | None = None  # when the last job was seen queued
+        indexed_all: Sample | None = None  # when the last job's entry in the scheduler's index was seen
         settled: Sample | None = None
         while settled is None:
             batches = await consumer.getmany(timeout_ms=200, max_records=20_000)
@@ -592,8 +621,10 @@ async def flotilla_rate(
             if queued is None and len(seen) >= jobs:
                 queued = Sample.now(worker_pids, broker_pid)
                 log(f"all {jobs:,} jobs queued after {last - start:.1f}s; settling ...")
-            if queued is not None and len(indexed) >= jobs and (quiet := quiet_since(samples)) is not None:
-                settled = quiet if quiet.at >= queued.at else queued
+            if indexed_all is None and len(indexed) >= jobs:
+                indexed_all = Sample.now(worker_pids, broker_pid)
+            if queued is not None and indexed_all is not None and (quiet := quiet_since(samples)) is not None:
+                settled = max(quiet, queued, indexed_all, key=lambda sample: sample.at)  # none of it ends before the others
             if now >= next_report:
                 elapsed = now - start
                 log(
@@ -615,6 +646,7 @@ async def flotilla_rate(
             peak_rss_kib=peaks,
             worker_cpu_s=[late - early for early, late in zip(first.workers, settled.workers, strict=True)],
             broker_cpu_s=settled.broker - first.broker,
+            steal_share=(settled.machine[0] - first.machine[0]) / max(1, settled.machine[1] - first.machine[1]),
             queued_worker_cpu_s=[late - early for early, late in zip(first.workers, queued.workers, strict=True)],
             queued_broker_cpu_s=queued.broker - first.broker,
         )
@@ -724,7 +756,7 @@ def print_report(setup: Setup, result: IngestResult) -> None:
         f"  CPU until the workers settled ({result.settle_seconds:.1f}s after the last job was seen queued: every job in "
         f"the scheduler's index, each worker under {QUIET_SHARE:.0%} of a core for {QUIET_S:.0f}s since): workers "
         f"{total_cpu:.1f}s in total ({total_cpu / window:.0%} of one core), broker {result.broker_cpu_s:.1f}s "
-        f"({result.broker_cpu_s / window:.0%} of one core)"
+        f"({result.broker_cpu_s / window:.0%} of one core); steal {result.steal_share:.1%} of the machine's time"
     )
     workers_ms = 1000 * total_cpu / args.jobs
     each_worker_ms = [1000 * cpu / args.jobs for cpu in result.worker_cpu_s]
@@ -788,6 +820,7 @@ def print_report(setup: Setup, result: IngestResult) -> None:
                 "workers_cpu_s": [round(cpu, 2) for cpu in result.worker_cpu_s],
                 "broker_cpu_s": round(result.broker_cpu_s, 2),
                 "settle_seconds": round(result.settle_seconds, 3),
+                "steal_share": round(result.steal_share, 4),
                 "cpu_ms_per_job": {
                     "workers": round(workers_ms, 4),
                     "each_worker": [round(ms, 4) for ms in each_worker_ms],
@@ -879,8 +912,12 @@ def main(argv: list[str] | None = None) -> int:
             ]
             log(f"idle submit->ack: {args.idle_submits} single-job REST submissions, archive {args.archive} ...")
             latencies, cancels, latency_jobs = idle_submits(workers[0], args.idle_submits)
+            log(f"warm-up: one job to each of the {len(queues)} timed queue(s) through the REST API ...")
+            warm_jobs = warm_up(workers[0], queues)
             result = asyncio.run(
-                flotilla_rate(broker.bootstrap, pids, broker_pid, requests, args.jobs, args.partitions, profilers, children, latency_jobs)
+                flotilla_rate(
+                    broker.bootstrap, pids, broker_pid, requests, args.jobs, args.partitions, profilers, children, latency_jobs | warm_jobs
+                )
             )
             assignments = [assigned_partitions(worker) for worker in workers]  # before the logs are removed
     except KeyboardInterrupt:
