@@ -38,9 +38,10 @@ in every 0.2 s for 1 s (an idle worker uses 2-3%), the window ending where that 
 queued still has work left on the workers: the scheduler folds it from the feed, and the worker keeping the
 standby copies applies its table writes (every 0.2 s), later, so CPU up to the last job seen queued (printed
 too, JSON `cpu_ms_per_job_until_queued`) could compare different shares of the same jobs' work from 1 to 2
-workers. Measured (issue 14, P=4, 30,000 jobs): the settled window adds 0-0.6% to two workers' CPU per job and
-0-0.2% to one's; the scheduler's fold keeps up with the job states in both. jobs/s stays first produce -> last
-job seen queued.
+workers. Measured (issue 14, P=4, 30,000 jobs): the settled window adds 0-1.8% to two workers' CPU per job and
+0-0.2% to one's (two workers' scheduler fold ended up to 0.9 s after their last job state). jobs/s stays first produce -> last
+job seen queued. Before the clock starts one job goes to each timed queue through the REST API (`warm_up`,
+not counted), so that no worker compiles its codecs or folds its first job inside the timed phase.
 
 Archive (`--archive on|off`, default off): with `on` each worker keeps the log archive (streams/archive,
 as `flotilla up` does) in its state directory, so the figures show what archiving costs the same
